@@ -1,0 +1,151 @@
+"""Where the time went: per rank, per model and for the whole run. Pure functions over a Session."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from ckptprof.session import RankModel, Session, ShardTiming
+
+PHASES = ("read", "deserialize", "h2d", "other")
+
+
+@dataclass(frozen=True)
+class PhaseTotals:
+    read_s: float = 0.0
+    deserialize_s: float = 0.0
+    h2d_s: float = 0.0
+    wall_s: float = 0.0
+    bytes: int = 0
+    h2d_bytes: int = 0
+    storage_bytes: int = 0
+    nonresident_bytes: int = 0
+    major_faults: int = 0
+    shards: int = 0
+    failed_shards: int = 0
+
+    @property
+    def other_s(self) -> float:
+        """Wall time not inside a timed phase: Python bookkeeping, allocator, waiting for the GIL."""
+        return max(0.0, self.wall_s - self.read_s - self.deserialize_s - self.h2d_s)
+
+    @property
+    def phase_sum_s(self) -> float:
+        return self.read_s + self.deserialize_s + self.h2d_s
+
+    def shares(self) -> dict[str, float]:
+        total = self.read_s + self.deserialize_s + self.h2d_s + self.other_s
+        if total <= 0:
+            return {"storage": 0.0, "deserialize": 0.0, "h2d": 0.0, "other": 0.0}
+        return {
+            "storage": self.read_s / total,
+            "deserialize": self.deserialize_s / total,
+            "h2d": self.h2d_s / total,
+            "other": self.other_s / total,
+        }
+
+    def __add__(self, other: PhaseTotals) -> PhaseTotals:
+        return PhaseTotals(
+            read_s=self.read_s + other.read_s,
+            deserialize_s=self.deserialize_s + other.deserialize_s,
+            h2d_s=self.h2d_s + other.h2d_s,
+            wall_s=self.wall_s + other.wall_s,
+            bytes=self.bytes + other.bytes,
+            h2d_bytes=self.h2d_bytes + other.h2d_bytes,
+            storage_bytes=self.storage_bytes + other.storage_bytes,
+            nonresident_bytes=self.nonresident_bytes + other.nonresident_bytes,
+            major_faults=self.major_faults + other.major_faults,
+            shards=self.shards + other.shards,
+            failed_shards=self.failed_shards + other.failed_shards,
+        )
+
+
+def shard_totals(s: ShardTiming) -> PhaseTotals:
+    return PhaseTotals(
+        read_s=s.read_s,
+        deserialize_s=s.deserialize_s,
+        h2d_s=s.h2d_s,
+        wall_s=s.wall_s,
+        bytes=s.bytes,
+        h2d_bytes=s.h2d_bytes,
+        storage_bytes=s.storage_bytes,
+        nonresident_bytes=s.nonresident_bytes,
+        major_faults=s.major_faults,
+        shards=1,
+        failed_shards=0 if s.status == "ok" else 1,
+    )
+
+
+def model_totals(m: RankModel) -> PhaseTotals:
+    """A rank's totals for one model; the wall is the model's wall (it includes time between shards)."""
+    total = PhaseTotals()
+    for s in m.shards:
+        total = total + shard_totals(s)
+    return PhaseTotals(**{**total.__dict__, "wall_s": m.wall_s})
+
+
+def rank_totals(session: Session, rank: int, role: str | None = None) -> PhaseTotals:
+    total = PhaseTotals()
+    for r in session.ranks:
+        if r.rank != rank:
+            continue
+        for m in r.models:
+            if role is None or m.role == role:
+                total = total + model_totals(m)
+    return total
+
+
+def run_totals(session: Session, role: str | None = None) -> PhaseTotals:
+    """Summed over ranks (and models): the basis of the run's phase shares."""
+    total = PhaseTotals()
+    for r in session.ranks:
+        for m in r.models:
+            if role is None or m.role == role:
+                total = total + model_totals(m)
+    return total
+
+
+def rank_walls(session: Session, role: str | None = None) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for r in session.ranks:
+        if r.status != "ok" and not r.models:
+            continue
+        out[r.rank] = sum(m.wall_s for m in r.models if role is None or m.role == role)
+    return out
+
+
+def load_wall(session: Session, role: str | None = None) -> float:
+    """The load is done when the slowest rank is done."""
+    walls = rank_walls(session, role)
+    return max(walls.values()) if walls else 0.0
+
+
+def rank_skew(session: Session) -> float:
+    """Slowest rank's wall over the median rank's wall (1.0 = perfectly even)."""
+    walls = [w for w in rank_walls(session).values() if w > 0]
+    if len(walls) < 2:
+        return 1.0
+    median = statistics.median(walls)
+    return max(walls) / median if median > 0 else 1.0
+
+
+def checkpoint_bytes(session: Session, role: str | None = None) -> int:
+    return sum(m.total_bytes for m in session.models if role is None or m.role == role)
+
+
+def faithful_delta(session: Session) -> float | None:
+    """How far the decomposed walls are from the faithful walls: (decomposed - faithful) / faithful."""
+    decomposed = 0.0
+    faithful = 0.0
+    for r in session.ranks:
+        for m in r.models:
+            if m.faithful_wall_s:
+                decomposed += m.wall_s
+                faithful += m.faithful_wall_s
+    return (decomposed - faithful) / faithful if faithful > 0 else None
+
+
+def slowest_shards(session: Session, n: int = 5) -> list[tuple[int, str, ShardTiming]]:
+    rows = [(r.rank, m.role, s) for r in session.ranks for m in r.models for s in m.shards]
+    rows.sort(key=lambda x: -x[2].wall_s)
+    return rows[:n]

@@ -1,0 +1,284 @@
+"""The verdict: which limit binds, with achieved vs ceiling numbers, and the SGLang flags to try.
+
+Pure: reads a Session (its ranks and its ceilings), returns a JSON-safe dict. No torch, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ckptprof.analysis.attribution import (
+    checkpoint_bytes,
+    faithful_delta,
+    load_wall,
+    rank_skew,
+    run_totals,
+)
+from ckptprof.session import Session
+
+NETWORK_FS = (
+    "nfs",
+    "nfs4",
+    "lustre",
+    "fuse",
+    "cifs",
+    "smb",
+    "smb3",
+    "9p",
+    "ceph",
+    "gpfs",
+    "beegfs",
+    "glusterfs",
+)
+SKEW_LIMIT = 1.5
+# Below this fraction of the checkpoint missing from the page cache, read time is page-fault overhead, not disk.
+COLD_FRACTION = 0.2
+
+MT_FLAG = '--model-loader-extra-config \'{"enable_multithread_load": true, "num_threads": 16}\''
+PREFETCH_FLAG = "--weight-loader-prefetch-checkpoints"
+NO_MMAP_FLAG = "--weight-loader-disable-mmap"
+FASTST_FLAG = "--load-format fastsafetensors"
+
+
+def is_network_fs(fs_type: str) -> bool:
+    return any(fs_type == n or fs_type.startswith(n + ".") or fs_type.startswith(n) for n in NETWORK_FS)
+
+
+def _ceiling(ceilings: dict[str, Any], key: str) -> float | None:
+    value = ceilings.get(key)
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _device_ceiling(ceilings: dict[str, Any], key: str, devices: list[str]) -> float | None:
+    """The slowest used device's ceiling (the load waits for the slowest link)."""
+    per_device = ceilings.get(key) or {}
+    values = [
+        float(per_device[d])
+        for d in devices
+        if isinstance(per_device.get(d), (int, float)) and per_device[d] > 0
+    ]
+    return min(values) if values else None
+
+
+def cold_fraction(session: Session) -> float:
+    """Fraction of the checkpoint that was not in the page cache when the replay started."""
+    total = sum(m.total_bytes for m in session.models)
+    known = [m for m in session.models if m.resident_bytes_before is not None]
+    if total == 0:
+        return 0.0
+    if known:
+        missing = sum(m.total_bytes - (m.resident_bytes_before or 0) for m in known)
+        return max(0.0, min(1.0, missing / sum(m.total_bytes for m in known)))
+    # Fall back to what rank 0 saw at each shard's start.
+    rank0 = next((r for r in session.ranks if r.rank == 0), None)
+    if rank0 is None:
+        return 0.0
+    missing = sum(s.nonresident_bytes for m in rank0.models for s in m.shards)
+    return max(0.0, min(1.0, missing / total))
+
+
+def _fmt(x: float | None, unit: str = "GB/s") -> str:
+    return "n/a" if x is None else f"{x:.2f} {unit}"
+
+
+def _pct(a: float, b: float | None) -> str:
+    return f" ({100 * a / b:.0f}%)" if b else ""
+
+
+def compute_verdict(session: Session) -> dict[str, Any]:
+    totals = run_totals(session)
+    shares = totals.shares()
+    wall = load_wall(session)
+    ckpt = checkpoint_bytes(session)
+    ceilings = session.ceilings or {}
+    devices = sorted({r.device for r in session.ranks if r.device})
+    fs_types = sorted({m.fs_type for m in session.models})
+    fs_type = ",".join(fs_types) or "unknown"
+    stand_in = not any(d.startswith("cuda") for d in devices)
+    cold = cold_fraction(session)
+    skew = rank_skew(session)
+    n_ranks = len(session.ranks)
+
+    storage_best = _ceiling(ceilings, "storage_read_GBps")
+    storage_1 = _ceiling(ceilings, "storage_read_1_stream_GBps") or storage_best
+    storage_n = _ceiling(ceilings, "storage_read_n_streams_GBps") or storage_best
+    page_cache = _ceiling(ceilings, "page_cache_read_GBps")
+    pageable = _device_ceiling(ceilings, "h2d_pageable_GBps", devices)
+    pinned = _device_ceiling(ceilings, "h2d_pinned_GBps", devices)
+
+    achieved = ckpt / wall / 1e9 if wall > 0 else 0.0
+    fetched = ckpt * cold
+    fetch_rate = fetched / wall / 1e9 if wall > 0 else 0.0
+    h2d_rate = totals.h2d_bytes / totals.h2d_s / 1e9 if totals.h2d_s > 0 else None
+    phase = max(shares, key=lambda k: shares[k])
+
+    if not session.ranks or totals.wall_s <= 0:
+        bottleneck = "unknown"
+    elif phase == "storage":
+        bottleneck = "storage" if cold >= COLD_FRACTION else "page-cache"
+    elif phase == "h2d":
+        bottleneck = "h2d"
+    elif phase == "deserialize":
+        bottleneck = "deserialize"
+    else:
+        bottleneck = "cpu"
+    if n_ranks > 1 and skew > SKEW_LIMIT and bottleneck != "unknown":
+        secondary = bottleneck
+        bottleneck = "rank-skew"
+    else:
+        secondary = None
+
+    pinned_note = f"; pinned H2D would allow {_fmt(pinned)}" if pinned else ""
+    if stand_in:
+        pinned_note += " (no CUDA device: 'h2d' is a host-copy stand-in)"
+    if bottleneck == "storage":
+        summary = (
+            f"storage-bound: {fetch_rate:.2f} GB/s fetched from storage vs {_fmt(storage_best)} cold read ceiling on "
+            f"{fs_type}{_pct(fetch_rate, storage_best)}; reads took {100 * shares['storage']:.0f}% of rank time"
+            f"{pinned_note}"
+        )
+    elif bottleneck == "page-cache":
+        fault_rate = totals.bytes / totals.read_s / 1e9 if totals.read_s > 0 else 0.0
+        summary = (
+            f"page-cache-bound: {100 * (1 - cold):.0f}% of the checkpoint was cached, yet mmap page faults took "
+            f"{100 * shares['storage']:.0f}% of rank time ({fault_rate:.2f} GB/s through faults vs "
+            f"{_fmt(page_cache)} plain page-cache reads){pinned_note}"
+        )
+    elif bottleneck == "h2d":
+        summary = (
+            f"h2d-bound: host-to-device copies took {100 * shares['h2d']:.0f}% of rank time at {_fmt(h2d_rate)} vs "
+            f"{_fmt(pageable)} pageable ceiling{_pct(h2d_rate or 0.0, pageable)}{pinned_note}"
+        )
+    elif bottleneck == "deserialize":
+        summary = f"deserialize-bound: safe_open/get_tensor/narrow took {100 * shares['deserialize']:.0f}% of rank time"
+    elif bottleneck == "cpu":
+        summary = f"cpu-bound: {100 * shares['other']:.0f}% of rank time was outside reads, deserialisation and copies"
+    elif bottleneck == "rank-skew":
+        summary = (
+            f"rank-skew: the slowest rank took {skew:.2f}x the median rank's wall (then {secondary}-bound)"
+        )
+    else:
+        summary = "no rank produced timings"
+    summary += f"; {achieved:.2f} GB/s overall ({ckpt / 1e9:.2f} GB in {wall:.2f} s, {n_ranks} rank(s))"
+
+    predictions = _predictions(
+        session, bottleneck if secondary is None else secondary, cold, storage_1, storage_n, pinned, fs_type
+    )
+    recommendations = [
+        f"{p['flags']}: ~{p['predicted_s']:.2f} s predicted ({p['why']})"
+        if p["predicted_s"] is not None
+        else f"{p['flags']}: {p['why']}"
+        for p in predictions
+    ]
+    fdelta = faithful_delta(session)
+    return {
+        "bottleneck": bottleneck,
+        "secondary": secondary,
+        "shares": {k: round(v, 4) for k, v in shares.items()},
+        "summary": summary,
+        "recommendations": recommendations,
+        "predictions": predictions,
+        "achieved_GBps": round(achieved, 4),
+        "fetched_GBps": round(fetch_rate, 4),
+        "h2d_GBps": None if h2d_rate is None else round(h2d_rate, 4),
+        "cold_fraction": round(cold, 4),
+        "load_wall_s": round(wall, 4),
+        "checkpoint_bytes": ckpt,
+        "read_amplification": round(totals.bytes / ckpt, 3) if ckpt else None,
+        "storage_amplification": round(totals.storage_bytes / ckpt, 3) if ckpt else None,
+        "major_faults_per_GB": round(totals.major_faults / (totals.bytes / 1e9), 1) if totals.bytes else None,
+        "rank_skew": round(skew, 3),
+        "fs_type": fs_type,
+        "network_fs": any(is_network_fs(f) for f in fs_types),
+        "h2d_stand_in": stand_in,
+        "faithful_delta": None if fdelta is None else round(fdelta, 4),
+        "floor_s": _floor(ckpt, cold, storage_n, pinned, totals.h2d_bytes, n_ranks),
+    }
+
+
+def _floor(
+    ckpt: int, cold: float, storage: float | None, pinned: float | None, h2d_bytes: int, ranks: int
+) -> float | None:
+    """max(bytes from storage / storage ceiling, per-rank bytes / pinned H2D): no loader gets below this."""
+    parts = []
+    if storage and cold > 0:
+        parts.append(ckpt * cold / storage / 1e9)
+    if pinned and ranks:
+        parts.append(h2d_bytes / ranks / pinned / 1e9)
+    return round(max(parts), 4) if parts else None
+
+
+def _predictions(
+    session: Session,
+    bottleneck: str,
+    cold: float,
+    storage_1: float | None,
+    storage_n: float | None,
+    pinned: float | None,
+    fs_type: str,
+) -> list[dict[str, Any]]:
+    """Each remedy with the time the measured ceilings predict for it, fastest first."""
+    ckpt = checkpoint_bytes(session)
+    fetched = ckpt * cold
+    # Per-rank time that does not depend on storage: deserialisation, copies and bookkeeping of the slowest rank.
+    compute = 0.0
+    h2d_bytes = 0
+    for r in session.ranks:
+        rt = run_totals(Session(ranks=[r]))
+        compute = max(compute, rt.deserialize_s + rt.h2d_s + rt.other_s)
+        h2d_bytes = max(h2d_bytes, rt.h2d_bytes)
+    out: list[dict[str, Any]] = []
+    streams = session.ceilings.get("storage_streams")
+    if bottleneck in ("storage", "page-cache") and storage_n:
+        n_read = fetched / storage_n / 1e9
+        out.append(
+            {
+                "flags": PREFETCH_FLAG,
+                "predicted_s": round(max(n_read, compute), 3),
+                "why": f"node-local ranks read disjoint files in parallel at ~{storage_n:.2f} GB/s "
+                f"({streams or 'N'} streams) while the load runs",
+            }
+        )
+        out.append(
+            {
+                "flags": MT_FLAG,
+                "predicted_s": round(n_read + compute, 3),
+                "why": f"16 reader threads reach ~{storage_n:.2f} GB/s; copies stay serial and pageable",
+            }
+        )
+    if bottleneck in ("storage", "page-cache") and storage_1:
+        out.append(
+            {
+                "flags": NO_MMAP_FLAG,
+                "predicted_s": round(fetched / storage_1 / 1e9 + compute, 3),
+                "why": f"whole-file sequential reads at ~{storage_1:.2f} GB/s instead of 4 KiB page faults",
+            }
+        )
+    if storage_n and pinned:
+        out.append(
+            {
+                "flags": FASTST_FLAG,
+                "predicted_s": round(max(ckpt / storage_n / 1e9, h2d_bytes / pinned / 1e9), 3),
+                "why": f"parallel O_DIRECT reads into pinned buffers, {pinned:.1f} GB/s pinned copies; "
+                "it bypasses a warm page cache, so it reads every byte from storage",
+            }
+        )
+    elif bottleneck == "h2d" and pinned:
+        out.append(
+            {
+                "flags": FASTST_FLAG,
+                "predicted_s": round(h2d_bytes / pinned / 1e9, 3),
+                "why": f"pinned host buffers copy at {pinned:.1f} GB/s instead of pageable staging",
+            }
+        )
+    if is_network_fs(fs_type) and bottleneck in ("storage", "page-cache", "rank-skew"):
+        out.append(
+            {
+                "flags": "copy the checkpoint to local NVMe once (cp -r) and point --model-path there",
+                "predicted_s": None,
+                "why": f"{fs_type} serves 4 KiB mmap faults slowly and every node re-reads it; "
+                "run `ckptprof probe` on the local disk to predict the gain",
+            }
+        )
+    out.sort(key=lambda p: (p["predicted_s"] is None, p["predicted_s"] or 0.0))
+    return out

@@ -1,0 +1,229 @@
+"""The Python API: ``replay(...) -> Session``. It wires plan -> probes -> cache prep -> ranks -> analysis.
+
+The CLI and the pytest plugin call this; nothing below it wires stages together.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ckptprof.analysis.verdict import compute_verdict
+from ckptprof.checkpoint import fs
+from ckptprof.replay import ranks as ranks_mod
+from ckptprof.replay.plan import ModelPlan, ReplayPlan, build_plan
+from ckptprof.session import ModelInfo, RankResult, Session, ShardInfo
+
+Printer = Callable[[str], None]
+
+
+def prepare_cache(model: ModelPlan, mode: str) -> tuple[int, str]:
+    """Put the model's files in the asked-for cache state; returns (resident bytes now, what was done)."""
+    files = model.files
+    if mode == "cold":
+        result = fs.drop_cache(files)
+        note = result.note if result.ok else f"could not fully drop the page cache: {result.note}"
+        return result.resident_bytes_after, note
+    if mode == "warm":
+        fs.warm_cache(files)
+        resident = fs.total_resident_bytes(files)
+        return (
+            resident,
+            f"warmed: read every byte once ({100 * resident / max(1, model.total_bytes):.0f}% resident)",
+        )
+    resident = fs.total_resident_bytes(files)
+    return (
+        resident,
+        f"as-is: {100 * resident / max(1, model.total_bytes):.0f}% of the files were in the page cache",
+    )
+
+
+def environment() -> dict[str, Any]:
+    import safetensors
+    import torch
+
+    env: dict[str, Any] = {
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "safetensors": safetensors.__version__,
+        "cuda_available": torch.cuda.is_available(),
+    }
+    try:
+        import psutil
+
+        env["memory_bytes"] = psutil.virtual_memory().total
+    except Exception:  # pragma: no cover - psutil is a dependency; keep the session even if it misbehaves
+        pass
+    if torch.cuda.is_available():
+        env["cuda_devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        env["cuda_version"] = torch.version.cuda
+    return env
+
+
+def _model_info(model: ModelPlan, resident: int | None, note: str) -> ModelInfo:
+    return ModelInfo(
+        role=model.role,
+        path=model.path,
+        fs_type=model.fs_type,
+        total_bytes=model.total_bytes,
+        shards=[ShardInfo(file=s.name, bytes=s.bytes, tensors=len(s.tensors or {})) for s in model.shards],
+        resident_bytes_before=resident,
+        cache_note=note,
+    )
+
+
+def _run_ranks(
+    plan: ReplayPlan, faithful: bool, progress: bool, group: ranks_mod.TorchrunGroup | None
+) -> list[RankResult] | None:
+    label = "faithful: " if faithful else ""
+    show = progress and (group is None or group.is_main)
+    printer = ranks_mod.ProgressPrinter(plan, label=label, enabled=show)
+    try:
+        if group is not None:
+            return ranks_mod.run_joined(group, plan, faithful=faithful, progress=printer)
+        return ranks_mod.run_spawned(plan, faithful=faithful, progress=printer)
+    finally:
+        printer.close()
+
+
+def _prepare_all(plan: ReplayPlan, group: ranks_mod.TorchrunGroup | None) -> list[tuple[int | None, str]]:
+    """Cache prep happens once per node (the page cache is per node), then everyone waits for it."""
+    if group is None or group.is_node_leader:
+        states: list[tuple[int | None, str]] = [prepare_cache(m, plan.cache) for m in plan.models]
+    else:
+        states = [(None, "prepared by the node's local rank 0") for _ in plan.models]
+    if group is not None:
+        group.barrier()
+    return states
+
+
+def replay(
+    target: str | Path,
+    draft: str | Path | None = None,
+    tp: int = 1,
+    devices: str | list[str] = "cpu",
+    cache: str = "warm",
+    order: str = "sorted",
+    strategy: str = "sglang",
+    faithful: bool = False,
+    probe: bool = True,
+    probe_sample_bytes: int = 2 * 10**9,
+    expert_parallel: bool = False,
+    progress: bool = False,
+    log: Printer | None = None,
+) -> Session:
+    """Replay SGLang's loading of ``target`` (and ``draft``) on ``tp`` ranks; returns the analysed session.
+
+    Under torchrun (RANK / WORLD_SIZE set) this process is one rank; rank 0 returns the full session and the
+    other ranks return a session holding only the plan's models and config.
+    """
+    say = log or (lambda _msg: None)
+    group = ranks_mod.TorchrunGroup() if ranks_mod.in_torchrun() else None
+    if group is not None:
+        if tp not in (1, group.world_size):
+            raise ValueError(f"--tp {tp} does not match torchrun's WORLD_SIZE {group.world_size}")
+        tp = group.world_size
+        if isinstance(devices, str) and devices.startswith("cuda") and devices in ("cuda", "cuda:local"):
+            devices = [f"cuda:{group.local_rank}"]
+    plan = build_plan(
+        target,
+        draft,
+        tp=tp,
+        devices=devices,
+        cache=cache,
+        order=order,
+        strategy=strategy,
+        faithful=faithful,
+        expert_parallel=expert_parallel,
+    )
+    if group is not None:
+        # Every rank of a torchrun launch uses rank r's device mapping: device index = LOCAL_RANK.
+        plan.devices = [plan.devices[group.local_rank % len(plan.devices)]]
+    session = Session(
+        config=plan.config(), created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    )
+    session.environment = environment()
+    session.config["launcher"] = "torchrun" if group is not None else "spawn"
+
+    if probe and (group is None or group.is_main):
+        from ckptprof.probe.run_probes import measure_ceilings
+
+        say("measuring ceilings (storage, page cache, host-to-device) ...")
+        files = [f for m in plan.models for f in m.files]
+        session.ceilings = measure_ceilings(
+            files, plan.devices, sample_bytes=probe_sample_bytes, progress=progress
+        )
+    elif not probe:
+        session.notes.append(
+            "ceilings not measured (--no-probe): the verdict cannot quote achieved vs ceiling"
+        )
+
+    try:
+        states = _prepare_all(plan, group)
+        session.models = [
+            _model_info(m, res, note) for m, (res, note) in zip(plan.models, states, strict=True)
+        ]
+        say(f"replaying {len(plan.models)} model(s) on {tp} rank(s) over {len(plan.devices)} device(s) ...")
+        results = _run_ranks(plan, faithful=False, progress=progress, group=group)
+        if results is None:  # a non-zero torchrun rank: rank 0 owns the session
+            return session
+        session.ranks = results
+        if faithful:
+            _prepare_all(plan, group)
+            say("faithful pass: SGLang's exact sequence, no decomposition ...")
+            faithful_results = _run_ranks(plan, faithful=True, progress=progress, group=group)
+            for dec, fai in zip(session.ranks, faithful_results or [], strict=False):
+                walls = {m.role: m.wall_s for m in fai.models}
+                for m in dec.models:
+                    m.faithful_wall_s = walls.get(m.role)
+    except ranks_mod.Interrupted as exc:
+        session.ranks = exc.results
+        session.notes.append("interrupted (Ctrl-C): partial session")
+        finish(session)
+        raise InterruptedReplay(session) from None
+    finally:
+        if group is not None:
+            group.close()
+    finish(session)
+    return session
+
+
+class InterruptedReplay(Exception):
+    def __init__(self, session: Session) -> None:
+        super().__init__("interrupted")
+        self.session = session
+
+
+def finish(session: Session) -> None:
+    """Notes that every report must carry, then the verdict."""
+    devices = session.config.get("devices", [])
+    if not any(str(d).startswith("cuda") for d in devices):
+        session.notes.append(
+            "no CUDA device: 'h2d' times are host-memory copies standing in for host-to-device transfers"
+        )
+    if session.config.get("ranks_share_devices"):
+        session.notes.append(
+            f"{session.config.get('tp')} ranks shared {len(devices)} device(s): copies of different ranks contend "
+            "for the same link"
+        )
+    if session.config.get("cache") == "cold":
+        dropped = [m for m in session.models if m.cache_note]
+        session.notes.append(
+            "cold cache: this run dropped the checkpoint's pages from the page cache before replaying "
+            "(a server started next will read them from storage again)"
+        )
+        for m in dropped:
+            if m.cache_note.startswith("could not"):
+                session.notes.append(f"{m.role}: {m.cache_note}")
+    failed = [r for r in session.ranks if r.status != "ok" or r.error]
+    for r in failed:
+        session.notes.append(f"rank {r.rank} ({r.device}): {r.status}: {r.error}")
+    session.verdict = compute_verdict(session)

@@ -1,0 +1,145 @@
+"""Finding a checkpoint's shard files the way SGLang's ``_prepare_weights`` does.
+
+Pattern order: ``*.safetensors``, then ``*.bin``, then ``*.pt``; the first that matches wins. If
+``model.safetensors.index.json`` exists, only files its ``weight_map`` names are kept. File order: sorted (the
+newer SGLang default), raw glob order (older releases without ``SGLANG_SORT_WEIGHT_FILES``) or natural sort
+(vLLM).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ckptprof.errors import CheckpointError
+
+PATTERNS = ("*.safetensors", "*.bin", "*.pt")
+INDEX_NAME = "model.safetensors.index.json"
+ORDERS = ("sorted", "glob", "natural")
+# Files that match *.bin but are never weights (SGLang and vLLM skip these too).
+_NOT_WEIGHTS = {"training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt"}
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    format: str  # safetensors | bin | pt
+    files: list[Path]
+    index_path: Path | None = None
+    weight_map: dict[str, str] = field(default_factory=dict)
+    # Index consistency found at discovery (headers are not read here).
+    missing_from_disk: list[str] = field(default_factory=list)  # named by the index, absent
+    not_in_index: list[str] = field(default_factory=list)  # on disk, ignored because the index skips them
+    problems: list[str] = field(default_factory=list)  # files matched but unusable (directories, loops)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.stat().st_size for f in self.files)
+
+
+def natural_key(name: str) -> list[int | str]:
+    return [int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", name)]
+
+
+def order_files(files: list[Path], order: str) -> list[Path]:
+    if order == "sorted":
+        return sorted(files, key=lambda p: str(p))
+    if order == "natural":
+        return sorted(files, key=lambda p: natural_key(p.name))
+    if order == "glob":
+        return list(files)
+    raise ValueError(f"unknown order {order!r}; choose one of {', '.join(ORDERS)}")
+
+
+def discover(path: str | Path, order: str = "sorted") -> Checkpoint:
+    """Find the weight files of a checkpoint directory (or a single safetensors file)."""
+    root = Path(path)
+    try:
+        st = root.stat()
+    except FileNotFoundError:
+        raise CheckpointError(root, "no such file or directory") from None
+    except PermissionError:
+        raise CheckpointError(root, "permission denied") from None
+    except OSError as exc:  # ELOOP for symlink loops, ENAMETOOLONG, ...
+        raise CheckpointError(root, f"cannot access: {exc.strerror or exc}") from None
+    if not _is_dir(st.st_mode):
+        if root.suffix in (".safetensors", ".bin", ".pt"):
+            return Checkpoint(path=root.parent, format=root.suffix.lstrip("."), files=[root])
+        raise CheckpointError(root, "not a checkpoint directory or a .safetensors file")
+    if not os.access(root, os.R_OK | os.X_OK):
+        raise CheckpointError(root, "permission denied (cannot list the directory)")
+
+    for pattern in PATTERNS:
+        # glob.glob returns the directory's own listing order: what older SGLang releases used unsorted.
+        matched = [Path(p) for p in glob.glob(os.path.join(glob.escape(str(root)), pattern))]
+        matched = [p for p in matched if p.name not in _NOT_WEIGHTS]
+        if matched:
+            break
+    else:
+        raise CheckpointError(root, "no *.safetensors, *.bin or *.pt weight files in this directory")
+
+    fmt = pattern.removeprefix("*.")
+    ckpt = Checkpoint(path=root, format=fmt, files=[])
+    usable = []
+    for p in matched:
+        problem = _file_problem(p)
+        if problem:
+            ckpt.problems.append(f"{p}: {problem}")
+        else:
+            usable.append(p)
+
+    index = root / INDEX_NAME
+    if fmt == "safetensors" and index.exists():
+        ckpt.index_path = index
+        ckpt.weight_map = read_index(index)
+        named = set(ckpt.weight_map.values())
+        on_disk = {p.name for p in matched}
+        ckpt.missing_from_disk = sorted(named - on_disk)
+        ckpt.not_in_index = sorted(on_disk - named)
+        usable = [p for p in usable if p.name in named]
+
+    if not usable:
+        detail = "; ".join(ckpt.problems) if ckpt.problems else "the index names none of the files present"
+        raise CheckpointError(root, f"no usable {pattern} files ({detail})")
+    ckpt.files = order_files(usable, order)
+    return ckpt
+
+
+def read_index(index: Path) -> dict[str, str]:
+    try:
+        doc = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(index, f"malformed index ({type(exc).__name__}: {exc})") from None
+    weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
+    ):
+        raise CheckpointError(index, "malformed index: 'weight_map' must map tensor names to file names")
+    for name, file in weight_map.items():
+        if "/" in file or file in ("", ".", ".."):
+            raise CheckpointError(
+                index, f"malformed index: tensor {name!r} points outside the directory ({file!r})"
+            )
+    return dict(weight_map)
+
+
+def _is_dir(mode: int) -> bool:
+    import stat
+
+    return stat.S_ISDIR(mode)
+
+
+def _file_problem(p: Path) -> str | None:
+    try:
+        st = p.stat()
+    except OSError as exc:
+        return f"cannot access ({exc.strerror or exc})"
+    if _is_dir(st.st_mode):
+        return "is a directory"
+    if not os.access(p, os.R_OK):
+        return "permission denied"
+    return None

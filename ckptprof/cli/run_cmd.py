@@ -1,0 +1,169 @@
+"""`ckptprof run`: replay SGLang's loading path per rank and say where the time goes."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+
+from ckptprof.checkpoint.discovery import ORDERS
+from ckptprof.errors import UsageError
+from ckptprof.replay.plan import CACHE_MODES
+from ckptprof.units import parse_size
+
+EPILOG = """\
+what is measured, per rank and per shard:
+  read         bringing tensor bytes into memory (mmap page faults, touched before the copy)
+  deserialize  safe_open, get_tensor and the TP narrow bookkeeping
+  h2d          copying resident bytes into the rank's parameters (CUDA events; a host copy on CPU)
+The session JSON is always saved (default ./ckptprof-runs/<timestamp>/session.json).
+
+examples:
+  ckptprof run                                   built-in synthetic EAGLE-3 draft (64 shards, 512 MB)
+  ckptprof run /data/eagle3 --cache cold         diagnose a draft checkpoint from a cold page cache
+  ckptprof run /data/verifier --draft /data/eagle3 --tp 8 --devices cuda --faithful
+  torchrun --nproc-per-node 8 -m ckptprof run /data/verifier --devices cuda
+"""
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def default_devices() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def builtin_checkpoint(size: int, shards: int = 64, quiet: bool = False) -> Path:
+    """The built-in demo checkpoint, generated once into the user's cache directory."""
+    from ckptprof.checkpoint.synth import synthesize
+
+    base = Path(
+        os.environ.get(
+            "CKPTPROF_CACHE", Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ckptprof"
+        )
+    )
+    path = base / f"eagle3-draft-{shards}x{size}"
+    marker = path / ".complete"
+    if not marker.exists():
+        if not quiet:
+            print(f"generating the built-in synthetic checkpoint in {path} (once) ...", file=sys.stderr)
+        synthesize(path, preset="eagle3-draft", shards=shards, size=size, force=True)
+        marker.write_text("ok\n")
+    return path
+
+
+class RunCommand:
+    name = "run"
+    help = "Replay SGLang's sharded loading per TP rank; attribute each shard's time to storage, deserialisation, H2D."
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.epilog = EPILOG
+        parser.add_argument(
+            "target",
+            nargs="?",
+            help="checkpoint directory (the verifier); omit for the built-in synthetic draft",
+        )
+        parser.add_argument("-d", "--draft", help="the speculative draft checkpoint, loaded after the target")
+        parser.add_argument(
+            "-t", "--tp", type=int, default=1, help="tensor-parallel ranks, one process each (default 1)"
+        )
+        parser.add_argument(
+            "--devices",
+            default=None,
+            help="cpu | cuda (all visible) | cuda:0-7 | 0,1 (default: cuda if present, else cpu)",
+        )
+        parser.add_argument(
+            "-c",
+            "--cache",
+            choices=CACHE_MODES,
+            default="as-is",
+            help="cold: drop the checkpoint's pages first; warm: read it once first; as-is (default): record residency",
+        )
+        parser.add_argument(
+            "--order",
+            choices=ORDERS,
+            default="sorted",
+            help="shard order: sorted (SGLang default), glob, natural (vLLM)",
+        )
+        parser.add_argument(
+            "--faithful", action="store_true", help="also run SGLang's exact sequence and compare walls"
+        )
+        parser.add_argument(
+            "--ep", action="store_true", help="expert parallelism: a rank loads only its own MoE experts"
+        )
+        parser.add_argument(
+            "--no-probe", action="store_true", help="skip measuring storage / page-cache / H2D ceilings"
+        )
+        parser.add_argument(
+            "--probe-sample", type=_size, default=parse_size("2GB"), help="storage probe sample (default 2GB)"
+        )
+        parser.add_argument(
+            "--synth-size", type=_size, default=parse_size("512MB"), help="size of the built-in checkpoint"
+        )
+        parser.add_argument("--json", metavar="PATH", help="also write the session JSON here ('-' prints it)")
+        parser.add_argument(
+            "-o", "--out", metavar="DIR", help="run directory (default ./ckptprof-runs/<timestamp>)"
+        )
+        parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from ckptprof import api
+        from ckptprof.render import table
+
+        if args.tp < 1:
+            raise UsageError("--tp must be at least 1")
+        target = args.target or builtin_checkpoint(args.synth_size, quiet=args.quiet)
+        devices = args.devices or default_devices()
+        is_rank0 = int(os.environ.get("RANK", "0")) == 0
+        quiet = args.quiet or not is_rank0
+
+        def say(msg: str) -> None:
+            if not quiet:
+                print(msg, file=sys.stderr)
+
+        interrupted = False
+        try:
+            session = api.replay(
+                target,
+                args.draft,
+                tp=args.tp,
+                devices=devices,
+                cache=args.cache,
+                order=args.order,
+                faithful=args.faithful,
+                probe=not args.no_probe,
+                probe_sample_bytes=args.probe_sample,
+                expert_parallel=args.ep,
+                progress=not quiet,
+                log=say,
+            )
+        except api.InterruptedReplay as exc:
+            session = exc.session
+            interrupted = True
+        if not is_rank0:
+            return 0
+        out_dir = (
+            Path(args.out)
+            if args.out
+            else Path("ckptprof-runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        )
+        saved = session.save(out_dir / "session.json")
+        if args.json == "-":
+            print(session.to_json())
+        else:
+            if args.json:
+                session.save(args.json)
+            print(table.render(session))
+        print(f"session saved to {saved}", file=sys.stderr)
+        if interrupted:
+            return 130
+        failed = any(r.status != "ok" or r.error for r in session.ranks)
+        return 2 if failed else 0

@@ -1,0 +1,138 @@
+"""All ceilings in one call: what ``ckptprof run`` stores in ``session.ceilings`` and ``ckptprof probe`` prints."""
+
+from __future__ import annotations
+
+import re
+import stat
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ckptprof.errors import CheckpointError, UsageError
+from ckptprof.probe import storage, transfer
+
+_RANGE = re.compile(r"^(\d+)-(\d+)$")
+
+
+def measure_ceilings(
+    paths: list[Path],
+    devices: list[str],
+    sample_bytes: int = storage.DEFAULT_SAMPLE_BYTES,
+    streams: int | None = None,
+    progress: bool = True,
+    transfer_bytes: int = transfer.DEFAULT_TRANSFER_BYTES,
+) -> dict[str, Any]:
+    """Storage (when ``paths`` is not empty), page cache, memcpy and H2D ceilings, merged into one JSON-safe dict.
+
+    ``notes`` collects every caveat (drop not verified, no CUDA, ...); ``probe_s`` is how long probing took.
+    """
+    log = _stderr_log if progress else None
+    t0 = time.perf_counter()
+    notes: list[str] = []
+    out: dict[str, Any] = {}
+    if paths:
+        st = storage.measure_storage(paths, sample_bytes=sample_bytes, streams=streams, log=log)
+    else:
+        st = storage._empty_storage()
+        st["notes"] = ["no checkpoint path: storage and page-cache ceilings not measured"]
+    notes.extend(st.pop("notes"))
+    out.update(st)
+    if log:
+        log("memcpy: host copy, 1 and N threads")
+    out.update(storage.measure_memcpy(threads=streams))
+    tr = transfer.measure_transfer(devices, nbytes=transfer_bytes, log=log)
+    notes.extend(tr.pop("notes"))
+    out.update(tr)
+    out["notes"] = notes
+    out["probe_s"] = round(time.perf_counter() - t0, 3)
+    return out
+
+
+def _stderr_log(msg: str) -> None:
+    print(f"ckptprof probe: {msg}", file=sys.stderr, flush=True)
+
+
+def parse_device_spec(spec: str, visible_cuda: int | None = None) -> list[str]:
+    """``cpu``, ``cuda`` (all visible), ``cuda:0-7``, ``cuda:0,3``, ``0,1`` or ``2-3`` -> device names.
+
+    ``visible_cuda`` (the number of CUDA devices; asked from torch when None) checks indices and expands
+    ``cuda``. Raises UsageError on anything it cannot honour.
+    """
+    text = spec.strip().lower()
+    if text in ("", "cpu"):
+        return ["cpu"]
+    count = _visible_cuda() if visible_cuda is None else visible_cuda
+    if text == "cuda":
+        if count == 0:
+            raise UsageError("--devices cuda: no CUDA device is visible (use --devices cpu)")
+        return [f"cuda:{i}" for i in range(count)]
+    body = text[len("cuda:") :] if text.startswith("cuda:") else text
+    indices = _parse_indices(body, spec)
+    bad = [i for i in indices if i >= count]
+    if bad:
+        raise UsageError(f"--devices {spec}: cuda:{bad[0]} does not exist ({count} CUDA device(s) visible)")
+    return [f"cuda:{i}" for i in indices]
+
+
+def _parse_indices(body: str, spec: str) -> list[int]:
+    indices: list[int] = []
+    for part in body.split(","):
+        part = part.strip()
+        if part.isdigit():
+            indices.append(int(part))
+            continue
+        m = _RANGE.match(part)
+        if not m or int(m.group(1)) > int(m.group(2)):
+            raise UsageError(f"--devices {spec}: expected cpu, cuda, cuda:0-7 or 0,1")
+        indices.extend(range(int(m.group(1)), int(m.group(2)) + 1))
+    # Keep the order given but drop repeats: the same GPU twice would double-count it.
+    return list(dict.fromkeys(indices))
+
+
+def _visible_cuda() -> int:
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+
+
+def default_devices() -> list[str]:
+    n = _visible_cuda()
+    return [f"cuda:{i}" for i in range(n)] if n else ["cpu"]
+
+
+def collect_paths(args: Sequence[str]) -> list[Path]:
+    """The files to probe: a directory's weight files (found as SGLang finds them), or files named directly.
+
+    Raises CheckpointError naming the path when it is missing, unreadable or holds no weight files.
+    """
+    files: list[Path] = []
+    for arg in args:
+        path = Path(arg)
+        if path.is_dir():
+            from ckptprof.checkpoint.discovery import discover
+
+            files.extend(discover(path).files)
+        else:
+            files.append(_readable_file(path))
+    return list(dict.fromkeys(files))
+
+
+def _readable_file(path: Path) -> Path:
+    try:
+        st = path.stat()
+        # Check the type before opening: opening a FIFO for reading would block forever.
+        if not stat.S_ISREG(st.st_mode):
+            raise CheckpointError(path, "not a regular file or a checkpoint directory")
+        with open(path, "rb"):
+            pass
+    except FileNotFoundError:
+        raise CheckpointError(path, "no such file or directory") from None
+    except PermissionError:
+        raise CheckpointError(path, "permission denied") from None
+    except OSError as exc:
+        raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
+    return path

@@ -1,0 +1,141 @@
+"""The terminal summary: verdict, a model x rank table, the slowest shards, ceilings and notes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tabulate import tabulate
+
+from ckptprof.analysis.attribution import model_totals, slowest_shards
+from ckptprof.session import Session
+from ckptprof.units import gbps, human_bytes
+
+
+def rank_rows(session: Session) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for r in sorted(session.ranks, key=lambda r: r.rank):
+        if not r.models:
+            rows.append(
+                [
+                    r.rank,
+                    r.device,
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    r.status + (f": {r.error}" if r.error else ""),
+                ]
+            )
+            continue
+        for m in r.models:
+            t = model_totals(m)
+            sh = t.shares()
+            faithful = f"{m.faithful_wall_s:.2f}" if m.faithful_wall_s else "-"
+            status = r.status if t.failed_shards == 0 else f"{t.failed_shards} shard(s) failed"
+            rows.append(
+                [
+                    r.rank,
+                    r.device,
+                    m.role,
+                    f"{m.wall_s:.2f}",
+                    faithful,
+                    f"{gbps(t.bytes, m.wall_s):.2f}",
+                    f"{100 * sh['storage']:.0f}%",
+                    f"{100 * sh['deserialize']:.0f}%",
+                    f"{100 * sh['h2d']:.0f}%",
+                    status,
+                ]
+            )
+    return rows
+
+
+RANK_HEADERS = ["rank", "device", "model", "wall s", "faithful s", "GB/s", "read", "deser", "h2d", "status"]
+
+
+def ceiling_rows(ceilings: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for key, label in (
+        ("storage_read_1_stream_GBps", "storage read, cold, 1 stream"),
+        ("storage_read_n_streams_GBps", "storage read, cold, N streams"),
+        ("page_cache_read_GBps", "page-cache read"),
+        ("memcpy_GBps", "host memcpy"),
+    ):
+        value = ceilings.get(key)
+        if isinstance(value, (int, float)):
+            extra = f" (N={ceilings.get('storage_streams')})" if "n_streams" in key else ""
+            rows.append([label + extra, f"{value:.2f} GB/s"])
+    for key, label in (("h2d_pageable_GBps", "H2D pageable"), ("h2d_pinned_GBps", "H2D pinned")):
+        for dev, value in sorted((ceilings.get(key) or {}).items()):
+            rows.append([f"{label} {dev}", f"{value:.2f} GB/s"])
+    value = ceilings.get("h2d_pinned_all_devices_GBps")
+    if isinstance(value, (int, float)) and value > 0:
+        rows.append(["H2D pinned, all devices at once", f"{value:.2f} GB/s"])
+    return rows
+
+
+def render(session: Session, slowest: int = 5) -> str:
+    out: list[str] = []
+    v = session.verdict or {}
+    cfg = session.config
+    models = ", ".join(
+        f"{m.role} {m.path} ({len(m.shards)} shards, {human_bytes(m.total_bytes)}, {m.fs_type})"
+        for m in session.models
+    )
+    out.append(
+        f"ckptprof: {models}; tp={cfg.get('tp')} on {', '.join(cfg.get('devices', []))}; cache={cfg.get('cache')}; "
+        f"strategy={cfg.get('strategy')}"
+    )
+    out.append("")
+    out.append(tabulate(rank_rows(session), headers=RANK_HEADERS, tablefmt="simple"))
+    out.append("")
+    rows = [
+        [
+            rank,
+            role,
+            s.file,
+            f"{s.wall_s:.3f}",
+            f"{s.read_s:.3f}",
+            f"{s.deserialize_s:.3f}",
+            f"{s.h2d_s:.3f}",
+            human_bytes(s.bytes),
+            s.status,
+        ]
+        for rank, role, s in slowest_shards(session, slowest)
+    ]
+    if rows:
+        out.append(f"{len(rows)} slowest shards")
+        out.append(
+            tabulate(
+                rows,
+                headers=["rank", "model", "shard", "wall s", "read s", "deser s", "h2d s", "bytes", "status"],
+                tablefmt="simple",
+            )
+        )
+        out.append("")
+    crow = ceiling_rows(session.ceilings or {})
+    if crow:
+        out.append(tabulate(crow, headers=["ceiling (measured this run)", ""], tablefmt="simple"))
+        out.append("")
+    if v:
+        out.append(f"verdict: {v.get('summary', '')}")
+        extras = []
+        if v.get("read_amplification") is not None:
+            extras.append(f"read amplification {v['read_amplification']:.2f}x")
+        if v.get("storage_amplification") is not None:
+            extras.append(f"storage amplification {v['storage_amplification']:.2f}x")
+        if v.get("major_faults_per_GB") is not None:
+            extras.append(f"{v['major_faults_per_GB']:.0f} major faults/GB")
+        extras.append(f"rank skew {v.get('rank_skew', 1.0):.2f}")
+        if v.get("faithful_delta") is not None:
+            extras.append(f"decomposed vs faithful wall {100 * v['faithful_delta']:+.1f}%")
+        else:
+            extras.append("faithful check not run (--faithful)")
+        out.append("  " + "; ".join(extras))
+        for rec in v.get("recommendations", []):
+            out.append(f"  try: {rec}")
+    for note in session.notes:
+        out.append(f"note: {note}")
+    return "\n".join(out)

@@ -1,0 +1,1 @@
+"""The replay: plan, rank processes, recorder and loading strategies."""

@@ -1,0 +1,208 @@
+"""What to replay: the models (target, then draft), their shard files in SGLang's order, TP size, devices."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ckptprof.checkpoint import fs
+from ckptprof.checkpoint.discovery import ORDERS, discover
+from ckptprof.checkpoint.header import read_header
+from ckptprof.errors import CheckpointError, UsageError
+
+CACHE_MODES = ("cold", "warm", "as-is")
+
+
+@dataclass
+class ShardPlan:
+    path: str
+    bytes: int
+    # name -> (safetensors dtype, shape); None when the header could not be read (the shard is then failed).
+    tensors: dict[str, tuple[str, tuple[int, ...]]] | None
+    error: str | None = None
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+
+@dataclass
+class ModelPlan:
+    role: str  # target | draft
+    path: str
+    fs_type: str
+    shards: list[ShardPlan]
+    num_experts: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(s.bytes for s in self.shards)
+
+    @property
+    def files(self) -> list[Path]:
+        return [Path(s.path) for s in self.shards]
+
+
+@dataclass
+class ReplayPlan:
+    models: list[ModelPlan]
+    tp: int = 1
+    devices: list[str] = field(default_factory=lambda: ["cpu"])
+    cache: str = "warm"
+    order: str = "sorted"
+    strategy: str = "sglang"
+    faithful: bool = False
+    expert_parallel: bool = False
+
+    def rank_device(self, rank: int) -> str:
+        """Ranks map to devices round-robin; more ranks than devices share them."""
+        return self.devices[rank % len(self.devices)]
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "tp": self.tp,
+            "devices": list(self.devices),
+            "rank_devices": [self.rank_device(r) for r in range(self.tp)],
+            "ranks_share_devices": self.tp > len(self.devices),
+            "cache": self.cache,
+            "order": self.order,
+            "strategy": self.strategy,
+            "faithful": self.faithful,
+            "expert_parallel": self.expert_parallel,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ReplayPlan:
+        models = []
+        for m in d["models"]:
+            shards = [
+                ShardPlan(
+                    path=s["path"],
+                    bytes=s["bytes"],
+                    tensors=None
+                    if s["tensors"] is None
+                    else {k: (v[0], tuple(v[1])) for k, v in s["tensors"].items()},
+                    error=s.get("error"),
+                )
+                for s in m["shards"]
+            ]
+            models.append(ModelPlan(**{**m, "shards": shards}))
+        return cls(**{**d, "models": models})
+
+
+def parse_devices(spec: str, cuda_count: int | None = None) -> list[str]:
+    """'cpu', 'cuda' (all visible), 'cuda:0-7', 'cuda:0,cuda:1', '0,1' -> ['cuda:0', ...]."""
+    spec = spec.strip().lower()
+    if spec == "cpu":
+        return ["cpu"]
+    if cuda_count is None:
+        cuda_count = _cuda_count()
+    if spec in ("cuda", "gpu", "all"):
+        if cuda_count == 0:
+            raise UsageError("--devices cuda: no CUDA device is visible (use --devices cpu)")
+        return [f"cuda:{i}" for i in range(cuda_count)]
+    indices: list[int] = []
+    for part in spec.removeprefix("cuda:").split(","):
+        part = part.strip().removeprefix("cuda:")
+        match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not match:
+            raise UsageError(f"--devices {spec!r}: expected cpu, cuda, cuda:0-7 or 0,1")
+        lo = int(match.group(1))
+        hi = int(match.group(2) or lo)
+        if hi < lo:
+            raise UsageError(f"--devices {spec!r}: range {lo}-{hi} is empty")
+        indices.extend(range(lo, hi + 1))
+    for i in indices:
+        if i >= cuda_count:
+            raise UsageError(
+                f"--devices {spec!r}: cuda:{i} does not exist ({cuda_count} CUDA devices visible)"
+            )
+    return [f"cuda:{i}" for i in dict.fromkeys(indices)]
+
+
+def _cuda_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def plan_model(role: str, path: str | Path, order: str = "sorted") -> ModelPlan:
+    """Discover the shards and read their headers (headers only). A bad shard is kept, with its error."""
+    if order not in ORDERS:
+        raise UsageError(f"--order {order!r}: choose one of {', '.join(ORDERS)}")
+    ckpt = discover(path, order=order)
+    if ckpt.format != "safetensors":
+        raise CheckpointError(
+            ckpt.path,
+            f"holds only .{ckpt.format} (pickle) weight files; ckptprof replays safetensors checkpoints and never "
+            "unpickles a checkpoint",
+        )
+    shards = []
+    for f in ckpt.files:
+        try:
+            header = read_header(f)
+        except CheckpointError as exc:
+            shards.append(ShardPlan(path=str(f), bytes=_size(f), tensors=None, error=exc.problem))
+            continue
+        tensors = {name: (t.dtype, t.shape) for name, t in header.tensors.items()}
+        shards.append(ShardPlan(path=str(f), bytes=header.file_size, tensors=tensors))
+    if all(s.tensors is None for s in shards):
+        first = shards[0]
+        raise CheckpointError(first.path, f"{first.error} (and no readable shard in {ckpt.path})")
+    experts = _count_experts(shards)
+    return ModelPlan(
+        role=role, path=str(ckpt.path), fs_type=fs.fs_type(ckpt.path), shards=shards, num_experts=experts
+    )
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _count_experts(shards: list[ShardPlan]) -> int:
+    ids = set()
+    for s in shards:
+        for name in s.tensors or {}:
+            match = re.search(r"\.experts\.(\d+)\.", name)
+            if match:
+                ids.add(int(match.group(1)))
+    return max(ids) + 1 if ids else 0
+
+
+def build_plan(
+    target: str | Path,
+    draft: str | Path | None = None,
+    tp: int = 1,
+    devices: str | list[str] = "cpu",
+    cache: str = "warm",
+    order: str = "sorted",
+    strategy: str = "sglang",
+    faithful: bool = False,
+    expert_parallel: bool = False,
+) -> ReplayPlan:
+    if tp < 1:
+        raise UsageError("--tp must be at least 1")
+    if cache not in CACHE_MODES:
+        raise UsageError(f"--cache {cache!r}: choose one of {', '.join(CACHE_MODES)}")
+    device_list = parse_devices(devices) if isinstance(devices, str) else list(devices)
+    models = [plan_model("target", target, order)]
+    if draft is not None:
+        models.append(plan_model("draft", draft, order))
+    return ReplayPlan(
+        models=models,
+        tp=tp,
+        devices=device_list,
+        cache=cache,
+        order=order,
+        strategy=strategy,
+        faithful=faithful,
+        expert_parallel=expert_parallel,
+    )

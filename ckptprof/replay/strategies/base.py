@@ -1,0 +1,98 @@
+"""What every strategy is handed: the rank's parameters, its TP slices, and the recorder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+from ckptprof.checkpoint.tp_rules import TPSlice, tp_slice
+from ckptprof.replay.plan import ModelPlan
+from ckptprof.replay.recorder import Recorder
+
+TORCH_DTYPES: dict[str, torch.dtype] = {
+    "BOOL": torch.bool,
+    "U8": torch.uint8,
+    "I8": torch.int8,
+    "I16": torch.int16,
+    "I32": torch.int32,
+    "I64": torch.int64,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "F32": torch.float32,
+    "F64": torch.float64,
+}
+for _name, _attr in (
+    ("F8_E4M3", "float8_e4m3fn"),
+    ("F8_E5M2", "float8_e5m2"),
+    ("F8_E8M0", "float8_e8m0fnu"),
+    ("U16", "uint16"),
+    ("U32", "uint32"),
+    ("U64", "uint64"),
+    ("C64", "complex64"),
+):
+    if hasattr(torch, _attr):
+        TORCH_DTYPES[_name] = getattr(torch, _attr)
+
+
+@dataclass
+class LoadContext:
+    """One rank's view of the load: its device, TP position and pre-allocated per-rank parameters."""
+
+    rank: int
+    tp: int
+    device: torch.device
+    expert_parallel: bool = False
+    decompose: bool = True  # touch pages under the read timer before copying (False: SGLang's exact sequence)
+    params: dict[tuple[str, str], torch.Tensor] = field(default_factory=dict)
+    slices: dict[tuple[str, str], TPSlice] = field(default_factory=dict)
+
+    def allocate(self, model: ModelPlan) -> int:
+        """Allocate every parameter at its per-rank shape on the device, as SGLang builds the model first."""
+        allocated = 0
+        for shard in model.shards:
+            for name, (dtype, shape) in (shard.tensors or {}).items():
+                sl = tp_slice(name, shape, self.rank, self.tp, self.expert_parallel, model.num_experts)
+                self.slices[(model.role, name)] = sl
+                if sl.skipped or dtype not in TORCH_DTYPES:
+                    continue
+                param = torch.empty(sl.param_shape, dtype=TORCH_DTYPES[dtype], device=self.device)
+                if self.device.type == "cpu":
+                    # cudaMalloc hands back mapped memory; fresh host memory would page-fault inside the timed
+                    # copy instead, so the stand-in faults it in here, at allocation, like the device does.
+                    param.zero_()
+                self.params[(model.role, name)] = param
+                allocated += param.numel() * param.element_size()
+        return allocated
+
+    def narrow(self, role: str, name: str, full: torch.Tensor) -> torch.Tensor | None:
+        """The rank's slice of a full CPU tensor (a view: no bytes move), or None if this rank skips it."""
+        sl = self.slices.get((role, name))
+        if sl is None or sl.skipped or (role, name) not in self.params:
+            return None
+        if sl.dim is None:
+            return full
+        return full.narrow(sl.dim, sl.start, sl.length)
+
+    def copy(self, role: str, name: str, src: torch.Tensor) -> None:
+        """``param.data.copy_(slice)``: synchronous, from pageable host memory."""
+        param = self.params[(role, name)]
+        sl = self.slices[(role, name)]
+        if sl.dim is not None and sl.length != param.shape[sl.dim]:
+            param = param.narrow(sl.dim, 0, sl.length)  # the last rank of an uneven split
+        param.copy_(src)
+
+    def checksums(self) -> dict[str, float]:
+        """A cheap per-parameter fingerprint to verify that two strategies loaded the same values."""
+        out = {}
+        for (role, name), p in sorted(self.params.items()):
+            out[f"{role}/{name}"] = float(p.detach().view(torch.uint8).to(torch.float64).sum().item())
+        return out
+
+
+class Strategy(Protocol):
+    name: str
+    flags: str  # the SGLang flags that select this path
+
+    def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None: ...

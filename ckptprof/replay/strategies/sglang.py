@@ -1,0 +1,58 @@
+"""SGLang's default path: ``safe_open`` each shard (mmap), ``get_tensor`` every key, narrow, ``copy_``.
+
+This is ``DefaultModelLoader`` with ``safetensors_weights_iterator`` on one thread, what a server runs without
+``--weight-loader-disable-mmap``, multithread loading or prefetching.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from pathlib import Path
+
+from safetensors import safe_open
+
+from ckptprof.checkpoint import fs
+from ckptprof.replay.plan import ModelPlan
+from ckptprof.replay.recorder import Recorder
+from ckptprof.replay.strategies.base import LoadContext
+from ckptprof.replay.touch import read_header_region, touch_pages
+
+
+class SGLangMmap:
+    name = "sglang"
+    flags = "(default: no flags)"
+
+    def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
+        for shard in model.shards:
+            try:
+                nonresident = shard.bytes - fs.resident_bytes(shard.path)
+            except OSError:
+                nonresident = 0
+            try:
+                with rec.shard(Path(shard.path).name, nonresident_bytes=nonresident):
+                    if shard.error is not None:
+                        raise ValueError(shard.error)
+                    self._load_shard(ctx, model.role, shard.path, rec)
+            except Exception:
+                continue
+
+    def _load_shard(self, ctx: LoadContext, role: str, path: str, rec: Recorder) -> None:
+        with ExitStack() as stack:
+            if ctx.decompose:
+                with rec.read(0):
+                    read_header_region(path)
+            with rec.deserialize():
+                handle = stack.enter_context(safe_open(path, framework="pt", device="cpu"))
+                keys = list(handle.keys())
+            for name in keys:
+                with rec.deserialize():
+                    full = handle.get_tensor(name)
+                    src = ctx.narrow(role, name, full)
+                if src is not None:
+                    with rec.read(full.numel() * full.element_size()):
+                        if ctx.decompose:
+                            touch_pages(src)
+                    with rec.h2d(src.numel() * src.element_size()):
+                        ctx.copy(role, name, src)
+                rec.tensor_done()
+                del full, src

@@ -1,0 +1,101 @@
+"""One TP rank's replay: allocate the per-rank parameters, wait for the others, load target then draft."""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+import torch
+
+from ckptprof.replay.plan import ReplayPlan
+from ckptprof.replay.recorder import CudaCopyTimer, HostCopyTimer, Recorder, WallOnlyRecorder
+from ckptprof.replay.strategies import get_strategy
+from ckptprof.replay.strategies.base import LoadContext
+from ckptprof.session import RankResult, ShardTiming
+
+ShardCallback = Callable[[str, ShardTiming], None]
+
+
+def replay_rank(
+    plan: ReplayPlan,
+    rank: int,
+    faithful: bool = False,
+    wait_for_all: Callable[[], None] | None = None,
+    on_shard_done: ShardCallback | None = None,
+) -> RankResult:
+    """Run one rank. ``faithful`` replays SGLang's exact sequence, timing only shard walls."""
+    # ModelRunner.load_model does this first; it also keeps 8 rank processes from fighting over cores.
+    torch.set_num_threads(1)
+    device_name = plan.rank_device(rank)
+    device = torch.device(device_name)
+    result = RankResult(rank=rank, device=device_name, host=socket.gethostname(), pid=os.getpid())
+    proc = psutil.Process()
+    cpu0 = proc.cpu_times()
+    recorder: Recorder | None = None
+    try:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+            copy_timer: Any = CudaCopyTimer(device)
+        else:
+            copy_timer = HostCopyTimer()
+        ctx = LoadContext(
+            rank=rank, tp=plan.tp, device=device, expert_parallel=plan.expert_parallel, decompose=not faithful
+        )
+        for model in plan.models:
+            result.param_bytes += ctx.allocate(model)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        recorder_cls = WallOnlyRecorder if faithful else Recorder
+        recorder = recorder_cls(copy_timer=copy_timer, on_shard_done=on_shard_done)
+        strategy = get_strategy(plan.strategy)
+        if wait_for_all is not None:
+            wait_for_all()  # like SGLang's TP workers, every rank starts reading at the same moment
+        recorder.start()
+        started = time.perf_counter()
+        for model in plan.models:
+            with recorder.model(model.role):
+                strategy.load_model(ctx, model, recorder)
+        result.wall_s = time.perf_counter() - started
+        failed = [s for m in recorder.models for s in m.shards if s.status != "ok"]
+        if failed:
+            result.error = f"{len(failed)} shard(s) failed; first: {failed[0].file}: {failed[0].error}"
+    except KeyboardInterrupt:
+        result.status = "failed"
+        result.error = "interrupted (SIGINT)"
+    except torch.cuda.OutOfMemoryError as exc:
+        result.status = "failed"
+        result.error = f"out of device memory on {device_name}: {str(exc).splitlines()[0]}"
+    except MemoryError:
+        result.status = "failed"
+        result.error = "out of host memory (MemoryError)"
+    except Exception as exc:
+        result.status = "failed"
+        last = traceback.extract_tb(exc.__traceback__)[-1:]
+        where = f" at {os.path.basename(last[0].filename)}:{last[0].lineno}" if last else ""
+        result.error = f"{type(exc).__name__}: {exc}{where}"
+    finally:
+        if recorder is not None:
+            result.models = list(recorder.models)
+        cpu1 = proc.cpu_times()
+        result.cpu_user_s = cpu1.user - cpu0.user
+        result.cpu_sys_s = cpu1.system - cpu0.system
+        # ru_maxrss is in KiB on Linux.
+        result.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return result
+
+
+def faithful_walls(result: RankResult) -> dict[str, float]:
+    return {m.role: m.wall_s for m in result.models}
+
+
+def merge_faithful(decomposed: RankResult, faithful: RankResult) -> None:
+    """Attach the faithful pass's per-model walls to the decomposed pass's models."""
+    walls = faithful_walls(faithful)
+    for m in decomposed.models:
+        m.faithful_wall_s = walls.get(m.role)

@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import pytest
+
+from ckptprof.replay.recorder import HostCopyTimer, Recorder, WallOnlyRecorder
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class FakeCounters:
+    def __init__(self) -> None:
+        self.faults = 0
+        self.read = 0
+
+    def major_faults(self) -> int:
+        return self.faults
+
+    def storage_read_bytes(self) -> int:
+        return self.read
+
+
+def make(cls: type[Recorder] = Recorder) -> tuple[Recorder, FakeClock, FakeCounters]:
+    clock = FakeClock()
+    counters = FakeCounters()
+    rec = cls(copy_timer=HostCopyTimer(clock), counters=counters, clock=clock)
+    rec.start()
+    return rec, clock, counters
+
+
+def test_phases_are_attributed_to_the_right_buckets() -> None:
+    # GIVEN a shard whose tensor takes 0.1 s to open, 2 s to fault in and 0.5 s to copy
+    rec, clock, counters = make()
+    with rec.model("draft"), rec.shard("s1.safetensors", nonresident_bytes=4096):
+        with rec.deserialize():
+            clock.advance(0.1)
+        with rec.read(1000):
+            clock.advance(2.0)
+            counters.faults += 7
+            counters.read += 1_000_000
+        with rec.h2d(250):
+            clock.advance(0.5)
+        rec.tensor_done()
+        clock.advance(0.05)  # untimed bookkeeping
+    # THEN each phase lands in its own bucket and the wall covers them all
+    (shard,) = rec.models[0].shards
+    assert shard.deserialize_s == pytest.approx(0.1)
+    assert shard.read_s == pytest.approx(2.0)
+    assert shard.h2d_s == pytest.approx(0.5)
+    assert shard.wall_s == pytest.approx(2.65)
+    assert (shard.bytes, shard.h2d_bytes, shard.tensors) == (1000, 250, 1)
+    assert (shard.major_faults, shard.storage_bytes, shard.nonresident_bytes) == (7, 1_000_000, 4096)
+    assert rec.models[0].wall_s == pytest.approx(2.65)
+    assert shard.start_s == pytest.approx(0.0)
+
+
+def test_failed_shard_is_marked_and_the_error_propagates() -> None:
+    rec, clock, _ = make()
+    with rec.model("target"):
+        with pytest.raises(ValueError), rec.shard("bad.safetensors"):
+            clock.advance(0.2)
+            raise ValueError("corrupt")
+        with rec.shard("good.safetensors"):
+            clock.advance(0.1)
+    bad, good = rec.models[0].shards
+    assert bad.status == "failed" and bad.error == "ValueError: corrupt"
+    assert good.status == "ok" and good.start_s == pytest.approx(0.2)
+
+
+def test_phase_outside_shard_is_a_bug() -> None:
+    rec, _, _ = make()
+    with pytest.raises(RuntimeError), rec.read(1):
+        pass
+
+
+def test_wall_only_recorder_counts_bytes_but_times_only_walls() -> None:
+    rec, clock, _ = make(WallOnlyRecorder)
+    with rec.model("target"), rec.shard("s"):
+        with rec.read(10):
+            clock.advance(1.0)
+        with rec.h2d(5):
+            clock.advance(1.0)
+    (shard,) = rec.models[0].shards
+    assert shard.read_s == 0.0 and shard.h2d_s == 0.0
+    assert shard.wall_s == pytest.approx(2.0)
+    assert (shard.bytes, shard.h2d_bytes) == (10, 5)

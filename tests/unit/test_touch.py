@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+import torch
+
+from ckptprof.replay.touch import PAGE, segments, touch_offsets, touch_pages
+
+
+def test_contiguous_tensor_is_one_run() -> None:
+    t = torch.zeros(100, 64, dtype=torch.bfloat16)
+    starts, run = segments(t)
+    assert list(starts) == [t.data_ptr()] and run == 100 * 64 * 2
+
+
+def test_row_parallel_narrow_gives_one_run_per_row() -> None:
+    full = torch.zeros(10, 1000, dtype=torch.float32)
+    part = full.narrow(1, 250, 250)
+    starts, run = segments(part)
+    assert run == 250 * 4
+    assert list(starts) == [full.data_ptr() + (r * 1000 + 250) * 4 for r in range(10)]
+
+
+def test_offsets_hit_every_page_of_every_run() -> None:
+    starts = np.array([0, 3 * PAGE + 100], dtype=np.int64)
+    run = 2 * PAGE + 10
+    pages = set((touch_offsets(starts, run) // PAGE).tolist())
+    expected = {p for s in starts for p in range(s // PAGE, (s + run - 1) // PAGE + 1)}
+    assert pages == expected
+
+
+def test_touch_pages_faults_in_an_anonymous_mapping() -> None:
+    # A fresh private mapping has no pages; touching a strided view must make exactly those pages resident.
+    size = 64 * PAGE
+    buf = mmap.mmap(-1, size)
+    t = torch.frombuffer(buf, dtype=torch.uint8).view(64, PAGE)
+    view = t.narrow(1, 0, 16)[::2]  # every other row, 16 bytes each
+    assert touch_pages(view) == 32
+    del t, view
+    buf.close()
+
+
+def test_narrowed_copy_equals_source() -> None:
+    full = torch.randn(16, 32)
+    part = full.narrow(0, 4, 4)
+    touch_pages(part)
+    assert torch.equal(part.clone(), full[4:8])

@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+from ckptprof.analysis.attribution import rank_skew, run_totals
+from ckptprof.analysis.verdict import compute_verdict
+from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardInfo, ShardTiming
+
+GB = 10**9
+
+
+def session(
+    read: float,
+    deser: float,
+    h2d: float,
+    resident: int,
+    ranks: int = 1,
+    slow_rank_factor: float = 1.0,
+    device: str = "cuda:0",
+    fs_type: str = "ext4",
+) -> Session:
+    total = 4 * GB
+    rank_results = []
+    for r in range(ranks):
+        f = slow_rank_factor if r == ranks - 1 else 1.0
+        wall = (read + deser + h2d) * f + 0.01
+        shard = ShardTiming(
+            file="s",
+            bytes=total,
+            read_s=read * f,
+            deserialize_s=deser * f,
+            h2d_s=h2d * f,
+            h2d_bytes=total // ranks,
+            wall_s=wall,
+        )
+        rank_results.append(
+            RankResult(rank=r, device=device, models=[RankModel(role="draft", wall_s=wall, shards=[shard])])
+        )
+    return Session(
+        config={"tp": ranks, "devices": [device]},
+        models=[
+            ModelInfo(
+                role="draft",
+                path="/c",
+                fs_type=fs_type,
+                total_bytes=total,
+                shards=[ShardInfo("s", total)],
+                resident_bytes_before=resident,
+            )
+        ],
+        ranks=rank_results,
+        ceilings={
+            "storage_read_GBps": 1.45,
+            "storage_read_1_stream_GBps": 1.4,
+            "storage_read_n_streams_GBps": 1.84,
+            "storage_streams": 4,
+            "page_cache_read_GBps": 7.0,
+            "h2d_pageable_GBps": {"cuda:0": 8.7},
+            "h2d_pinned_GBps": {"cuda:0": 55.2},
+        },
+    )
+
+
+def test_cold_disk_bound_load_is_storage_bound_with_numbers() -> None:
+    # GIVEN the H200 incident's shape: a cold 4 GB load spending 2.9 s in page faults and 0.3 s copying
+    v = compute_verdict(session(read=2.9, deser=0.09, h2d=0.3, resident=0))
+    assert v["bottleneck"] == "storage"
+    assert v["shares"]["storage"] > 0.85
+    assert "1.45 GB/s cold read ceiling on ext4" in v["summary"]
+    assert "55.20 GB/s" in v["summary"]  # what pinned copies would allow
+    flags = " ".join(v["recommendations"])
+    assert "--weight-loader-prefetch-checkpoints" in flags and "enable_multithread_load" in flags
+    assert v["floor_s"] is not None and v["floor_s"] < v["load_wall_s"]
+    preds = [p["predicted_s"] for p in v["predictions"] if p["predicted_s"] is not None]
+    assert preds == sorted(preds)
+
+
+def test_warm_cache_with_slow_faults_is_page_cache_not_storage() -> None:
+    v = compute_verdict(session(read=0.6, deser=0.05, h2d=0.3, resident=4 * GB))
+    assert v["bottleneck"] == "page-cache"
+    assert v["cold_fraction"] == 0.0
+
+
+def test_copy_dominated_load_is_h2d_bound() -> None:
+    v = compute_verdict(session(read=0.02, deser=0.05, h2d=0.5, resident=4 * GB))
+    assert v["bottleneck"] == "h2d"
+    assert "8.70 GB/s pageable ceiling" in v["summary"]
+    assert any("fastsafetensors" in r for r in v["recommendations"])
+
+
+def test_one_slow_rank_is_rank_skew() -> None:
+    s = session(read=0.02, deser=0.05, h2d=0.5, resident=4 * GB, ranks=8, slow_rank_factor=3.0)
+    assert rank_skew(s) > 2.5
+    v = compute_verdict(s)
+    assert v["bottleneck"] == "rank-skew" and v["secondary"] == "h2d"
+
+
+def test_read_amplification_counts_every_rank() -> None:
+    v = compute_verdict(session(read=1.0, deser=0.1, h2d=0.1, resident=0, ranks=8))
+    assert v["read_amplification"] == 8.0
+
+
+def test_cpu_devices_are_labelled_as_stand_ins() -> None:
+    v = compute_verdict(session(read=0.1, deser=0.1, h2d=1.0, resident=4 * GB, device="cpu"))
+    assert v["h2d_stand_in"] is True
+    assert "stand-in" in v["summary"]
+
+
+def test_network_fs_suggests_local_copy() -> None:
+    v = compute_verdict(session(read=2.9, deser=0.09, h2d=0.3, resident=0, fs_type="fuse.sshfs"))
+    assert v["network_fs"] is True
+    assert any("local NVMe" in r for r in v["recommendations"])
+
+
+def test_empty_session() -> None:
+    v = compute_verdict(Session())
+    assert v["bottleneck"] == "unknown"
+    assert run_totals(Session()).wall_s == 0
