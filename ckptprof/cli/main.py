@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -59,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command is None:
         parser.print_help()
         return 2
+    # SIGTERM (a job scheduler, `kill`) takes the same path as Ctrl-C: ranks stopped, partial session saved.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return command.run(args)
     except CkptprofError as exc:
@@ -69,6 +72,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def entry() -> None:

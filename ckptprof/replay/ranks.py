@@ -18,7 +18,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ckptprof.replay.plan import ReplayPlan
-from ckptprof.session import RankResult, ShardTiming, rank_from_dict
+from ckptprof.session import RankModel, RankResult, ShardTiming, rank_from_dict
 
 ProgressFn = Callable[[int, str, ShardTiming], None]
 POLL_S = 0.2
@@ -40,20 +40,90 @@ def in_torchrun() -> bool:
 
 
 def _rank_main(plan_dict: dict[str, Any], rank: int, faithful: bool, results: Any, barrier: Any) -> None:
-    # Ctrl-C goes to the whole process group; the parent decides what to do, so the child lets it through
-    # as KeyboardInterrupt (the worker turns it into a failed, partial result).
+    # Ctrl-C reaches the whole process group. The parent owns the reaction (it stops every rank and saves what
+    # the ranks reported so far), so a rank ignores SIGINT instead of dying mid-import with a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
     from ckptprof.replay.worker import replay_rank
 
     plan = ReplayPlan.from_dict(plan_dict)
+    # Fault-injection hooks for the tests: slow every shard down, and leave a mark per finished shard, so a
+    # test can kill a rank while it is provably mid-replay.
+    delay = float(os.environ.get("CKPTPROF_FAULT_DELAY_S", "0") or 0)
+    marks = os.environ.get("CKPTPROF_FAULT_MARK_DIR")
+    done = 0
 
     def wait() -> None:
         barrier.wait(timeout=600)
 
     def shard_done(role: str, timing: ShardTiming) -> None:
+        nonlocal done
         results.put(("shard", rank, role, asdict(timing)))
+        done += 1
+        if marks:
+            with open(os.path.join(marks, f"rank{rank}"), "w") as fh:
+                fh.write(str(done))
+        if delay:
+            time.sleep(delay)
 
     result = replay_rank(plan, rank, faithful=faithful, wait_for_all=wait, on_shard_done=shard_done)
     results.put(("result", rank, asdict(result)))
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this rank if the ckptprof process dies, even by SIGKILL: no orphan keeps reading."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the parent's terminate() on exit still applies
+        pass
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+class _Collector:
+    """What the ranks reported: final results, and every finished shard (the partial record of a dead rank)."""
+
+    def __init__(self, plan: ReplayPlan, progress: ProgressFn | None) -> None:
+        self.plan = plan
+        self.progress = progress
+        self.done: dict[int, RankResult] = {}
+        self.partial: dict[int, list[RankModel]] = {}
+
+    def drain(self, results: Any, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while True:
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
+                return
+            try:
+                msg = results.get(timeout=timeout)
+            except queue_mod.Empty:
+                return
+            if msg[0] == "shard":
+                _, rank, role, data = msg
+                timing = ShardTiming(**data)
+                models = self.partial.setdefault(rank, [])
+                if not models or models[-1].role != role:
+                    models.append(RankModel(role=role, start_s=timing.start_s))
+                models[-1].shards.append(timing)
+                models[-1].wall_s = timing.start_s + timing.wall_s - models[-1].start_s
+                if self.progress is not None:
+                    self.progress(rank, role, timing)
+            elif msg[0] == "result":
+                _, rank, data = msg
+                self.done[rank] = rank_from_dict(data)
+
+    def fail(self, rank: int, reason: str) -> RankResult:
+        """A rank that did not report: keep the shards it finished, say why it stopped."""
+        result = RankResult(rank=rank, device=self.plan.rank_device(rank), status="failed", error=reason)
+        result.models = self.partial.get(rank, [])
+        result.wall_s = sum(m.wall_s for m in result.models)
+        self.done[rank] = result
+        return result
 
 
 def run_spawned(
@@ -71,52 +141,47 @@ def run_spawned(
         )
         for r in range(plan.tp)
     ]
-    for p in procs:
-        p.start()
-    done: dict[int, RankResult] = {}
+    collector = _Collector(plan, progress)
     try:
-        _collect(procs, results, barrier, done, progress)
+        for p in procs:
+            p.start()
+        _collect(procs, results, barrier, collector)
     except KeyboardInterrupt:
-        _drain(results, done, progress, seconds=2.0)
         _stop(procs)
-        raise Interrupted(_finish(plan, procs, done, "interrupted before reporting")) from None
+        collector.drain(results, seconds=0.5)
+        for rank in range(plan.tp):
+            if rank not in collector.done:
+                collector.fail(rank, "interrupted (Ctrl-C) before the rank finished")
+        raise Interrupted(_ordered(plan, collector)) from None
     finally:
         _stop(procs)
-    return _finish(plan, procs, done, "exited without reporting")
+    for rank, p in enumerate(procs):
+        if rank not in collector.done:
+            collector.fail(
+                rank, _exit_reason(p.exitcode) if p.exitcode not in (None, 0) else "exited without reporting"
+            )
+    return _ordered(plan, collector)
 
 
-def _collect(
-    procs: list[Any], results: Any, barrier: Any, done: dict[int, RankResult], progress: ProgressFn | None
-) -> None:
+def _ordered(plan: ReplayPlan, collector: _Collector) -> list[RankResult]:
+    out = [collector.done[r] for r in range(plan.tp) if r in collector.done]
+    for r in out:
+        r.device = r.device or plan.rank_device(r.rank)
+    return out
+
+
+def _collect(procs: list[Any], results: Any, barrier: Any, collector: _Collector) -> None:
     dead_since: dict[int, float] = {}
-    while len(done) < len(procs):
-        _drain(results, done, progress, seconds=POLL_S)
+    while len(collector.done) < len(procs):
+        collector.drain(results, seconds=POLL_S)
         for rank, p in enumerate(procs):
-            if rank in done or p.exitcode is None:
+            if rank in collector.done or p.exitcode is None:
                 continue
             # The process is gone; give its last queue message a moment to arrive before declaring it dead.
             first = dead_since.setdefault(rank, time.monotonic())
             if time.monotonic() - first > 1.0:
-                done[rank] = RankResult(rank=rank, device="", status="failed", error=_exit_reason(p.exitcode))
+                collector.fail(rank, _exit_reason(p.exitcode))
                 barrier.abort()  # ranks still waiting at the start barrier must not wait for a dead one
-
-
-def _drain(results: Any, done: dict[int, RankResult], progress: ProgressFn | None, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        timeout = deadline - time.monotonic()
-        if timeout <= 0:
-            return
-        try:
-            msg = results.get(timeout=timeout)
-        except queue_mod.Empty:
-            return
-        if msg[0] == "shard" and progress is not None:
-            _, rank, role, timing = msg
-            progress(rank, role, ShardTiming(**timing))
-        elif msg[0] == "result":
-            _, rank, data = msg
-            done[rank] = rank_from_dict(data)
 
 
 def _exit_reason(code: int) -> str:
@@ -140,21 +205,6 @@ def _stop(procs: list[Any]) -> None:
         if p.is_alive():
             p.kill()
             p.join(timeout=1.0)
-
-
-def _finish(
-    plan: ReplayPlan, procs: list[Any], done: dict[int, RankResult], missing: str
-) -> list[RankResult]:
-    out = []
-    for rank, p in enumerate(procs):
-        r = done.get(rank)
-        if r is None:
-            reason = _exit_reason(p.exitcode) if p.exitcode not in (None, 0) else missing
-            r = RankResult(rank=rank, device=plan.rank_device(rank), status="failed", error=reason)
-        if not r.device:
-            r.device = plan.rank_device(rank)
-        out.append(r)
-    return out
 
 
 # -- torchrun ------------------------------------------------------------------------------------------------

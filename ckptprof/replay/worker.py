@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import resource
 import socket
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -68,6 +69,9 @@ def replay_rank(
     except KeyboardInterrupt:
         result.status = "failed"
         result.error = "interrupted (SIGINT)"
+    except threading.BrokenBarrierError:
+        result.status = "failed"
+        result.error = "stopped before loading: another rank died before the start barrier"
     except torch.cuda.OutOfMemoryError as exc:
         result.status = "failed"
         result.error = f"out of device memory on {device_name}: {str(exc).splitlines()[0]}"

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
+# Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
+# Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]; steps: env smoke synth tp1 tp8 probe
+set -uo pipefail
+OUT=${1:?outdir}; shift
+STEPS=${*:-env smoke synth tp1 tp8 probe}
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+DATA=${CKPT_DATA:-/var/tmp/ckptprof-data}
+CK="python3 -m ckptprof"
+mkdir -p "$OUT" "$DATA"
+step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+for s in $STEPS; do
+  case $s in
+  env)
+    step env
+    nvidia-smi --query-gpu=name,pci.bus_id,pcie.link.gen.current,pcie.link.width.current,memory.total --format=csv
+    python3 -c 'import torch,safetensors,psutil,sys;print(sys.version);print("torch",torch.__version__,"cuda",torch.version.cuda,torch.cuda.device_count());print("safetensors",safetensors.__version__)'
+    nproc; free -g | head -2; df -hT "$DATA" | tail -1; uname -r
+    ;;
+  smoke)
+    step smoke: small checkpoint, TP2 on cuda
+    $CK synth "$DATA/small" --shards 8 --size 64MB --force -q
+    $CK run "$DATA/small" --tp 2 --devices cuda --cache cold --faithful --probe-sample 64MB -o "$OUT/smoke" -q || exit 1
+    ;;
+  synth)
+    step synth eagle3-draft 64 shards 4.7GB
+    [ -f "$DATA/eagle3/.complete" ] || { $CK synth "$DATA/eagle3" --preset eagle3-draft --shards 64 --size 4.7GB --force -q && touch "$DATA/eagle3/.complete"; }
+    $CK inspect "$DATA/eagle3" | head -4
+    ;;
+  tp1)
+    for cache in cold warm; do
+      step "TP1 $cache, faithful check"
+      $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache $cache --faithful -o "$OUT/tp1-$cache" -q
+    done
+    ;;
+  tp8)
+    for cache in cold warm; do
+      step "TP8 on the visible GPUs, $cache"
+      $CK run "$DATA/eagle3" --tp 8 --devices cuda --cache $cache --faithful --no-probe -o "$OUT/tp8-$cache" -q
+    done
+    ;;
+  probe)
+    step probe
+    $CK probe "$DATA/eagle3" --devices cuda --json > "$OUT/probe.json"; cat "$OUT/probe.json"
+    ;;
+  esac
+done

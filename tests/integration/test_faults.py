@@ -1,0 +1,127 @@
+"""Faults during a run: a rank killed mid-replay, and Ctrl-C. No hang, no orphan, a session that says why."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ckptprof.session import Session
+
+
+def start_run(ckpt: Path, out: Path, tp: int = 2, delay: float = 0.4) -> subprocess.Popen[str]:
+    out.mkdir(parents=True)
+    env = {
+        **os.environ,
+        "CKPTPROF_FAULT_DELAY_S": str(delay),
+        "CKPTPROF_FAULT_MARK_DIR": str(out),
+        "OMP_NUM_THREADS": "1",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "ckptprof",
+        "run",
+        str(ckpt),
+        "--tp",
+        str(tp),
+        "--devices",
+        "cpu",
+        "--no-probe",
+        "-q",
+        "-o",
+        str(out),
+    ]
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+
+
+def rank_processes(parent: int, count: int, timeout: float = 60.0) -> list[psutil.Process]:
+    """The spawned rank processes (not multiprocessing's resource tracker), once they have started loading."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            kids = psutil.Process(parent).children(recursive=True)
+            ranks = [k for k in kids if "spawn_main" in " ".join(k.cmdline())]
+        except psutil.Error:
+            ranks = []
+        if len(ranks) == count:
+            return ranks
+        time.sleep(0.1)
+    raise AssertionError(f"{count} rank processes did not start")
+
+
+def loading(out: Path, rank: int, timeout: float = 60.0) -> None:
+    """Wait until the rank has finished a shard: it is past the start barrier and reading."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (out / f"rank{rank}").exists():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"rank {rank} never finished a shard")
+
+
+def test_killed_rank_is_marked_failed_within_seconds(small_draft: Path, tmp_path: Path) -> None:
+    proc = start_run(small_draft, tmp_path / "out")
+    ranks = rank_processes(proc.pid, 2)
+    victim = ranks[1]
+    loading(tmp_path / "out", 1)
+    victim.send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - killed_at < 10.0
+    assert proc.returncode == 2, err
+    session = Session.load(tmp_path / "out" / "session.json")
+    failed = [r for r in session.ranks if r.status == "failed"]
+    assert len(failed) == 1
+    assert "SIGKILL" in (failed[0].error or "")
+    assert any(r.status == "ok" for r in session.ranks)
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks)
+
+
+def test_ctrl_c_saves_a_partial_session_and_leaves_no_child(small_draft: Path, tmp_path: Path) -> None:
+    proc = start_run(small_draft, tmp_path / "out", tp=2)
+    ranks = rank_processes(proc.pid, 2)
+    everyone = psutil.Process(proc.pid).children(recursive=True)
+    loading(tmp_path / "out", 0)
+    os.killpg(proc.pid, signal.SIGINT)
+    interrupted_at = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - interrupted_at < 10.0
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    session = Session.load(tmp_path / "out" / "session.json")
+    assert any("interrupted" in n for n in session.notes)
+    assert all(r.status == "failed" for r in session.ranks)
+    assert sum(len(m.shards) for r in session.ranks for m in r.models) > 0  # what was measured is kept
+    time.sleep(0.5)
+    alive = [p for p in [*ranks, *everyone] if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not alive, alive
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_stopped_run_leaves_no_child(small_draft: Path, tmp_path: Path, signum: int) -> None:
+    # GIVEN ranks that would need 8 shards x 3 s to finish
+    proc = start_run(small_draft, tmp_path / "out", delay=3.0)
+    ranks = rank_processes(proc.pid, 2)
+    time.sleep(2.0)
+    # WHEN the ckptprof process itself is terminated or killed
+    proc.send_signal(signum)
+    proc.communicate(timeout=60)
+    # THEN no rank outlives it (SIGTERM: stopped by ckptprof; SIGKILL: by the kernel's parent-death signal)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+        p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks
+    ):
+        time.sleep(0.1)
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks)
+    if signum == signal.SIGTERM:
+        assert proc.returncode == 130
+        assert Session.load(tmp_path / "out" / "session.json").notes
