@@ -35,9 +35,11 @@ for s in $STEPS; do
     done
     ;;
   tp8)
-    for cache in cold warm; do
-      step "TP8 on the visible GPUs, $cache"
-      $CK run "$DATA/eagle3" --tp 8 --devices cuda --cache $cache --faithful --no-probe -o "$OUT/tp8-$cache" -q
+    for devs in cuda:0 cuda; do
+      for cache in cold warm; do
+        step "TP8 on $devs, $cache"
+        $CK run "$DATA/eagle3" --tp 8 --devices $devs --cache $cache --faithful --no-probe -o "$OUT/tp8-${devs/:/}-$cache" -q
+      done
     done
     ;;
   probe)
