@@ -6,13 +6,13 @@ from ckptprof.cli.base import Command
 
 
 def all_commands() -> list[Command]:
-    from ckptprof.cli import inspect_cmd, probe_cmd, run_cmd, synth_cmd
+    from ckptprof.cli import inspect_cmd, log_cmd, probe_cmd, run_cmd, synth_cmd
 
     commands: list[Command] = [
         run_cmd.RunCommand(),
         inspect_cmd.InspectCommand(),
         synth_cmd.SynthCommand(),
         probe_cmd.ProbeCommand(),
-        __import__("ckptprof.cli.log_cmd", fromlist=["LogCommand"]).LogCommand(),
+        log_cmd.LogCommand(),
     ]
     return commands

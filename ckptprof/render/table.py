@@ -134,6 +134,8 @@ def render(session: Session, slowest: int = 5) -> str:
         else:
             extras.append("faithful check not run (--faithful)")
         out.append("  " + "; ".join(extras))
+        if v.get("faithful_note"):
+            out.append(f"  note: {v['faithful_note']}")
         for rec in v.get("recommendations", []):
             out.append(f"  try: {rec}")
     for note in session.notes:

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import mmap
+from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from ckptprof.replay.touch import PAGE, segments, touch_offsets, touch_pages
@@ -46,3 +48,28 @@ def test_narrowed_copy_equals_source() -> None:
     part = full.narrow(0, 4, 4)
     touch_pages(part)
     assert torch.equal(part.clone(), full[4:8])
+
+
+def test_fault_in_brings_a_cold_file_slice_into_the_page_cache(tmp_path: Path) -> None:
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from ckptprof.checkpoint import fs
+    from ckptprof.replay.touch import fault_in
+
+    path = tmp_path / "w.safetensors"
+    # 64 MiB, 4 pages per row: large enough that the slice lies past the readahead that opening the file
+    # triggers (8 MiB on some virtual disks)
+    full = torch.randn(4096, 4096)
+    save_file({"w": full}, str(path))
+    dropped = fs.drop_cache([path])
+    if not dropped.ok:
+        pytest.skip(f"cannot drop the page cache here: {dropped.note}")
+    with safe_open(str(path), framework="pt") as h:
+        t = h.get_tensor("w")
+        before = fs.resident_bytes(path)
+        fault_in(t.narrow(0, 2048, 128))  # a column-parallel slice: rows 2048..2175, 2 MiB
+        after = fs.resident_bytes(path)
+        assert after - before >= 2 * 1024 * 1024
+        assert after < 0.9 * path.stat().st_size  # only around the slice, not the whole file
+        assert torch.equal(t.narrow(0, 2048, 128), full[2048:2176])

@@ -15,7 +15,7 @@ from ckptprof.checkpoint import fs
 from ckptprof.replay.plan import ModelPlan
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext
-from ckptprof.replay.touch import read_header_region, touch_pages
+from ckptprof.replay.touch import fault_in, read_header_region
 
 
 class SGLangMmap:
@@ -51,7 +51,7 @@ class SGLangMmap:
                 if src is not None:
                     with rec.read(full.numel() * full.element_size()):
                         if ctx.decompose:
-                            touch_pages(src)
+                            fault_in(src)
                     with rec.h2d(src.numel() * src.element_size()):
                         ctx.copy(role, name, src)
                 rec.tensor_done()

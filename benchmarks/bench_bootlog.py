@@ -1,0 +1,131 @@
+"""How fast `ckptprof log` reads a large TP8 EAGLE-3 boot log (target: >= 30 MB/s on a 2-core machine).
+
+The log is generated in memory: the boot itself (records on 8 ranks, shard bars redrawn with carriage returns
+and other ranks' records glued to their frames), then hours of serving traffic, a share of it tqdm frames, until
+it reaches the size asked for. `pytest benchmarks --benchmark-disable` runs it once on a small log.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import time
+
+import pytest
+from pytest_benchmark.fixture import BenchmarkFixture
+
+from ckptprof.bootlog import BootReport, analyze_stream
+
+FULL_BYTES = 50_000_000
+SMOKE_BYTES = 1_000_000
+RANKS = 8
+
+
+def _stamp(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"2025-11-29 {10 + hours % 14:02d}:{minutes:02d}:{secs:02d}"
+
+
+def _boot_section(rng: random.Random) -> list[str]:
+    lines = [
+        f"[{_stamp(0)}] server_args=ServerArgs(model_path='/data/kimi-k2', tp_size={RANKS}, pp_size=1, dp_size=1, "
+        "nnodes=1, speculative_algorithm='EAGLE3', speculative_draft_model_path='/data/eagle3')\n"
+    ]
+    clock = 2
+    for message in (
+        "Init torch distributed begin.",
+        "Init torch distributed ends. elapsed=0.53 s, mem usage=0.09 GB",
+    ):
+        lines += [f"[{_stamp(clock)} TP{rank}] {message}\n" for rank in range(RANKS)]
+    for model_seconds in (48, 39):
+        lines += [
+            f"[{_stamp(clock)} TP{rank}] Load weight begin. avail mem=139.12 GB\n" for rank in range(RANKS)
+        ]
+        frames = []
+        for done in range(65):
+            frames.append(
+                f"\rLoading safetensors checkpoint shards: {100 * done // 64:3d}% Completed | {done}/64 "
+                f"[00:{done * model_seconds // 64 % 60:02d}<00:10,  1.64it/s]"
+            )
+            if done % 4 == 0:
+                frames.append(
+                    f"[{_stamp(clock + done)} TP{rng.randrange(1, RANKS)}] Using default MoE kernel config\n"
+                )
+        lines.append("".join(frames) + "\n")
+        clock += model_seconds
+        lines += [
+            f"[{_stamp(clock)} TP{rank}] Load weight end. elapsed={model_seconds}.44 s, type=X, avail mem=25.2 GB\n"
+            for rank in range(RANKS)
+        ]
+    for begin, end in (("Capture cuda graph begin.", "Capture cuda graph end. Time elapsed: 21.35 s."),) * 2:
+        lines += [f"[{_stamp(clock)} TP{rank}] {begin}\n" for rank in range(RANKS)]
+        clock += 21
+        lines += [f"[{_stamp(clock)} TP{rank}] {end}\n" for rank in range(RANKS)]
+    lines.append(f"[{_stamp(clock + 7)}] The server is fired up and ready to roll!\n")
+    return lines
+
+
+def _serving_line(rng: random.Random, second: int) -> str:
+    kind = rng.random()
+    stamp = _stamp(second)
+    if kind < 0.04:  # a tqdm bar of some client-side job: exercises the frame parser, not just the pre-filter
+        done = rng.randrange(100)
+        return f"\rProcessing requests: {done:3d}%|#####     | {done}/100 [00:10<00:12,  4.50it/s]\n"
+    if kind < 0.40:
+        return (
+            f"[{stamp} TP0] Decode batch. #running-req: {rng.randrange(64)}, #token: {rng.randrange(10**6)}, "
+            "token usage: 0.12, cuda graph: True, gen throughput (token/s): 1234.56, #queue-req: 0\n"
+        )
+    if kind < 0.60:
+        return (
+            f"[{stamp} TP0] Prefill batch. #new-seq: 1, #new-token: 8192, #cached-token: {rng.randrange(8192)}, "
+            "token usage: 0.01, #running-req: 3, #queue-req: 0\n"
+        )
+    if kind < 0.85:
+        return f'[{stamp}] INFO:     127.0.0.1:{rng.randrange(30000, 60000)} - "POST /generate HTTP/1.1" 200 OK\n'
+    return f"[{stamp} TP{rng.randrange(RANKS)}] Cache flushed successfully; memory pool stats nominal\n"
+
+
+def make_tp8_log(size_bytes: int, seed: int = 0) -> bytes:
+    rng = random.Random(seed)
+    parts = _boot_section(rng)
+    total = sum(len(part) for part in parts)
+    second = 200
+    while total < size_bytes:
+        line = _serving_line(rng, second)
+        parts.append(line)
+        total += len(line)
+        second += rng.random() < 0.05
+    return "".join(parts).encode()
+
+
+@pytest.fixture(scope="module")
+def tp8_log(request: pytest.FixtureRequest) -> bytes:
+    disabled = request.config.getoption("benchmark_disable", default=False)
+    return make_tp8_log(SMOKE_BYTES if disabled else FULL_BYTES)
+
+
+def test_bootlog_parse_speed(benchmark: BenchmarkFixture, tp8_log: bytes) -> None:
+    """GIVEN a generated TP8 EAGLE-3 log WHEN it is analysed from a stream THEN it parses at >= 30 MB/s."""
+    log = tp8_log[:SMOKE_BYTES] if benchmark.disabled else tp8_log
+    wall_s: list[float] = []
+    cpu_s: list[float] = []
+
+    def analyse() -> BootReport:
+        wall, cpu = time.perf_counter(), time.process_time()
+        report = analyze_stream(io.BytesIO(log))
+        wall_s.append(time.perf_counter() - wall)
+        cpu_s.append(time.process_time() - cpu)
+        return report
+
+    report = benchmark.pedantic(analyse, rounds=1 if benchmark.disabled else 3, iterations=1)
+    assert report.framework == "sglang"
+    assert report.state == "ready"
+    megabytes = len(log) / 1e6
+    benchmark.extra_info["MB"] = round(megabytes, 1)
+    benchmark.extra_info["MBps"] = round(megabytes / min(wall_s), 1)
+    # CPU time is what the parser costs; wall time also counts whatever else shares this 2-core machine.
+    benchmark.extra_info["MBps_cpu"] = round(megabytes / max(min(cpu_s), 1e-9), 1)
+    if not benchmark.disabled:
+        assert benchmark.extra_info["MBps_cpu"] >= 30, benchmark.extra_info

@@ -1,0 +1,34 @@
+"""Reading SGLang and vLLM boot logs: what the server did, for how long, and what it is doing now.
+
+Stands alone: nothing here imports the rest of ckptprof, so ``ckptprof log`` stays light and the reader can be
+reused on its own.
+"""
+
+from __future__ import annotations
+
+from ckptprof.bootlog.follow import FollowOutcome, follow_log
+from ckptprof.bootlog.parse import LogInputError
+from ckptprof.bootlog.phases import (
+    STATES,
+    BootLogAnalyzer,
+    BootReport,
+    PhaseReport,
+    ProgressReport,
+    analyze_bytes,
+    analyze_path,
+    analyze_stream,
+)
+
+__all__ = [
+    "STATES",
+    "BootLogAnalyzer",
+    "BootReport",
+    "FollowOutcome",
+    "LogInputError",
+    "PhaseReport",
+    "ProgressReport",
+    "analyze_bytes",
+    "analyze_path",
+    "analyze_stream",
+    "follow_log",
+]

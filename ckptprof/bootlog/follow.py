@@ -1,0 +1,174 @@
+"""``--follow``: tail a growing boot log, keep one status line up to date, stop when the server is ready
+(exit 0) or has failed (exit 1).
+
+Polling with a short sleep is enough: the parser reads far faster than a server writes, so whenever data is
+waiting it is read straight away and the sleep only happens once the reader has caught up.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import BinaryIO, TextIO
+
+from ckptprof.bootlog.parse import CHUNK_BYTES, LineSplitter, LogInputError, open_log
+from ckptprof.bootlog.phases import STALL_AFTER_S, BootLogAnalyzer, BootReport
+
+POLL_S = 0.2
+REDRAW_EVERY_S = 0.5
+# A traceback is only taken as the end of the boot once the log has stayed quiet this long: a rank that
+# survives a non-fatal traceback keeps logging, and the report then downgrades it to a warning.
+FAILURE_GRACE_S = 1.0
+
+
+@dataclass(frozen=True)
+class FollowOutcome:
+    exit_code: int  # 0 ready, 1 failed, timed out, or the input ended before the server was ready
+    reason: str  # "ready", "failed", "timeout" or "ended"
+    report: BootReport
+
+
+class StatusLine:
+    """One line redrawn in place on a terminal; on a pipe, a new line only when the text changes."""
+
+    def __init__(self, stream: TextIO, clock: Callable[[], float], every_s: float = REDRAW_EVERY_S) -> None:
+        self._stream = stream
+        self._clock = clock
+        self._every_s = every_s
+        self._last_draw = float("-inf")
+        self._last_text = ""
+        self._tty = bool(getattr(stream, "isatty", lambda: False)())
+
+    def due(self) -> bool:
+        return self._clock() - self._last_draw >= self._every_s
+
+    def draw(self, text: str) -> None:
+        self._last_draw = self._clock()
+        if text == self._last_text:
+            return
+        self._last_text = text
+        if self._tty:
+            width = max(20, shutil.get_terminal_size().columns - 1)
+            self._stream.write("\r" + text[:width] + "\x1b[K")
+        else:
+            self._stream.write(text + "\n")
+        self._stream.flush()
+
+    def close(self) -> None:
+        if self._tty and self._last_text:
+            self._stream.write("\n")
+            self._stream.flush()
+
+
+def follow_log(
+    path: str,
+    *,
+    timeout_s: float | None = None,
+    poll_s: float = POLL_S,
+    stall_after_s: float = STALL_AFTER_S,
+    status: TextIO | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> FollowOutcome:
+    """Follow ``path`` ("-": standard input, read until it ends) until the server is ready or has failed."""
+    stream = open_log(path)
+    status_line = StatusLine(status if status is not None else sys.stderr, clock)
+    try:
+        follower = _Follower(stream, path, stall_after_s, status_line, clock)
+        return follower.run(timeout_s, poll_s, sleep)
+    except OSError as exc:
+        raise LogInputError(path, exc.strerror or str(exc)) from None
+    finally:
+        status_line.close()
+        if path != "-":
+            stream.close()
+
+
+class _Follower:
+    def __init__(
+        self,
+        stream: BinaryIO,
+        path: str,
+        stall_after_s: float,
+        status_line: StatusLine,
+        clock: Callable[[], float],
+    ) -> None:
+        self._stream = stream
+        self._is_file = path != "-"
+        self._stall_after_s = stall_after_s
+        self._status_line = status_line
+        self._clock = clock
+        self._reset()
+
+    def _reset(self) -> None:
+        self._analyzer = BootLogAnalyzer(self._stall_after_s)
+        self._splitter = LineSplitter()
+
+    def run(self, timeout_s: float | None, poll_s: float, sleep: Callable[[float], None]) -> FollowOutcome:
+        started = self._clock()
+        failed_since: float | None = None
+        while True:
+            data = self._read()
+            if data:
+                self._feed(self._splitter.feed(data))
+                if self._analyzer.ready:
+                    return self._outcome(0, "ready")
+                if self._status_line.due():
+                    self._status_line.draw(_status_text(self._analyzer.report()))
+                continue
+            if not self._is_file:  # standard input has ended
+                self._feed(self._splitter.flush())
+                report = self._analyzer.report()
+                code, reason = (
+                    (0, "ready") if report.ready else (1, "failed" if report.state == "failed" else "ended")
+                )
+                return self._outcome(code, reason)
+            if self._truncated():
+                self._stream.seek(0)
+                self._reset()
+                continue
+            self._feed(self._splitter.take_bar_frame())
+            report = self._analyzer.report()
+            self._status_line.draw(_status_text(report))
+            if report.ready:
+                return self._outcome(0, "ready")
+            if report.state == "failed":
+                failed_since = self._clock() if failed_since is None else failed_since
+                if self._clock() - failed_since >= FAILURE_GRACE_S:
+                    return self._outcome(1, "failed")
+            else:
+                failed_since = None
+            if timeout_s is not None and self._clock() - started >= timeout_s:
+                return self._outcome(1, "timeout")
+            sleep(poll_s)
+
+    def _read(self) -> bytes:
+        if self._is_file:
+            return self._stream.read(CHUNK_BYTES)
+        read1 = getattr(self._stream, "read1", None)
+        return read1(CHUNK_BYTES) if read1 is not None else self._stream.read(CHUNK_BYTES)
+
+    def _feed(self, block: bytes) -> None:
+        if block:
+            self._analyzer.feed_block(block)
+
+    def _truncated(self) -> bool:
+        """The file shrank under us (log rotation, a restarted server truncating it): start over."""
+        try:
+            return os.fstat(self._stream.fileno()).st_size < self._stream.tell()
+        except (OSError, ValueError):
+            return False
+
+    def _outcome(self, code: int, reason: str) -> FollowOutcome:
+        report = self._analyzer.report()
+        self._status_line.draw(_status_text(report))
+        return FollowOutcome(code, reason, report)
+
+
+def _status_text(report: BootReport) -> str:
+    clock = report.last_timestamp or "--"
+    return f"[{clock}] {report.summary}"

@@ -1,0 +1,396 @@
+"""The text level of a boot log: bounded chunking, record prefixes, tqdm bar frames, timestamps.
+
+A physical line of a server log can hold several things: tqdm redraws its bar with a carriage return and no
+newline, so the bar's frames and the next record another rank writes share one line. This module cuts the byte
+stream into those pieces and parses each one; what the records mean is phases.py's business.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+import sys
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import BinaryIO, NamedTuple
+
+CHUNK_BYTES = 1 << 20
+# A multi-megabyte line (a dumped tensor, a base64 blob) is kept only up to here: nothing we look for is
+# further than a few kilobytes into a line, and the cap keeps memory bounded.
+MAX_LINE_BYTES = 64 << 10
+# How far back to look for a timestamped line when a bar frame (which has none) needs a time.
+TIMESTAMP_LOOKBACK_LINES = 64
+
+
+class LogInputError(Exception):
+    """The log cannot be read at all (missing, a directory, no permission); the message names the file."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+class Record(NamedTuple):
+    """One log record: ``rank`` is the prefix's tag ("TP3", "DP1 TP3", "rank3") or "" when untagged."""
+
+    timestamp: str | None
+    rank: str
+    message: str
+    style: str  # "sglang", "vllm" or "plain": which prefix it carried
+
+
+class Bar(NamedTuple):
+    """One frame of a tqdm progress bar."""
+
+    desc: str
+    done: int
+    total: int
+    rate: float | None  # items per second
+    elapsed_s: int | None
+    eta_s: int | None
+    rank: str
+
+
+# Lines worth a closer look. One regex search over a whole block is far cheaper than visiting every line in
+# Python; everything that matters for phases, bars, failures or framework detection contains one of these.
+CANDIDATE_NEEDLES: tuple[str, ...] = (
+    "ServerArgs(",
+    "Init torch distributed",
+    "Load weight",
+    "KV Cache is allocated",
+    "Memory pool end",
+    "Capture ",
+    "fired up and ready",
+    "%",  # every tqdm frame shows a percentage
+    "Traceback",
+    "Error",
+    "Exception",
+    "is dead",
+    "sigquit",
+    "unexpectedly failed",
+    "Killed",
+    "initialization failed",
+    "failed to start",
+    "LLM engine",
+    "Starting to load model",
+    "Loading weights took",
+    "Model loading took",
+    "KV cache size",
+    "GPU blocks",
+    "Graph capturing finished",
+    "Application startup complete",
+    "Filesystem type for checkpoints",
+)
+_CANDIDATE_RE = re.compile("|".join(re.escape(n) for n in CANDIDATE_NEEDLES).encode())
+
+# ASCII-only digit classes: int() must never see a Unicode digit, and bounded repeats keep int() and the
+# regex engine cheap on hostile input.
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>78]")
+_SGLANG_PREFIX_RE = re.compile(
+    r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?)((?: [A-Z][A-Z_]{0,15}\d{1,6})*)\] ?", re.ASCII
+)
+# vLLM's multiprocess workers prefix every line: "(VllmWorker rank=3 pid=123) ", "(Worker_TP3 pid=1) ".
+_WORKER_PREFIX_RE = re.compile(r"\(([A-Za-z][^()\n]{0,80}?) pid=\d{1,10}\) ", re.ASCII)
+_VLLM_PREFIX_RE = re.compile(
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) \[[^\]\n]{1,120}\] ?",
+    re.ASCII,
+)
+_WORKER_RANK_RE = re.compile(r"rank=(\d{1,6})", re.ASCII)
+_WORKER_TAG_RE = re.compile(r"(?<![A-Za-z])(DP|PP|TP|EP)(\d{1,6})", re.ASCII)
+_BAR_RE = re.compile(
+    r"(?P<desc>[^\r\n]{0,200}?): *(?P<pct>\d{1,3})%(?: Completed \||\|[^|\n]{0,200}\|) *"
+    r"(?P<done>\d{1,12})/(?P<total>\d{1,12}) \[(?P<elapsed>[\d:]{1,16})<(?P<remaining>[\d:?]{1,16})"
+    r"(?:, *(?P<rate>[^\]\n]{0,40}))?\]",
+    re.ASCII,
+)
+_RATE_RE = re.compile(r"(?P<value>[\d.]{1,20})\s*(?P<left>[A-Za-z]*)/(?P<right>[A-Za-z]+)", re.ASCII)
+# Every byte value except the control bytes that never appear in a text log (NUL is judged separately).
+_TEXT_BYTES = bytes(
+    b for b in range(256) if b == 0 or (b >= 0x20 and b != 0x7F) or b in b"\t\n\r\x0b\x0c\x1b"
+)
+# Finds the timestamp a line starts with, in bytes (used while scanning backwards through a block).
+_LINE_TIMESTAMP_RE = re.compile(
+    rb"(?:\x1b\[[0-9;]*m)*(?:\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?)[ \]]"
+    rb"|(?:\([^()\n]{1,90}\)(?:\x1b\[[0-9;]*m)* )?(?:\x1b\[[0-9;]*m)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
+    rb"(?:\x1b\[[0-9;]*m)*"
+    rb" (\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) )"
+)
+_TIMESTAMP_RE = re.compile(r"(?:(\d{4})-)?(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?", re.ASCII)
+# vLLM prints no year; any leap year keeps 02-29 valid. Spans across New Year are not worth more.
+_YEARLESS = 2000
+
+
+def open_log(path: str) -> BinaryIO:
+    """Open a log for binary reading; "-" is standard input. Raises LogInputError with a reason."""
+    if path == "-":
+        return sys.stdin.buffer
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise LogInputError(path, "no such file") from None
+    except IsADirectoryError:
+        raise LogInputError(path, "is a directory, not a log file") from None
+    except PermissionError:
+        raise LogInputError(path, "permission denied") from None
+    except OSError as exc:
+        raise LogInputError(path, exc.strerror or str(exc)) from None
+
+
+class LineSplitter:
+    """Cuts a byte stream into blocks that end on a line boundary ("\\n" or "\\r"), capping long lines.
+
+    Feed it arbitrary pieces; each call returns the complete lines received so far. A line longer than
+    ``max_line_bytes`` keeps its head and loses the rest, so memory stays bounded whatever the input.
+    """
+
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self._max_line_bytes = max_line_bytes
+        self._pending = b""
+        self._discarding = False
+
+    def feed(self, data: bytes) -> bytes:
+        if self._discarding:
+            cut = _first_line_break(data)
+            if cut < 0:
+                return b""
+            data = data[cut:]
+            self._discarding = False
+        buffer = self._pending + data if self._pending else data
+        # A carriage return ends a bar frame as well as a newline ends a record: cutting there lets a
+        # follower see the bar move before tqdm ever writes a newline.
+        cut = max(buffer.rfind(b"\n"), buffer.rfind(b"\r"))
+        complete, rest = (b"", buffer) if cut < 0 else (buffer[: cut + 1], buffer[cut + 1 :])
+        if len(rest) > self._max_line_bytes:
+            rest = rest[: self._max_line_bytes]
+            self._discarding = True
+        self._pending = rest
+        return complete
+
+    def flush(self) -> bytes:
+        rest, self._pending, self._discarding = self._pending, b"", False
+        return rest
+
+    def take_bar_frame(self) -> bytes:
+        """The unterminated tail, when it is a whole tqdm frame.
+
+        tqdm ends a frame with nothing at all (the next frame's carriage return ends it), so a reader that has
+        caught up with a growing file would otherwise always show the bar one frame late.
+        """
+        tail = self._pending.rstrip(b" ")
+        if self._discarding or not tail.endswith(b"]") or b"%" not in tail:
+            return b""
+        self._pending = b""
+        return tail
+
+
+def _first_line_break(data: bytes) -> int:
+    positions = [p for p in (data.find(b"\n"), data.find(b"\r")) if p >= 0]
+    return min(positions) if positions else -1
+
+
+def iter_blocks(stream: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """Whole-line blocks of a stream, read ``chunk_bytes`` at a time (the last one may lack a newline)."""
+    splitter = LineSplitter()
+    while chunk := stream.read(chunk_bytes):
+        block = splitter.feed(chunk)
+        if block:
+            yield block
+    tail = splitter.flush()
+    if tail:
+        yield tail
+
+
+def looks_binary(block: bytes) -> bool:
+    """True for blocks of binary data (a checkpoint shard, a core dump) rather than log text.
+
+    Reading those line by line would be slow and pointless: random bytes hold a "line" with a "%" every few
+    hundred bytes. Text logs hold no control bytes besides tab, newline, carriage return and ANSI's escape;
+    NUL runs alone (a log truncated under a writer) do not count, but any other control byte in more than one
+    byte in a hundred does.
+    """
+    if b"\0" not in block:  # memchr: the common case costs nothing
+        return False
+    controls = len(block.translate(None, _TEXT_BYTES))
+    return controls * 100 > len(block)
+
+
+def candidate_lines(block: bytes) -> Iterator[tuple[int, bytes]]:
+    """(offset, line) for each newline-separated line of ``block`` that holds a candidate needle."""
+    search = _CANDIDATE_RE.search
+    pos = 0
+    while (match := search(block, pos)) is not None:
+        start = block.rfind(b"\n", 0, match.start()) + 1
+        end = block.find(b"\n", match.end())
+        if end < 0:
+            end = len(block)
+        yield (
+            start,
+            block[start : start + MAX_LINE_BYTES] if end - start > MAX_LINE_BYTES else block[start:end],
+        )
+        pos = end + 1
+
+
+def last_timestamp_before(block: bytes, end: int, max_lines: int = TIMESTAMP_LOOKBACK_LINES) -> str | None:
+    """The timestamp of the last record that starts a line before offset ``end``, looking a bounded way back."""
+    stop = end
+    for _ in range(max_lines):
+        if stop <= 0:
+            return None
+        start = block.rfind(b"\n", 0, stop - 1) + 1
+        match = _LINE_TIMESTAMP_RE.match(block, start)
+        if match is not None:
+            raw = match.group(1) or match.group(2)
+            return raw.decode("ascii") if raw else None
+        stop = start
+    return None
+
+
+def first_timestamp(block: bytes, max_lines: int = TIMESTAMP_LOOKBACK_LINES) -> str | None:
+    """The timestamp of the first record near the start of ``block``."""
+    start = 0
+    for _ in range(max_lines):
+        match = _LINE_TIMESTAMP_RE.match(block, start)
+        if match is not None:
+            raw = match.group(1) or match.group(2)
+            return raw.decode("ascii") if raw else None
+        newline = block.find(b"\n", start)
+        if newline < 0:
+            return None
+        start = newline + 1
+    return None
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI_RE.sub("", text) if "\x1b" in text else text
+
+
+def split_line(line: str) -> Iterator[Record | Bar]:
+    """The records and bar frames of one physical line, in order.
+
+    Segments are separated by carriage returns; a bar frame may be followed, in the same segment, by a record
+    that another process wrote right after it (tqdm ends a frame without a newline).
+    """
+    for segment in strip_ansi(line).split("\r"):
+        text = segment.rstrip("\n")
+        if not text.strip():
+            continue
+        parsed = parse_bar(text) if "%" in text else None
+        if parsed is None:
+            yield parse_record(text)
+            continue
+        bar, bar_end = parsed
+        yield bar
+        rest = text[bar_end:].strip()
+        if rest:
+            yield parse_record(rest)
+
+
+def parse_record(text: str) -> Record:
+    """A record from one segment (ANSI codes already removed); unknown shapes become style "plain"."""
+    match = _SGLANG_PREFIX_RE.match(text)
+    if match is not None:
+        return Record(match.group(1), match.group(2).strip(), text[match.end() :], "sglang")
+    rank = ""
+    worker = _WORKER_PREFIX_RE.match(text)
+    if worker is not None:
+        rank = worker_rank_label(worker.group(1))
+        text = text[worker.end() :]
+    vllm = _VLLM_PREFIX_RE.match(text)
+    if vllm is not None:
+        return Record(vllm.group(1), rank, text[vllm.end() :], "vllm")
+    return Record(None, rank, text, "vllm" if worker is not None else "plain")
+
+
+def worker_rank_label(name: str) -> str:
+    """'VllmWorker rank=3' -> 'rank3'; 'Worker_TP3' -> 'TP3'; 'EngineCore_DP1' -> 'DP1'; 'APIServer' -> ''."""
+    rank = _WORKER_RANK_RE.search(name)
+    if rank is not None:
+        return f"rank{int(rank.group(1))}"
+    return " ".join(f"{kind}{int(number)}" for kind, number in _WORKER_TAG_RE.findall(name))
+
+
+def parse_bar(text: str) -> tuple[Bar, int] | None:
+    """A tqdm frame at the start of ``text`` (after an optional worker prefix) and where it ends."""
+    rank = ""
+    offset = 0
+    worker = _WORKER_PREFIX_RE.match(text) if text.startswith("(") else None
+    if worker is not None:
+        rank = worker_rank_label(worker.group(1))
+        offset = worker.end()
+    match = _BAR_RE.match(text, offset)
+    if match is None:
+        return None
+    done, total = int(match["done"]), int(match["total"])
+    bar = Bar(
+        desc=match["desc"].strip(),
+        done=done,
+        total=total,
+        rate=parse_rate(match["rate"] or ""),
+        elapsed_s=clock_seconds(match["elapsed"]),
+        eta_s=clock_seconds(match["remaining"]),
+        rank=rank,
+    )
+    return bar, match.end()
+
+
+def parse_rate(text: str) -> float | None:
+    """tqdm's rate field in items per second: '1.80it/s' -> 1.8, '2.50s/it' -> 0.4, '?it/s' -> None."""
+    match = _RATE_RE.search(text)
+    if match is None:
+        return None
+    try:
+        value = float(match["value"])
+    except ValueError:
+        return None
+    if match["left"] == "s" and match["right"] != "s":  # seconds per item
+        value = 1.0 / value if value > 0 else math.nan
+    return value if math.isfinite(value) else None
+
+
+def clock_seconds(text: str) -> int | None:
+    """'01:02' -> 62, '1:00:05' -> 3605, '?' -> None."""
+    seconds = 0
+    for part in text.split(":"):
+        if not part.isdecimal():
+            return None
+        seconds = seconds * 60 + int(part)
+    return seconds
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+@lru_cache(maxsize=8192)
+def timestamp_seconds(timestamp: str) -> float | None:
+    """Seconds since an arbitrary origin for a log timestamp ('2025-11-29 10:00:01[.123]' or vLLM's
+    '11-29 10:00:01'); None when it is not a valid time."""
+    match = _TIMESTAMP_RE.fullmatch(timestamp)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, fraction = match.groups()
+    try:
+        moment = dt.datetime(
+            int(year) if year else _YEARLESS, int(month), int(day), int(hour), int(minute), int(second)
+        )
+    except ValueError:
+        return None
+    return (moment - _EPOCH).total_seconds() + (float(f"0.{fraction}") if fraction else 0.0)
+
+
+def shift_timestamp(timestamp: str, delta_s: float) -> str:
+    """``timestamp`` moved by ``delta_s`` seconds, written in the same style (year and fraction or not)."""
+    base = timestamp_seconds(timestamp)
+    match = _TIMESTAMP_RE.fullmatch(timestamp)
+    if base is None or match is None:
+        return timestamp
+    try:
+        moment = _EPOCH + dt.timedelta(seconds=base + delta_s)
+    except (OverflowError, ValueError):
+        return timestamp
+    text = moment.strftime("%Y-%m-%d %H:%M:%S" if match.group(1) else "%m-%d %H:%M:%S")
+    fraction = match.group(7)
+    if fraction:
+        text += timestamp[match.start(7) - 1] + f"{moment.microsecond:06d}"[: len(fraction)]
+    return text

@@ -1,0 +1,113 @@
+"""`ckptprof log`: read an SGLang or vLLM boot log and say what the server did, for how long, and what it is
+doing now."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tabulate import tabulate
+
+from ckptprof.bootlog import BootReport, LogInputError, analyze_path, follow_log
+from ckptprof.bootlog.phases import STALL_AFTER_S
+from ckptprof.errors import CkptprofError
+
+
+class LogFileError(CkptprofError):
+    """The log cannot be read; the message names the file (exit 2)."""
+
+
+class LogCommand:
+    name = "log"
+    help = (
+        "Read an SGLang or vLLM boot log: phases per rank (init, weights, KV cache, CUDA graphs), shard "
+        "progress, stalls and crashes, and what the server is doing now."
+    )
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("file", help="the server's log file, or - for standard input")
+        parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+        parser.add_argument(
+            "-f",
+            "--follow",
+            action="store_true",
+            help="keep reading a growing log, with a status line on stderr; exit 0 when the server is ready, "
+            "1 when it failed (or on --timeout)",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="with --follow: give up (exit 1) after this long without the server becoming ready",
+        )
+        parser.add_argument(
+            "--stall-after",
+            type=float,
+            default=STALL_AFTER_S,
+            metavar="SECONDS",
+            help=f"warn when a progress bar has not moved for this long of log time (default {STALL_AFTER_S:.0f})",
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        exit_code = 0
+        try:
+            if args.follow:
+                outcome = follow_log(args.file, timeout_s=args.timeout, stall_after_s=args.stall_after)
+                report, exit_code = outcome.report, outcome.exit_code
+                if outcome.reason == "timeout":
+                    print(
+                        f"ckptprof log: timed out after {args.timeout:g} s: {report.summary}", file=sys.stderr
+                    )
+                elif outcome.reason == "ended":
+                    print("ckptprof log: the log ended before the server was ready", file=sys.stderr)
+            else:
+                report = analyze_path(args.file, stall_after_s=args.stall_after)
+        except LogInputError as exc:
+            raise LogFileError(str(exc)) from None
+        if args.json:
+            print(json.dumps(report.to_json(), indent=1))
+        else:
+            print(render_text(report, args.file))
+        return exit_code
+
+
+def render_text(report: BootReport, source: str) -> str:
+    name = "standard input" if source == "-" else source
+    framework = {"sglang": "SGLang", "vllm": "vLLM"}.get(report.framework, "unrecognised")
+    lines = [f"{name}: {framework} boot log, {_span_words(report)}", ""]
+    if report.phases:
+        lines += [_phases_table(report), ""]
+    if report.progress:
+        lines += ["progress bars (the last frame of each):", _progress_table(report), ""]
+    lines.append(f"state: {report.state} - {report.summary}")
+    if report.warnings:
+        lines += ["", "warnings:", *(f"  - {warning}" for warning in report.warnings)]
+    return "\n".join(lines)
+
+
+def _span_words(report: BootReport) -> str:
+    if report.first_timestamp is None:
+        return "no timestamps"
+    return f"{report.first_timestamp} .. {report.last_timestamp}"
+
+
+def _phases_table(report: BootReport) -> str:
+    rows = []
+    for phase in report.phases:
+        model = " ".join(part for part in (phase.model, phase.variant) if part) or "-"
+        end = phase.end or ("running" if phase.name != "ready" else "-")
+        rows.append([phase.name, model, phase.start, end, phase.seconds, phase.ranks, phase.slowest_rank])
+    headers = ["phase", "model", "start", "end", "seconds", "ranks", "slowest"]
+    return tabulate(rows, headers=headers, floatfmt=".2f", missingval="-", disable_numparse=[2, 3])
+
+
+def _progress_table(report: BootReport) -> str:
+    rows = []
+    for bar in report.progress:
+        rate = "-" if bar.rate is None else f"{bar.rate:.2f}/s"
+        elapsed = "-" if bar.elapsed_s is None else f"{bar.elapsed_s} s"
+        eta = "-" if bar.eta_s is None or bar.done >= bar.total else f"{bar.eta_s} s"
+        rows.append([bar.desc, bar.model or "-", f"{bar.done}/{bar.total}", rate, elapsed, eta])
+    return tabulate(rows, headers=["bar", "model", "done", "rate", "elapsed", "eta"], tablefmt="plain")

@@ -1,0 +1,334 @@
+"""Boot phases, progress, failures and the state sentence, on fixture logs written from the documented formats."""
+
+from __future__ import annotations
+
+import random
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from ckptprof.bootlog import BootReport, analyze_bytes, analyze_path
+from ckptprof.bootlog.parse import LineSplitter
+from ckptprof.bootlog.phases import BootLogAnalyzer
+
+LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
+SEED_SUMMARY = (
+    "loading draft weights: 40/64 shards read, `Load weight end` not yet logged on 8 of 8 ranks "
+    "- CUDA graph capture has not started"
+)
+
+
+def analyze(name: str, **kwargs: float) -> BootReport:
+    return analyze_path(str(LOGS / name), **kwargs)
+
+
+def phase_keys(report: BootReport) -> list[tuple[str, str | None, str | None]]:
+    return [(phase.name, phase.model, phase.variant) for phase in report.phases]
+
+
+def test_seed_scenario_cut_while_draft_shards_load_is_loading_the_draft() -> None:
+    """GIVEN a TP8 EAGLE-3 log cut at 40/64 draft shards, the bar sharing lines with TP-rank records
+    WHEN it is analysed THEN the server is loading the draft, not capturing CUDA graphs."""
+    report = analyze("sglang_tp8_eagle3_cut_loading_draft.log")
+    assert report.framework == "sglang"
+    assert report.state == "load-weights"
+    assert not report.ready
+    current = report.phases[-1]
+    assert (current.name, current.model, current.end, current.ranks) == ("load-weights", "draft", None, 8)
+    assert phase_keys(report)[:2] == [("init-distributed", None, None), ("load-weights", "target", None)]
+    assert all(phase.name != "cuda-graph" for phase in report.phases)
+    draft_bar = report.progress[-1]
+    assert (draft_bar.model, draft_bar.done, draft_bar.total, draft_bar.eta_s) == ("draft", 40, 64, 14)
+    assert draft_bar.rate == pytest.approx(1.64)
+    assert report.summary == SEED_SUMMARY
+    assert report.warnings == ()
+
+
+def test_2025_order_cut_while_draft_loads_after_target_graphs() -> None:
+    """GIVEN the 2025 order, where target CUDA graphs precede the draft's weights, cut at 40/64 draft shards
+    THEN the state is still the draft's load-weights, though a cuda-graph phase appears earlier."""
+    report = analyze("sglang_tp8_eagle3_2025_cut_loading_draft.log")
+    assert report.state == "load-weights"
+    assert phase_keys(report)[-2:] == [("cuda-graph", "target", None), ("load-weights", "draft", None)]
+    assert report.summary.startswith("loading draft weights: 40/64 shards read")
+    assert report.summary.endswith(
+        "target CUDA graphs are captured; draft CUDA graph capture has not started"
+    )
+
+
+def test_newer_boot_order_with_eagle3_attributes_every_phase() -> None:
+    report = analyze("sglang_tp8_eagle3_newer_ready.log")
+    assert report.state == "ready" and report.ready
+    assert phase_keys(report) == [
+        ("init-distributed", None, None),
+        ("load-weights", "target", None),
+        ("load-weights", "draft", None),
+        ("kv-cache", "target", None),
+        ("kv-cache", "draft", None),
+        ("cuda-graph", "target", None),
+        ("cuda-graph", "draft", None),
+        ("ready", None, None),
+    ]
+    assert [bar.model for bar in report.progress] == ["target", "draft", "target", "draft"]
+    assert report.warnings == ()
+    assert report.summary.startswith("ready: the server reported ready 2m14s after the first log record")
+
+
+def test_2025_boot_order_with_draft_and_draft_extend_graphs() -> None:
+    report = analyze("sglang_tp8_eagle3_2025_ready.log")
+    assert report.state == "ready"
+    assert phase_keys(report) == [
+        ("init-distributed", None, None),
+        ("load-weights", "target", None),
+        ("kv-cache", "target", None),
+        ("cuda-graph", "target", None),
+        ("load-weights", "draft", None),
+        ("cuda-graph", "draft", None),
+        ("cuda-graph", "draft", "extend"),
+        ("ready", None, None),
+    ]
+    extend = report.phases[6]
+    assert extend.seconds == pytest.approx(3.4)
+    # The 2025 `Load weight end` has no elapsed=: the figure comes from the timestamps.
+    assert report.phases[1].seconds == pytest.approx(50.0)
+
+
+def test_tp8_without_speculation_has_one_model() -> None:
+    report = analyze("sglang_tp8_ready.log")
+    assert report.state == "ready"
+    assert {phase.model for phase in report.phases} == {None, "target"}
+    load = report.phases[1]
+    assert (load.name, load.ranks, load.end) == ("load-weights", 8, "2025-11-29 10:00:54")
+    assert load.seconds == pytest.approx(50.66)  # the slowest rank's logged elapsed=
+    assert load.slowest_rank is not None and load.slowest_rank.startswith("TP")
+
+
+def test_tp1_log_has_untagged_ranks_and_millisecond_timestamps() -> None:
+    report = analyze("sglang_tp1_ready.log")
+    assert report.state == "ready"
+    assert all(phase.ranks == 1 and phase.slowest_rank is None for phase in report.phases)
+    assert report.phases[0].start == "2025-11-29 10:00:03.000"
+    assert report.phases[1].seconds == pytest.approx(50.38)
+
+
+def test_tp16_log_counts_sixteen_ranks() -> None:
+    report = analyze("sglang_tp16_eagle3_ready.log")
+    assert report.state == "ready"
+    assert [phase.ranks for phase in report.phases if phase.name != "ready"] == [16] * 7
+    assert report.warnings == ()
+
+
+def test_node_of_a_multi_node_boot_is_not_missing_the_other_nodes_ranks() -> None:
+    report = analyze("sglang_tp16_node0_partial.log")
+    assert report.state == "load-weights"
+    assert report.warnings == ()
+    assert "not yet logged on 8 of 8 ranks" in report.summary
+
+
+def test_crash_is_failed_with_the_error_line_and_rank() -> None:
+    report = analyze("sglang_tp8_eagle3_crash.log")
+    assert report.state == "failed" and not report.ready
+    assert report.error is not None and report.error.startswith("torch.OutOfMemoryError: CUDA out of memory.")
+    assert report.summary.startswith("failed while loading draft weights: TP3 logged torch.OutOfMemoryError")
+    assert report.warnings[0].startswith("failed: TP3 at 2025-11-29 10:01:08 during load-weights (draft)")
+    assert any("Received sigquit" in warning for warning in report.warnings)
+
+
+def test_stalled_draft_bar_is_warned_about() -> None:
+    report = analyze("sglang_tp8_eagle3_stall.log")
+    assert report.state == "load-weights"
+    stalls = [warning for warning in report.warnings if warning.startswith("stalled:")]
+    assert len(stalls) == 1
+    assert "(draft) has been at 12/64 since 2025-11-29 10:01:01" in stalls[0]
+    assert "6m01s without progress" in stalls[0]
+    assert "the bar has not moved for 6m01s" in report.summary
+
+
+def test_stall_threshold_is_configurable() -> None:
+    report = analyze("sglang_tp8_eagle3_stall.log", stall_after_s=3600)
+    assert not any(warning.startswith("stalled:") for warning in report.warnings)
+
+
+def test_missing_ranks_are_named() -> None:
+    report = analyze("sglang_tp8_missing_rank.log")
+    assert report.state == "load-weights"
+    assert report.warnings == ("init-distributed: not logged by TP5 (7 of 8 ranks)",)
+    assert report.summary == (
+        "loading target weights: 64/64 shards read, `Load weight end` not yet logged on 1 of 8 ranks "
+        "- CUDA graph capture has not started"
+    )
+    assert report.phases[1].slowest_rank == "TP3"
+
+
+def test_vllm_log_with_colours_and_worker_prefixes() -> None:
+    report = analyze("vllm_tp4_ready.log")
+    assert report.framework == "vllm"
+    assert report.state == "ready"
+    assert report.filesystem == "nfs4"
+    assert phase_keys(report) == [
+        ("load-weights", "target", None),
+        ("kv-cache", "target", None),
+        ("cuda-graph", "target", None),
+        ("ready", None, None),
+    ]
+    load = report.phases[0]
+    assert (load.ranks, load.slowest_rank) == (4, "rank3")
+    assert load.seconds == pytest.approx(31.1)
+    assert report.progress[0].done == 30 and report.progress[0].rate == pytest.approx(1 / 1.01)
+    assert report.warnings == ()
+
+
+def test_binary_garbage_is_an_unknown_format() -> None:
+    report = analyze("garbage.bin")
+    assert (report.framework, report.state, report.phases) == ("unknown", "starting", ())
+    assert report.summary == "no SGLang or vLLM boot records found"
+
+
+def test_huge_line_is_capped_and_the_rest_still_parses() -> None:
+    report = analyze("huge_line.log")
+    assert report.state == "ready"
+    assert len(report.phases) == 5
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in LOGS.glob("*.log")))
+def test_feeding_in_random_pieces_gives_the_same_report(name: str) -> None:
+    """What --follow sees (arbitrary read boundaries) must equal a whole-file read."""
+    data = (LOGS / name).read_bytes()
+    rng = random.Random(name)
+    analyzer = BootLogAnalyzer()
+    splitter = LineSplitter()
+    position = 0
+    while position < len(data):
+        size = rng.randint(1, 4096)
+        analyzer.feed_block(splitter.feed(data[position : position + size]))
+        position += size
+    analyzer.feed_block(splitter.flush())
+    assert analyzer.report() == analyze(name)
+
+
+def test_a_restarted_server_is_reported_from_its_last_boot() -> None:
+    """GIVEN a crashed boot and, appended an hour later, a boot that came up WHEN analysed THEN the report
+    is about the second boot, with a warning that the log holds two."""
+    crashed = (LOGS / "sglang_tp8_eagle3_crash.log").read_bytes()
+    restarted = (
+        (LOGS / "sglang_tp8_eagle3_newer_ready.log")
+        .read_bytes()
+        .replace(b"2025-11-29 10:", b"2025-11-29 11:")
+    )
+    report = analyze_bytes(crashed + restarted)
+    assert report.state == "ready"
+    assert report.first_timestamp == "2025-11-29 11:00:00"
+    assert report.warnings == ("the log holds 2 boots; this report covers the last one",)
+    assert len(report.phases) == 8
+
+
+def sglang(lines: list[str]) -> bytes:
+    return "".join(line + "\n" for line in lines).encode()
+
+
+def test_traceback_the_rank_survives_is_only_a_warning() -> None:
+    report = analyze_bytes(
+        sglang(
+            [
+                "[2025-11-29 10:00:00 TP0] Init torch distributed begin.",
+                "[2025-11-29 10:00:01 TP0] Failed to import a kernel: Traceback (most recent call last):",
+                '  File "x.py", line 1, in <module>',
+                "ImportError: cannot import name 'fused_moe'",
+                "[2025-11-29 10:00:02 TP0] Init torch distributed ends. elapsed=2.00 s, mem usage=0.1 GB",
+                "[2025-11-29 10:00:03 TP0] Load weight begin. avail mem=60.81 GB",
+            ]
+        )
+    )
+    assert report.state == "load-weights"
+    assert report.warnings == (
+        "error logged by TP0 at 2025-11-29 10:00:01 during init-distributed (the boot went on): "
+        "ImportError: cannot import name 'fused_moe'",
+    )
+
+
+def test_request_traceback_after_ready_keeps_the_server_ready() -> None:
+    report = analyze_bytes(
+        sglang(
+            [
+                "[2025-11-29 10:00:00] The server is fired up and ready to roll!",
+                "[2025-11-29 10:05:00 TP0] Error in request: Traceback (most recent call last):",
+                "ValueError: prompt too long",
+            ]
+        )
+    )
+    assert report.state == "ready"
+    assert "after the server was ready" in report.warnings[0]
+
+
+def test_second_load_is_target_again_without_speculation() -> None:
+    lines = ["[2025-11-29 10:00:00] server_args=ServerArgs(tp_size=1, speculative_algorithm=None)"]
+    for second in (1, 3):
+        lines += [
+            f"[2025-11-29 10:00:0{second}] Load weight begin. avail mem=60 GB",
+            f"[2025-11-29 10:00:0{second + 1}] Load weight end. elapsed=1.00 s, type=X",
+        ]
+    report = analyze_bytes(sglang(lines))
+    assert [phase.model for phase in report.phases] == ["target"]
+
+
+def test_vllm_speculative_config_makes_the_second_load_the_drafts() -> None:
+    lines = [
+        "INFO 11-29 10:00:00 [core.py:1] Initializing a V1 LLM engine (v0.10.2) with config: "
+        "speculative_config=SpeculativeConfig(method='eagle3'), tensor_parallel_size=1",
+        "INFO 11-29 10:00:01 [r.py:1] Starting to load model /m...",
+        "INFO 11-29 10:00:09 [r.py:1] Loading weights took 8.00 seconds",
+        "INFO 11-29 10:00:10 [r.py:1] Model loading took 9.1 GiB and 9.00 seconds",
+        "INFO 11-29 10:00:10 [r.py:1] Starting to load model /draft...",
+        "INFO 11-29 10:00:12 [r.py:1] Loading weights took 2.00 seconds",
+    ]
+    report = analyze_bytes(sglang(lines))
+    assert report.framework == "vllm"
+    assert [(phase.model, phase.seconds) for phase in report.phases] == [("target", 8.0), ("draft", 2.0)]
+
+
+def test_end_without_begin_opens_the_phase_from_its_elapsed() -> None:
+    report = analyze_bytes(sglang(["[2025-11-29 10:00:50 TP0] Load weight end. elapsed=48.44 s, type=X"]))
+    phase = report.phases[0]
+    assert (phase.start, phase.end, phase.seconds) == ("2025-11-29 10:00:01", "2025-11-29 10:00:50", 48.44)
+
+
+def test_report_is_json_ready_even_without_timestamps() -> None:
+    report = analyze_bytes(
+        b"Load weight begin.\n\rLoading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01, ?it/s]\n"
+    )
+    assert report.state == "load-weights"
+    assert report.to_json()["progress"] == [
+        {
+            "desc": "Loading safetensors checkpoint shards",
+            "model": "target",
+            "done": 1,
+            "total": 2,
+            "rate": None,
+            "elapsed_s": 1,
+            "eta_s": 1,
+        }
+    ]
+
+
+def test_multi_megabyte_line_is_read_in_bounded_memory(tmp_path: Path) -> None:
+    """GIVEN a TP1 boot with a 6 MB line inside and 3 MB of traffic after it WHEN analysed from disk
+    THEN it parses, and Python never holds more than a few MB at once (the file is streamed, the line capped)."""
+    boot = (LOGS / "sglang_tp1_ready.log").read_bytes()
+    cut = boot.index(b"[2025-11-29 10:00:04")
+    filler = b"[2025-11-29 10:02:00.000] Decode batch. #running-req: 12, #token: 34567, token usage: 0.12\n"
+    path = tmp_path / "server.log"
+    with path.open("wb") as log:
+        log.write(boot[:cut])
+        log.write(b"[2025-11-29 10:00:03.900] config dump: " + b"Error-free " * 600_000 + b"\n")
+        log.write(boot[cut:])
+        log.write(filler * 33_000)
+    assert path.stat().st_size > 9_000_000
+    tracemalloc.start()
+    try:
+        report = analyze_path(str(path))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert report.state == "ready"
+    assert peak < 5_000_000, f"peak {peak / 1e6:.1f} MB"
