@@ -15,6 +15,7 @@ from typing import Any
 
 from ckptprof.analysis.verdict import compute_verdict
 from ckptprof.checkpoint import fs
+from ckptprof.profiling.pyspy import PySpySession, native_supported
 from ckptprof.replay import ranks as ranks_mod
 from ckptprof.replay.plan import ModelPlan, ReplayPlan, build_plan
 from ckptprof.session import ModelInfo, RankResult, Session, ShardInfo
@@ -81,17 +82,43 @@ def _model_info(model: ModelPlan, resident: int | None, note: str) -> ModelInfo:
 
 
 def _run_ranks(
-    plan: ReplayPlan, faithful: bool, progress: bool, group: ranks_mod.TorchrunGroup | None
+    plan: ReplayPlan,
+    faithful: bool,
+    progress: bool,
+    group: ranks_mod.TorchrunGroup | None,
+    spy: PySpySession | None = None,
 ) -> list[RankResult] | None:
     label = "faithful: " if faithful else ""
     show = progress and (group is None or group.is_main)
     printer = ranks_mod.ProgressPrinter(plan, label=label, enabled=show)
     try:
         if group is not None:
+            if spy is not None:
+                spy.attach(group.rank, os.getpid())
             return ranks_mod.run_joined(group, plan, faithful=faithful, progress=printer)
-        return ranks_mod.run_spawned(plan, faithful=faithful, progress=printer)
+        return ranks_mod.run_spawned(
+            plan, faithful=faithful, progress=printer, on_start=spy.attach if spy is not None else None
+        )
     finally:
         printer.close()
+
+
+def _collect_py_spy(session: Session, spy: PySpySession) -> None:
+    import json
+
+    from ckptprof.analysis.stacks import top_frames
+
+    paths = spy.finish()
+    session.artifacts["py_spy"] = {str(rank): path for rank, path in paths.items()}
+    tops: dict[str, Any] = {}
+    for rank, path in paths.items():
+        try:
+            tops[str(rank)] = top_frames(json.loads(Path(path).read_text()))
+        except (OSError, ValueError) as exc:
+            spy.errors[rank] = f"unreadable py-spy profile {path}: {exc}"
+    session.extra["py_spy_top_frames"] = tops
+    for rank, error in sorted(spy.errors.items()):
+        session.notes.append(f"py-spy rank {rank}: {error}")
 
 
 def _prepare_all(plan: ReplayPlan, group: ranks_mod.TorchrunGroup | None) -> list[tuple[int | None, str]]:
@@ -119,6 +146,7 @@ def replay(
     expert_parallel: bool = False,
     progress: bool = False,
     log: Printer | None = None,
+    py_spy_dir: str | Path | None = None,
 ) -> Session:
     """Replay SGLang's loading of ``target`` (and ``draft``) on ``tp`` ranks; returns the analysed session.
 
@@ -172,7 +200,18 @@ def replay(
             _model_info(m, res, note) for m, (res, note) in zip(plan.models, states, strict=True)
         ]
         say(f"replaying {len(plan.models)} model(s) on {tp} rank(s) over {len(plan.devices)} device(s) ...")
-        results = _run_ranks(plan, faithful=False, progress=progress, group=group)
+        spy = PySpySession(Path(py_spy_dir), native=native_supported()) if py_spy_dir is not None else None
+        try:
+            results = _run_ranks(plan, faithful=False, progress=progress, group=group, spy=spy)
+        except BaseException:
+            if spy is not None:
+                spy.stop()
+            raise
+        if spy is not None:
+            # In torchrun mode the recorder watches this very process: stop it rather than wait for our exit.
+            if group is not None:
+                spy.stop()
+            _collect_py_spy(session, spy)
         if results is None:  # a non-zero torchrun rank: rank 0 owns the session
             return session
         session.ranks = results

@@ -89,6 +89,8 @@ class RankResult:
     cpu_sys_s: float = 0.0
     peak_rss_bytes: int = 0
     param_bytes: int = 0  # bytes of parameters allocated on the device at per-rank shapes
+    # "role/name" -> blake2b of the parameter's bytes after the load, when the replay was asked to --verify.
+    checksums: dict[str, str] | None = None
 
 
 @dataclass
@@ -128,6 +130,10 @@ class Session:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".session-", suffix=".json", dir=path.parent)
         try:
+            # mkstemp creates the file 0600; a session is a report to share, so give it the usual mode.
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(self.to_json())
                 fh.write("\n")

@@ -8,7 +8,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from ckptprof.errors import UsageError
+from ckptprof.errors import CheckpointError, UsageError
 from ckptprof.units import human_bytes, parse_size
 
 EPILOG = """\
@@ -78,14 +78,19 @@ class ProbeCommand:
             raise UsageError(f"--streams {args.streams}: must be at least 1")
         devices = parse_device_spec(args.devices) if args.devices else default_devices()
         paths = collect_paths(args.paths)
-        ceilings = measure_ceilings(
-            paths,
-            devices,
-            sample_bytes=sample,
-            streams=args.streams,
-            progress=not args.quiet,
-            transfer_bytes=transfer_bytes,
-        )
+        try:
+            ceilings = measure_ceilings(
+                paths,
+                devices,
+                sample_bytes=sample,
+                streams=args.streams,
+                progress=not args.quiet,
+                transfer_bytes=transfer_bytes,
+            )
+        except OSError as exc:
+            # A shard that vanishes or fails mid-read (EIO, a dropped mount): one line naming it.
+            where = exc.filename or ", ".join(str(p) for p in paths) or "probe"
+            raise CheckpointError(where, f"read failed: {exc.strerror or exc}") from None
         if args.json:
             print(json.dumps(ceilings, indent=1))
         else:

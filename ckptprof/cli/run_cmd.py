@@ -113,6 +113,11 @@ class RunCommand:
             "-o", "--out", metavar="DIR", help="run directory (default ./ckptprof-runs/<timestamp>)"
         )
         parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+        parser.add_argument(
+            "--py-spy",
+            action="store_true",
+            help="sample every rank with py-spy (speedscope files beside the session; needs ptrace)",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         from ckptprof import api
@@ -129,6 +134,15 @@ class RunCommand:
             if not quiet:
                 print(msg, file=sys.stderr)
 
+        out_dir = (
+            Path(args.out)
+            if args.out
+            else Path("ckptprof-runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        )
+        if args.py_spy:
+            from ckptprof.profiling.pyspy import check_available
+
+            check_available()
         interrupted = False
         try:
             session = api.replay(
@@ -144,17 +158,13 @@ class RunCommand:
                 expert_parallel=args.ep,
                 progress=not quiet,
                 log=say,
+                py_spy_dir=out_dir if args.py_spy else None,
             )
         except api.InterruptedReplay as exc:
             session = exc.session
             interrupted = True
         if not is_rank0:
             return 0
-        out_dir = (
-            Path(args.out)
-            if args.out
-            else Path("ckptprof-runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        )
         saved = session.save(out_dir / "session.json")
         if args.json == "-":
             print(session.to_json())

@@ -35,7 +35,7 @@ def measure_ceilings(
     if paths:
         st = storage.measure_storage(paths, sample_bytes=sample_bytes, streams=streams, log=log)
     else:
-        st = storage._empty_storage()
+        st = storage.empty_storage_result()
         st["notes"] = ["no checkpoint path: storage and page-cache ceilings not measured"]
     notes.extend(st.pop("notes"))
     out.update(st)

@@ -324,7 +324,7 @@ def measure_storage(
     files = [Path(p) for p in paths]
     regions = choose_sample(files, sample_bytes)
     notes: list[str] = []
-    out: dict[str, Any] = _empty_storage()
+    out: dict[str, Any] = empty_storage_result()
     if not regions:
         out["notes"] = ["no bytes to read: storage and page-cache ceilings not measured"]
         return out
@@ -367,7 +367,7 @@ def measure_storage(
     return out
 
 
-def _empty_storage() -> dict[str, Any]:
+def empty_storage_result() -> dict[str, Any]:
     return {
         "storage_read_GBps": None,
         "storage_read_1_stream_GBps": None,
@@ -415,7 +415,10 @@ def _cold_notes(drops: Sequence[fs.CacheDropResult], direct: bool, fstype: str) 
     if fstype in ("tmpfs", "ramfs"):
         notes.append(f"the files live in memory ({fstype}): the storage figure is a memory read")
     elif fs.is_network_fs(fstype) or fstype == "unknown":
-        notes.append(f"{fstype}: the server may serve the sample from its own cache; cold means cold here")
+        notes.append(
+            f"{fstype}: the client's cache was bypassed or dropped, but the server may still have served "
+            "the sample from its own cache"
+        )
     return notes
 
 

@@ -138,6 +138,25 @@ def render(session: Session, slowest: int = 5) -> str:
             out.append(f"  note: {v['faithful_note']}")
         for rec in v.get("recommendations", []):
             out.append(f"  try: {rec}")
+    out.extend(py_spy_lines(session))
     for note in session.notes:
         out.append(f"note: {note}")
     return "\n".join(out)
+
+
+def py_spy_lines(session: Session, top: int = 3) -> list[str]:
+    """The leaf frames py-spy saw most in each phase, per rank (only when the run used --py-spy)."""
+    tops = session.extra.get("py_spy_top_frames") or {}
+    rows = []
+    for rank, phases in sorted(tops.items(), key=lambda kv: int(kv[0])):
+        for phase, frames in sorted(phases.items()):
+            for name, seconds in frames[:top]:
+                rows.append([rank, phase, f"{seconds:.2f}", name])
+    if not rows:
+        return []
+    return [
+        "",
+        "py-spy: top frames per phase",
+        tabulate(rows, headers=["rank", "phase", "s", "frame"], tablefmt="simple"),
+        "",
+    ]

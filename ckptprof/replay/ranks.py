@@ -127,8 +127,12 @@ class _Collector:
 
 
 def run_spawned(
-    plan: ReplayPlan, faithful: bool = False, progress: ProgressFn | None = None
+    plan: ReplayPlan,
+    faithful: bool = False,
+    progress: ProgressFn | None = None,
+    on_start: Callable[[int, int], None] | None = None,
 ) -> list[RankResult]:
+    """One spawned process per rank. ``on_start(rank, pid)`` runs as each starts (py-spy attaches there)."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -143,8 +147,10 @@ def run_spawned(
     ]
     collector = _Collector(plan, progress)
     try:
-        for p in procs:
+        for rank, p in enumerate(procs):
             p.start()
+            if on_start is not None and p.pid is not None:
+                on_start(rank, p.pid)
         _collect(procs, results, barrier, collector)
     except KeyboardInterrupt:
         _stop(procs)

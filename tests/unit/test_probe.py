@@ -152,10 +152,10 @@ def test_o_direct_refused_on_a_file_system_without_it(
     path = _files(disk_dir, [8192])[0]
     real_open = os.open
 
-    def no_direct(p: object, flags: int, *a: object) -> int:
+    def no_direct(p: object, flags: int, *a: object, **kw: object) -> int:
         if flags & os.O_DIRECT:
             raise OSError(22, "Invalid argument")
-        return real_open(p, flags, *a)  # type: ignore[arg-type]
+        return real_open(p, flags, *a, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(storage.os, "open", no_direct)
     works, why = storage.o_direct_support(path)
@@ -377,7 +377,7 @@ def test_render_text_with_gpus() -> None:
     from ckptprof.cli.probe_cmd import render_text
 
     ceilings = {
-        **storage._empty_storage(),
+        **storage.empty_storage_result(),
         "memcpy_GBps": 10.0,
         "memcpy_n_threads_GBps": 20.0,
         "memcpy_threads": 8,
@@ -394,3 +394,17 @@ def test_render_text_with_gpus() -> None:
     assert "H2D pinned cuda:1" in text and "55.00 GB/s" in text
     assert "110.00 GB/s" in text and "note: a note" in text
     assert "storage read" not in text  # no path given: no storage rows
+
+
+def test_cli_probe_read_error_is_one_line(
+    disk_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (path,) = _files(disk_dir, [8192])
+
+    def failing(*args: object, **kwargs: object) -> dict[str, object]:
+        raise OSError(5, "Input/output error", str(path))
+
+    monkeypatch.setattr(run_probes, "measure_ceilings", failing)
+    assert main(["probe", str(path), "--devices", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: read failed: Input/output error" in err and len(err.strip().splitlines()) == 1

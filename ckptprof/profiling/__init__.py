@@ -1,0 +1,1 @@
+"""Optional samplers attached to the rank processes (py-spy)."""
