@@ -6,7 +6,7 @@ from ckptprof.cli.base import Command
 
 
 def all_commands() -> list[Command]:
-    from ckptprof.cli import inspect_cmd, log_cmd, probe_cmd, run_cmd, synth_cmd
+    from ckptprof.cli import compare_cmd, inspect_cmd, log_cmd, probe_cmd, report_cmd, run_cmd, synth_cmd
 
     commands: list[Command] = [
         run_cmd.RunCommand(),
@@ -14,5 +14,7 @@ def all_commands() -> list[Command]:
         synth_cmd.SynthCommand(),
         probe_cmd.ProbeCommand(),
         log_cmd.LogCommand(),
+        report_cmd.ReportCommand(),
+        compare_cmd.CompareCommand(),
     ]
     return commands

@@ -118,6 +118,12 @@ class RunCommand:
             action="store_true",
             help="sample every rank with py-spy (speedscope files beside the session; needs ptrace)",
         )
+        parser.add_argument(
+            "--html", metavar="PATH", help="also write the self-contained HTML report here (see `report`)"
+        )
+        parser.add_argument(
+            "--trace", metavar="PATH", help="also write a Perfetto / Chrome trace JSON here (ui.perfetto.dev)"
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         from ckptprof import api
@@ -173,6 +179,10 @@ class RunCommand:
                 session.save(args.json)
             print(table.render(session))
         print(f"session saved to {saved}", file=sys.stderr)
+        if args.html or args.trace:
+            from ckptprof.cli.report_cmd import write_renderings
+
+            write_renderings(session, {"html": args.html, "perfetto": args.trace})
         if interrupted:
             return 130
         failed = any(r.status != "ok" or r.error for r in session.ranks)

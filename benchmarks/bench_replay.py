@@ -1,0 +1,113 @@
+"""Replay throughput (warm and cold) and the instrumentation's overhead against an uninstrumented loop.
+
+Overhead is measured side by side in one run, rounds interleaved, so machine noise hits both alike: the ratios
+(instrumented / uninstrumented, medians) are in ``extra_info``. Run with ``pytest benchmarks --benchmark-autosave``;
+figures for this project's machines are recorded under reports/.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+import torch
+from pytest_benchmark.fixture import BenchmarkFixture
+from safetensors import safe_open
+
+from ckptprof.checkpoint import fs
+from ckptprof.replay.plan import ReplayPlan, build_plan
+from ckptprof.replay.recorder import HostCopyTimer, Recorder, WallOnlyRecorder
+from ckptprof.replay.strategies.base import LoadContext
+from ckptprof.replay.strategies.sglang import SGLangMmap
+
+ROUNDS = 5
+
+
+def _context(plan: ReplayPlan, decompose: bool) -> LoadContext:
+    ctx = LoadContext(rank=0, tp=plan.tp, device=torch.device("cpu"), decompose=decompose)
+    for model in plan.models:
+        ctx.allocate(model)
+    return ctx
+
+
+def replay_instrumented(plan: ReplayPlan, ctx: LoadContext, faithful: bool) -> Recorder:
+    cls = WallOnlyRecorder if faithful else Recorder
+    rec = cls(copy_timer=HostCopyTimer())
+    rec.start()
+    for model in plan.models:
+        with rec.model(model.role):
+            SGLangMmap().load_model(ctx, model, rec)
+    return rec
+
+
+def replay_plain(plan: ReplayPlan, ctx: LoadContext) -> None:
+    """SGLang's loop with no recorder, no counters, no residency checks: the baseline."""
+    for model in plan.models:
+        for shard in model.shards:
+            with ExitStack() as stack:
+                handle = stack.enter_context(safe_open(shard.path, framework="pt", device="cpu"))
+                for name in handle.keys():  # noqa: SIM118 - safe_open is not a dict
+                    full = handle.get_tensor(name)
+                    src = ctx.narrow(model.role, name, full)
+                    if src is not None:
+                        ctx.copy(model.role, name, src)
+
+
+@pytest.mark.parametrize("cache", ["warm", "cold"])
+def test_replay_throughput(benchmark: BenchmarkFixture, bench_checkpoint: Path, cache: str) -> None:
+    plan = build_plan(bench_checkpoint, tp=1, devices="cpu", cache=cache)
+    ctx = _context(plan, decompose=True)
+    files = plan.models[0].files
+
+    def setup() -> None:
+        if cache == "cold":
+            fs.drop_cache(files)
+        else:
+            fs.warm_cache(files)
+
+    rec = benchmark.pedantic(
+        lambda: replay_instrumented(plan, ctx, faithful=False), setup=setup, rounds=ROUNDS, iterations=1
+    )
+    total = plan.models[0].total_bytes
+    shards = rec.models[0].shards
+    benchmark.extra_info.update(
+        {
+            "bytes": total,
+            "cache": cache,
+            "GBps_last_round": round(total / rec.models[0].wall_s / 1e9, 3),
+            "read_s": round(sum(s.read_s for s in shards), 4),
+            "deserialize_s": round(sum(s.deserialize_s for s in shards), 4),
+            "h2d_stand_in_s": round(sum(s.h2d_s for s in shards), 4),
+        }
+    )
+
+
+def test_instrumentation_overhead(benchmark: BenchmarkFixture, bench_checkpoint: Path) -> None:
+    """Warm cache, interleaved rounds: plain loop vs the faithful (wall-only) recorder vs the decomposed one."""
+    plan = build_plan(bench_checkpoint, tp=1, devices="cpu", cache="warm")
+    fs.warm_cache(plan.models[0].files)
+    ctx = _context(plan, decompose=True)
+    times: dict[str, list[float]] = {"plain": [], "faithful": [], "decomposed": []}
+    runs = {
+        "plain": lambda: replay_plain(plan, ctx),
+        "faithful": lambda: replay_instrumented(plan, ctx, faithful=True),
+        "decomposed": lambda: replay_instrumented(plan, ctx, faithful=False),
+    }
+    rounds = 1 if benchmark.disabled else 7
+    for _ in range(rounds):
+        for name, fn in runs.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    benchmark.pedantic(runs["decomposed"], rounds=1, iterations=1)
+    plain = statistics.median(times["plain"])
+    benchmark.extra_info.update(
+        {
+            "plain_s": round(plain, 4),
+            "faithful_over_plain": round(statistics.median(times["faithful"]) / plain, 3),
+            "decomposed_over_plain": round(statistics.median(times["decomposed"]) / plain, 3),
+        }
+    )

@@ -1,0 +1,156 @@
+"""Two sessions side by side (BASE, NEW): wall deltas per model, per rank and per phase, and both verdicts.
+
+Pure: reads two Sessions, returns a ``Comparison``; no I/O. The regression rule lives here, so the CLI's exit
+code and any other caller (a CI script, the pytest plugin) agree on what "slower" means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckptprof.analysis.attribution import load_wall, rank_walls, run_totals
+from ckptprof.session import Session
+
+# Config keys whose difference makes two runs measure different things; listed so a reader is warned.
+CONFIG_KEYS = ("tp", "devices", "cache", "strategy", "order", "faithful", "expert_parallel", "launcher")
+# Verdict fields shown side by side: (key in the verdict dict, label with its unit).
+VERDICT_FIELDS = (
+    ("bottleneck", "bottleneck"),
+    ("achieved_GBps", "achieved GB/s"),
+    ("load_wall_s", "load wall s"),
+    ("floor_s", "floor s (from ceilings)"),
+    ("read_amplification", "read amplification x"),
+    ("storage_amplification", "storage amplification x"),
+    ("major_faults_per_GB", "major faults / GB"),
+    ("rank_skew", "rank skew x"),
+    ("cold_fraction", "cold fraction"),
+)
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One quantity in BASE and NEW; ``None`` where a session does not have it (a rank or model missing)."""
+
+    label: str
+    base: float | None
+    new: float | None
+
+    @property
+    def change(self) -> float | None:
+        return None if self.base is None or self.new is None else self.new - self.base
+
+    @property
+    def pct(self) -> float | None:
+        """Relative change in percent; ``None`` when BASE is missing or zero (no meaningful ratio)."""
+        change = self.change
+        if change is None or not self.base:
+            return None
+        return 100.0 * change / self.base
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "base": self.base,
+            "new": self.new,
+            "change": self.change,
+            "pct": self.pct,
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    wall: Delta  # the load wall: max over ranks of summed model walls
+    models: list[Delta] = field(default_factory=list)  # per role, the slowest rank's wall for that model
+    ranks: list[Delta] = field(default_factory=list)  # per rank, its summed model walls
+    phases: list[Delta] = field(default_factory=list)  # rank-seconds per phase, summed over ranks
+    verdicts: list[tuple[str, Any, Any]] = field(default_factory=list)  # (label, base value, new value)
+    summaries: tuple[str, str] = ("", "")
+    config_diffs: list[tuple[str, Any, Any]] = field(default_factory=list)
+
+    def regressed(self, fail_above_pct: float) -> bool:
+        """NEW is slower than BASE by more than ``fail_above_pct`` percent of BASE's load wall."""
+        pct = self.wall.pct
+        return pct is not None and pct > fail_above_pct
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "wall": self.wall.to_dict(),
+            "models": [d.to_dict() for d in self.models],
+            "ranks": [d.to_dict() for d in self.ranks],
+            "phases": [d.to_dict() for d in self.phases],
+            "verdicts": [{"label": k, "base": b, "new": n} for k, b, n in self.verdicts],
+            "summaries": {"base": self.summaries[0], "new": self.summaries[1]},
+            "config_diffs": [{"key": k, "base": b, "new": n} for k, b, n in self.config_diffs],
+        }
+
+
+def _roles(base: Session, new: Session) -> list[str]:
+    """Roles in load order (target before draft), as they first appear in either session."""
+    roles: list[str] = []
+    for s in (base, new):
+        for m in s.models:
+            if m.role not in roles:
+                roles.append(m.role)
+        for r in s.ranks:
+            for rm in r.models:
+                if rm.role not in roles:
+                    roles.append(rm.role)
+    return roles
+
+
+def _has_role(session: Session, role: str) -> bool:
+    return any(rm.role == role for r in session.ranks for rm in r.models)
+
+
+def model_deltas(base: Session, new: Session) -> list[Delta]:
+    return [
+        Delta(
+            role,
+            load_wall(base, role) if _has_role(base, role) else None,
+            load_wall(new, role) if _has_role(new, role) else None,
+        )
+        for role in _roles(base, new)
+    ]
+
+
+def rank_deltas(base: Session, new: Session) -> list[Delta]:
+    b, n = rank_walls(base), rank_walls(new)
+    return [Delta(f"rank {r}", b.get(r), n.get(r)) for r in sorted(set(b) | set(n))]
+
+
+def phase_deltas(base: Session, new: Session) -> list[Delta]:
+    tb, tn = run_totals(base), run_totals(new)
+    return [
+        Delta("read", tb.read_s, tn.read_s),
+        Delta("deserialize", tb.deserialize_s, tn.deserialize_s),
+        Delta("h2d", tb.h2d_s, tn.h2d_s),
+        Delta("other", tb.other_s, tn.other_s),
+    ]
+
+
+def config_diffs(base: Session, new: Session) -> list[tuple[str, Any, Any]]:
+    diffs = [
+        (k, base.config.get(k), new.config.get(k))
+        for k in CONFIG_KEYS
+        if base.config.get(k) != new.config.get(k)
+    ]
+    hosts = (base.environment.get("host"), new.environment.get("host"))
+    if hosts[0] != hosts[1]:
+        diffs.append(("host", hosts[0], hosts[1]))
+    return diffs
+
+
+def compare(base: Session, new: Session) -> Comparison:
+    return Comparison(
+        wall=Delta("load wall", load_wall(base), load_wall(new)),
+        models=model_deltas(base, new),
+        ranks=rank_deltas(base, new),
+        phases=phase_deltas(base, new),
+        verdicts=[
+            (label, (base.verdict or {}).get(key), (new.verdict or {}).get(key))
+            for key, label in VERDICT_FIELDS
+        ],
+        summaries=(str((base.verdict or {}).get("summary", "")), str((new.verdict or {}).get("summary", ""))),
+        config_diffs=config_diffs(base, new),
+    )

@@ -1,0 +1,81 @@
+"""`ckptprof report`: render a saved session again (table, Markdown, HTML, JSON, Perfetto trace), no re-run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ckptprof.errors import UsageError
+from ckptprof.render import FORMATS, RENDERERS
+from ckptprof.session import Session
+
+EPILOG = """\
+formats:
+  table     the terminal summary `ckptprof run` prints (default)
+  md        GitHub Markdown, verdict first: paste it into an issue
+  html      one self-contained file: verdict, SVG timeline, throughput vs ceilings, tables (no network)
+  json      the session itself (the versioned JSON contract)
+  perfetto  Chrome trace-event JSON: open it in https://ui.perfetto.dev (one process per rank)
+With -o FILE.html or FILE.md and no --format, the format follows the extension.
+
+examples:
+  ckptprof report ckptprof-runs/20260101-120000/session.json
+  ckptprof report session.json -o report.html
+  ckptprof report session.json --format perfetto -o trace.json
+"""
+
+# Only extensions that cannot be mistaken: a .json could be the session or a trace.
+_BY_EXTENSION = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
+
+
+def write_output(path: str | Path, text: str) -> Path:
+    """Write a rendering; a path that cannot be written is bad input (exit 2), named in the message."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    return path
+
+
+def emit(text: str, output: str | None) -> None:
+    """To ``output`` when given ('-' too means stdout), else stdout."""
+    if output and output != "-":
+        saved = write_output(output, text)
+        print(f"written to {saved}", file=sys.stderr)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def write_renderings(session: Session, outputs: dict[str, str | None]) -> None:
+    """``{format: path}``: write each rendering that has a path (used by `run --html/--trace`)."""
+    for fmt, path in outputs.items():
+        if path:
+            emit(RENDERERS[fmt](session), path)
+
+
+def pick_format(fmt: str | None, output: str | None) -> str:
+    if fmt:
+        return fmt
+    return _BY_EXTENSION.get(Path(output).suffix.lower(), "table") if output else "table"
+
+
+class ReportCommand:
+    name = "report"
+    help = "Render a saved session as a table, Markdown, self-contained HTML, JSON or a Perfetto trace."
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.epilog = EPILOG
+        parser.add_argument("session", help="a session JSON written by `ckptprof run` (session.json)")
+        parser.add_argument(
+            "-f", "--format", choices=FORMATS, default=None, help="output format (default: table)"
+        )
+        parser.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout")
+
+    def run(self, args: argparse.Namespace) -> int:
+        session = Session.load(args.session)
+        fmt = pick_format(args.format, args.output)
+        emit(RENDERERS[fmt](session), args.output)
+        return 0

@@ -1,0 +1,135 @@
+"""`compare`: deltas per model, rank and phase, and the --fail-above exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ckptprof import api
+from ckptprof.analysis.compare import compare
+from ckptprof.cli.main import main
+from ckptprof.session import RankModel, RankResult, Session, ShardTiming
+
+
+def run_of(walls: dict[int, dict[str, float]], read_share: float = 0.5, **config: object) -> Session:
+    """Ranks -> {model: wall}; each model is one shard whose read takes ``read_share`` of its wall."""
+    ranks = []
+    start = 0.0
+    for rank, models in walls.items():
+        rank_models = []
+        for role, wall in models.items():
+            shard = ShardTiming(file=f"{role}.safetensors", bytes=10**9, wall_s=wall, start_s=start,
+                                read_s=wall * read_share, deserialize_s=wall * 0.1, h2d_s=wall * 0.2)  # fmt: skip
+            rank_models.append(RankModel(role=role, wall_s=wall, start_s=start, shards=[shard]))
+        ranks.append(RankResult(rank=rank, device=f"cuda:{rank}", models=rank_models))
+    return Session(
+        config={"tp": len(walls), "cache": "cold", **config},
+        ranks=ranks,
+        verdict={"bottleneck": "storage", "summary": "storage-bound", "achieved_GBps": 1.0},
+    )
+
+
+BASE = {0: {"target": 10.0, "draft": 2.0}, 1: {"target": 9.0, "draft": 2.5}}
+
+
+def test_deltas_per_model_rank_and_phase() -> None:
+    # GIVEN BASE and a NEW run whose rank 1 target got 2 s slower and whose reads take a larger share
+    new = {0: {"target": 10.0, "draft": 2.0}, 1: {"target": 11.0, "draft": 2.5}}
+    cmp = compare(run_of(BASE), run_of(new, read_share=0.6))
+    # THEN the load wall is the slowest rank's summed walls: 12.0 s -> 13.5 s
+    assert (cmp.wall.base, cmp.wall.new) == (12.0, 13.5)
+    assert cmp.wall.pct == pytest.approx(12.5)
+    # AND per model the slowest rank counts; per rank all its models
+    models = {d.label: (d.base, d.new) for d in cmp.models}
+    assert models == {"target": (10.0, 11.0), "draft": (2.5, 2.5)}
+    ranks = {d.label: d.change for d in cmp.ranks}
+    assert ranks == {"rank 0": 0.0, "rank 1": pytest.approx(2.0)}
+    # AND phases are rank-seconds summed over ranks
+    phases = {d.label: d for d in cmp.phases}
+    assert phases["read"].base == pytest.approx(0.5 * 23.5)
+    assert phases["read"].new == pytest.approx(0.6 * 25.5)
+    assert [d.label for d in cmp.phases] == ["read", "deserialize", "h2d", "other"]
+
+
+def test_missing_ranks_and_models_have_no_delta_and_config_changes_are_listed() -> None:
+    # GIVEN BASE with 2 ranks and a draft, NEW with 1 rank, no draft, another cache mode
+    cmp = compare(run_of(BASE), run_of({0: {"target": 10.0}}, cache="warm"))
+    assert {d.label: d.new for d in cmp.models} == {"target": 10.0, "draft": None}
+    rank1 = next(d for d in cmp.ranks if d.label == "rank 1")
+    assert rank1.new is None and rank1.change is None and rank1.pct is None
+    assert ("tp", 2, 1) in cmp.config_diffs and ("cache", "cold", "warm") in cmp.config_diffs
+
+
+@pytest.mark.parametrize(
+    ("new_target", "fail_above", "regressed"),
+    [(11.0, 10.0, False), (11.1, 10.0, True), (11.1, 20.0, False), (8.0, 0.0, False), (10.5, -10.0, True)],
+    ids=["exactly-at-limit", "above-limit", "within-limit", "faster", "must-improve"],
+)
+def test_regression_rule_is_strictly_more_than_pct(
+    new_target: float, fail_above: float, regressed: bool
+) -> None:
+    # GIVEN a one-rank BASE of 10 s and NEW of new_target s
+    cmp = compare(run_of({0: {"target": 10.0}}), run_of({0: {"target": new_target}}))
+    assert cmp.regressed(fail_above) is regressed
+
+
+def save(tmp_path: Path, name: str, session: Session) -> str:
+    return str(session.save(tmp_path / f"{name}.json"))
+
+
+def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = save(tmp_path, "base", run_of({0: {"target": 10.0}}))
+    slower = save(tmp_path, "slower", run_of({0: {"target": 12.0}}))
+    # WHEN NEW is 20% slower THEN --fail-above 10 exits 1 with one line naming NEW and both walls
+    assert main(["compare", base, slower, "--fail-above", "10"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and slower in err and "+20.0%" in err and "10.000 s" in err
+    # AND a larger allowance, or no threshold at all, exits 0
+    assert main(["compare", base, slower, "--fail-above", "25%"]) == 0
+    assert main(["compare", base, slower]) == 0
+    # AND an unreadable session is bad input (2), as is a bad percentage
+    assert main(["compare", base, str(tmp_path / "missing.json"), "--fail-above", "10"]) == 2
+    assert main(["compare", base, slower, "--fail-above", "ten"]) == 2
+
+
+def test_cli_fails_a_new_run_with_failed_ranks_and_refuses_a_base_without_timings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = save(tmp_path, "base", run_of({0: {"target": 10.0}}))
+    broken = run_of({0: {"target": 1.0}})
+    broken.ranks.append(RankResult(rank=1, device="cuda:1", status="failed", error="OOM"))
+    # GIVEN a NEW run that is "faster" only because a rank died THEN the gate fails it
+    assert main(["compare", base, save(tmp_path, "broken", broken), "--fail-above", "10"]) == 1
+    assert "did not load" in capsys.readouterr().err
+    # AND a BASE with no timings cannot be compared against (2)
+    assert main(["compare", save(tmp_path, "empty", Session()), base, "--fail-above", "10"]) == 2
+    assert "no rank timings" in capsys.readouterr().err
+
+
+def test_cli_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = save(tmp_path, "base", run_of(BASE))
+    new = save(
+        tmp_path, "new", run_of({0: {"target": 10.0, "draft": 2.0}, 1: {"target": 11.0, "draft": 2.5}})
+    )
+    assert main(["compare", base, new, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["wall"]["pct"] == pytest.approx(12.5) and data["base"] == base
+    assert main(["compare", base, new, "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert md.startswith("## ckptprof compare: load wall +12.5%") and "| rank 1" in md and "- **BASE:**" in md
+    assert main(["compare", base, new]) == 0
+    table = capsys.readouterr().out
+    assert "Per phase" in table and "+12.5" in table
+
+
+def test_a_real_session_compared_with_itself_has_no_change(
+    small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a real replay saved once
+    path = save(tmp_path, "real", api.replay(small_draft, probe=False))
+    # WHEN compared with itself under a zero allowance THEN nothing changed and the gate passes
+    assert main(["compare", path, path, "--fail-above", "0", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["wall"]["pct"] == 0.0 and all(d["change"] == 0.0 for d in data["phases"])
