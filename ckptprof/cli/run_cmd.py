@@ -60,6 +60,18 @@ def builtin_checkpoint(size: int, shards: int = 64, quiet: bool = False) -> Path
     return path
 
 
+def read_server_log(path: str) -> dict[str, object]:
+    """The server's own load-weights phases, read before the replay so a bad path fails fast."""
+    from ckptprof.bootlog import LogInputError, analyze_path
+
+    try:
+        report = analyze_path(path)
+    except LogInputError as exc:
+        raise UsageError(f"--log: {exc}") from None
+    phases = [p.to_json() for p in report.phases if p.name == "load-weights"]
+    return {"path": path, "framework": report.framework, "state": report.state, "load_weights": phases}
+
+
 class RunCommand:
     name = "run"
     help = "Replay SGLang's sharded loading per TP rank; attribute each shard's time to storage, deserialisation, H2D."
@@ -114,6 +126,11 @@ class RunCommand:
         )
         parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
         parser.add_argument(
+            "--log",
+            metavar="FILE",
+            help="the server's boot log: put its own load-weights times next to the replay's",
+        )
+        parser.add_argument(
             "--py-spy",
             action="store_true",
             help="sample every rank with py-spy (speedscope files beside the session; needs ptrace)",
@@ -149,6 +166,7 @@ class RunCommand:
             from ckptprof.profiling.pyspy import check_available
 
             check_available()
+        server_log = read_server_log(args.log) if args.log else None
         interrupted = False
         try:
             session = api.replay(
@@ -171,6 +189,8 @@ class RunCommand:
             interrupted = True
         if not is_rank0:
             return 0
+        if server_log is not None:
+            session.extra["server_log"] = server_log
         saved = session.save(out_dir / "session.json")
         if args.json == "-":
             print(session.to_json())

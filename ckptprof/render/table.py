@@ -138,6 +138,7 @@ def render(session: Session, slowest: int = 5) -> str:
             out.append(f"  note: {v['faithful_note']}")
         for rec in v.get("recommendations", []):
             out.append(f"  try: {rec}")
+    out.extend(server_log_lines(session))
     out.extend(py_spy_lines(session))
     for note in session.notes:
         out.append(f"note: {note}")
@@ -160,3 +161,31 @@ def py_spy_lines(session: Session, top: int = 3) -> list[str]:
         tabulate(rows, headers=["rank", "phase", "s", "frame"], tablefmt="simple"),
         "",
     ]
+
+
+def server_log_lines(session: Session) -> list[str]:
+    """The server's own load-weights time (from `run --log`) beside the replay's, per model."""
+    log = session.extra.get("server_log")
+    if not log:
+        return []
+    rows = []
+    for phase in log.get("load_weights", []):
+        role = phase.get("model") or "target"
+        replay = max((m.wall_s for r in session.ranks for m in r.models if m.role == role), default=None)
+        server = phase.get("seconds")
+        rows.append(
+            [
+                role,
+                "-" if server is None else f"{server:.2f}",
+                phase.get("ranks", "-"),
+                "-" if replay is None else f"{replay:.2f}",
+                "-" if not (server and replay) else f"{server / replay:.1f}x",
+            ]
+        )
+    head = f"server log {log.get('path')} ({log.get('framework')}, state {log.get('state')})"
+    if not rows:
+        return ["", head + ": no load-weights phase found"]
+    table = tabulate(
+        rows, headers=["model", "server load s", "ranks", "replay s", "server / replay"], tablefmt="simple"
+    )
+    return ["", head, table]

@@ -170,3 +170,35 @@ def test_torchrun_two_ranks_on_cpu(small_draft: Path, tmp_path: Path) -> None:
     assert [r.rank for r in session.ranks] == [0, 1]
     assert all(r.status == "ok" for r in session.ranks)
     assert session.ranks[0].pid != session.ranks[1].pid
+
+
+def test_python_api_is_ckptprof_replay(small_draft: Path) -> None:
+    import ckptprof
+    import ckptprof.replay
+
+    session = ckptprof.replay(small_draft, tp=1, devices="cpu", cache="warm", probe=False)  # type: ignore[operator]
+    assert isinstance(session, Session)
+    assert session.verdict["bottleneck"] in {
+        "storage",
+        "page-cache",
+        "deserialize",
+        "h2d",
+        "rank-skew",
+        "cpu",
+    }
+
+
+def test_server_log_is_put_next_to_the_replay(
+    small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = Path(__file__).parent.parent / "fixtures" / "logs" / "sglang_tp8_eagle3_newer_ready.log"
+    code = main(["run", str(small_draft), "--no-probe", "-q", "--log", str(log), "-o", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    session = Session.load(tmp_path / "session.json")
+    phases = session.extra["server_log"]["load_weights"]
+    assert [p["model"] for p in phases] == ["target", "draft"]
+    assert phases[0]["seconds"] > 0
+    assert "server load s" in out
+    assert main(["run", str(small_draft), "--no-probe", "-q", "--log", str(tmp_path / "nope.log")]) == 2
+    assert "nope.log" in capsys.readouterr().err
