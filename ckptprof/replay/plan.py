@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,11 @@ class ReplayPlan:
     strategy: str = "sglang"
     faithful: bool = False
     expert_parallel: bool = False
+    # Keyword arguments of the strategy's constructor, e.g. {"num_threads": 16} for sglang-mt.
+    strategy_params: dict[str, Any] = field(default_factory=dict)
+    verify: bool = False  # each rank also returns a digest of every parameter after the load
+    # Unique per plan: names rendezvous that the ranks of one replay share (e.g. fastsafetensors' process group).
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def rank_device(self, rank: int) -> str:
         """Ranks map to devices round-robin; more ranks than devices share them."""
@@ -69,6 +75,8 @@ class ReplayPlan:
             "cache": self.cache,
             "order": self.order,
             "strategy": self.strategy,
+            "strategy_params": dict(self.strategy_params),
+            "verify": self.verify,
             "faithful": self.faithful,
             "expert_parallel": self.expert_parallel,
         }
@@ -187,6 +195,8 @@ def build_plan(
     strategy: str = "sglang",
     faithful: bool = False,
     expert_parallel: bool = False,
+    strategy_params: dict[str, Any] | None = None,
+    verify: bool = False,
 ) -> ReplayPlan:
     if tp < 1:
         raise UsageError("--tp must be at least 1")
@@ -205,4 +215,6 @@ def build_plan(
         strategy=strategy,
         faithful=faithful,
         expert_parallel=expert_parallel,
+        strategy_params=dict(strategy_params or {}),
+        verify=verify,
     )

@@ -46,6 +46,17 @@ def _rank_main(plan_dict: dict[str, Any], rank: int, faithful: bool, results: An
     _die_with_parent()
     from ckptprof.replay.worker import replay_rank
 
+    # Open the reporting path (the queue's feeder thread) before any large allocation: a rank that later runs
+    # out of memory can then still say so instead of dying silently.
+    results.put(("started", rank, os.getpid()))
+    # Fault injection for the tests: a rank that runs out of memory.
+    limit_mb = os.environ.get("CKPTPROF_FAULT_RANK_MEMORY_MB")
+    if limit_mb and int(os.environ.get("CKPTPROF_FAULT_RANK", str(rank))) == rank:
+        import resource
+
+        used = psutil_vms()
+        resource.setrlimit(resource.RLIMIT_AS, (used + int(limit_mb) * 2**20, resource.RLIM_INFINITY))
+
     plan = ReplayPlan.from_dict(plan_dict)
     # Fault-injection hooks for the tests: slow every shard down, and leave a mark per finished shard, so a
     # test can kill a rank while it is provably mid-replay.
@@ -53,7 +64,11 @@ def _rank_main(plan_dict: dict[str, Any], rank: int, faithful: bool, results: An
     marks = os.environ.get("CKPTPROF_FAULT_MARK_DIR")
     done = 0
 
+    waited = False
+
     def wait() -> None:
+        nonlocal waited
+        waited = True
         barrier.wait(timeout=600)
 
     def shard_done(role: str, timing: ShardTiming) -> None:
@@ -67,7 +82,15 @@ def _rank_main(plan_dict: dict[str, Any], rank: int, faithful: bool, results: An
             time.sleep(delay)
 
     result = replay_rank(plan, rank, faithful=faithful, wait_for_all=wait, on_shard_done=shard_done)
+    if result.status != "ok" and not waited:
+        barrier.abort()  # failed before the start barrier: the other ranks must not wait for this one
     results.put(("result", rank, asdict(result)))
+
+
+def psutil_vms() -> int:
+    import psutil
+
+    return int(psutil.Process().memory_info().vms)
 
 
 def _die_with_parent() -> None:
@@ -87,8 +110,9 @@ def _die_with_parent() -> None:
 class _Collector:
     """What the ranks reported: final results, and every finished shard (the partial record of a dead rank)."""
 
-    def __init__(self, plan: ReplayPlan, progress: ProgressFn | None) -> None:
+    def __init__(self, plan: ReplayPlan, progress: ProgressFn | None, barrier: Any = None) -> None:
         self.plan = plan
+        self.barrier = barrier
         self.progress = progress
         self.done: dict[int, RankResult] = {}
         self.partial: dict[int, list[RankModel]] = {}
@@ -116,6 +140,8 @@ class _Collector:
             elif msg[0] == "result":
                 _, rank, data = msg
                 self.done[rank] = rank_from_dict(data)
+                if self.done[rank].status != "ok" and self.barrier is not None:
+                    self.barrier.abort()  # no rank may wait at the start for one that already failed
 
     def fail(self, rank: int, reason: str) -> RankResult:
         """A rank that did not report: keep the shards it finished, say why it stopped."""
@@ -145,7 +171,7 @@ def run_spawned(
         )
         for r in range(plan.tp)
     ]
-    collector = _Collector(plan, progress)
+    collector = _Collector(plan, progress, barrier)
     try:
         for rank, p in enumerate(procs):
             p.start()

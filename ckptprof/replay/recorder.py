@@ -3,14 +3,23 @@
 Strategies call ``rec.shard(...)``, ``rec.deserialize()``, ``rec.read(n)`` and ``rec.h2d(n)`` around what they do
 and never read a clock themselves. The clock, the kernel counters and the copy timer are injected, so the
 attribution logic runs on CPU with a fake clock in tests, and on CUDA with events around each copy.
+
+Concurrent strategies (reader threads, background prefetchers) open shards explicitly with
+``rec.open_shard(...)`` and record phases from any thread against them (``rec.read(n, shard=t)``); every update
+is taken under one lock. A phase recorded from a thread that does not own the shard counts that thread's own
+major faults and storage bytes (``RUSAGE_THREAD``, ``/proc/thread-self/io``), so concurrent shards do not take
+each other's counters. Such a shard's phase seconds are what each phase took in its thread (they may add up to
+more than its wall when phases overlap); its wall spans its first to its last event.
 """
 
 from __future__ import annotations
 
+import os
 import resource
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,24 +33,45 @@ class Counters(Protocol):
 
 
 class CopyTimer(Protocol):
-    """Times copies into device memory. ``elapsed()`` waits for outstanding copies and returns seconds."""
+    """Times copies into device memory.
+
+    ``start()`` / ``stop(token)`` bracket one copy; ``stop`` returns a span. ``seconds(spans)`` waits for those
+    copies and returns their summed seconds (what the recorder uses, per shard). ``elapsed()`` waits for every
+    copy not yet returned by it and sums them (kept for callers of the older, one-shard-at-a-time interface).
+    """
 
     label: str
 
     def start(self) -> Any: ...
 
-    def stop(self, token: Any) -> None: ...
+    def stop(self, token: Any) -> Any: ...
+
+    def seconds(self, spans: list[Any]) -> float: ...
 
     def elapsed(self) -> float: ...
 
 
+class _ThreadIo(threading.local):
+    """This thread's ``/proc/thread-self/io``, opened once per thread (re-read with pread: a few microseconds)."""
+
+    fd: int | None = None
+    failed: bool = False
+
+    def __del__(self) -> None:  # the thread ended: its io file is of no further use
+        if self.fd is not None:
+            with suppress(OSError):
+                os.close(self.fd)
+
+
 class ProcessCounters:
-    """Major faults and bytes fetched from storage by this process (the kernel's per-task io accounting)."""
+    """Major faults and bytes fetched from storage by this process (the kernel's per-task io accounting),
+    and the same for the calling thread alone, so concurrent threads' shards keep their own counters."""
 
     def __init__(self) -> None:
         import psutil
 
         self._proc = psutil.Process()
+        self._thread_io = _ThreadIo()
 
     def major_faults(self) -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_majflt
@@ -55,6 +85,26 @@ class ProcessCounters:
         ):  # no /proc/self/io (some containers): report 0, noted by the analysis
             return 0
 
+    def thread_major_faults(self) -> int:
+        who = getattr(resource, "RUSAGE_THREAD", None)  # Linux only; elsewhere the process's count
+        return resource.getrusage(resource.RUSAGE_SELF if who is None else who).ru_majflt
+
+    def thread_storage_read_bytes(self) -> int:
+        io = self._thread_io
+        if io.failed:
+            return self.storage_read_bytes()
+        try:
+            if io.fd is None:
+                io.fd = os.open("/proc/thread-self/io", os.O_RDONLY)
+            text = os.pread(io.fd, 512, 0).decode("ascii", "replace")
+            for line in text.splitlines():
+                if line.startswith("read_bytes:"):
+                    return int(line.split(":", 1)[1])
+        except (OSError, ValueError):
+            pass
+        io.failed = True  # no per-thread accounting here: fall back to the process's (shared) counter
+        return self.storage_read_bytes()
+
 
 class HostCopyTimer:
     """On a machine without CUDA the 'device' copy is a host copy, timed with the wall clock (a stand-in)."""
@@ -64,20 +114,34 @@ class HostCopyTimer:
     def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self._clock = clock
         self._total = 0.0
+        self._lock = threading.Lock()
 
     def start(self) -> float:
         return self._clock()
 
-    def stop(self, token: Any) -> None:
-        self._total += self._clock() - float(token)
+    def stop(self, token: Any) -> float:
+        span = self._clock() - float(token)
+        with self._lock:
+            self._total += span
+        return span
+
+    def seconds(self, spans: list[Any]) -> float:
+        with self._lock:
+            self._total -= sum(spans)  # returned per shard: elapsed() must not count them again
+        return float(sum(spans))
 
     def elapsed(self) -> float:
-        total, self._total = self._total, 0.0
-        return total
+        with self._lock:
+            total, self._total = self._total, 0.0
+        return max(0.0, total)
 
 
 class CudaCopyTimer:
-    """CUDA events around each copy: the time the copy engine/driver spent, not the host's view of it."""
+    """CUDA events around each copy: the time the copy engine/driver spent, not the host's view of it.
+
+    The events are recorded on the calling thread's current stream, so a copy issued on a side stream
+    (``with torch.cuda.stream(s)``) is timed on that stream.
+    """
 
     label = "cuda-events"
 
@@ -86,38 +150,65 @@ class CudaCopyTimer:
 
         self._torch = torch
         self._device = device
-        self._pairs: list[tuple[Any, Any]] = []
+        self._pending: dict[int, tuple[Any, Any]] = {}
+        self._lock = threading.Lock()
 
     def start(self) -> Any:
         ev = self._torch.cuda.Event(enable_timing=True)
         ev.record()
         return ev
 
-    def stop(self, token: Any) -> None:
+    def stop(self, token: Any) -> tuple[Any, Any]:
         ev = self._torch.cuda.Event(enable_timing=True)
         ev.record()
-        self._pairs.append((token, ev))
+        span = (token, ev)
+        with self._lock:
+            self._pending[id(span)] = span
+        return span
+
+    def seconds(self, spans: list[Any]) -> float:
+        total_ms = 0.0
+        for span in spans:
+            start, end = span
+            end.synchronize()  # only this copy: other streams' work goes on
+            total_ms += start.elapsed_time(end)
+            with self._lock:
+                self._pending.pop(id(span), None)
+        return total_ms / 1e3
 
     def elapsed(self) -> float:
-        if not self._pairs:
+        with self._lock:
+            spans, self._pending = list(self._pending.values()), {}
+        if not spans:
             return 0.0
         self._torch.cuda.synchronize(self._device)
-        total_ms = sum(a.elapsed_time(b) for a, b in self._pairs)
-        self._pairs.clear()
-        return total_ms / 1e3
+        return sum(a.elapsed_time(b) for a, b in spans) / 1e3
 
 
 @dataclass
 class _ShardState:
     timing: ShardTiming
+    model: RankModel
     t0: float
+    # The thread that opened the shard with ``with rec.shard()``: its counters are read at open and close and
+    # cover all it did in between. None for a shard opened with ``open_shard``: every phase counts its own.
+    owner: int | None
     faults0: int
     storage0: int
+    # Threads inside ``use_shard(shard)``: their counters are read on entering and leaving the block instead of
+    # around every phase (reading /proc/thread-self/io costs tens of microseconds, a tensor can take less).
+    users: set[int] = field(default_factory=set)
+    spans: list[Any] = field(default_factory=list)
+    first: float | None = None  # clock at the start of the first phase
+    last: float | None = None  # clock at the end of the last phase
+
+
+_PHASE_FIELDS = {"read": "read_s", "deserialize": "deserialize_s", "h2d": "h2d_s"}
 
 
 @dataclass
 class Recorder:
-    """Accumulates per-shard phase times for one rank."""
+    """Accumulates per-shard phase times for one rank; safe to call from several threads."""
 
     copy_timer: CopyTimer
     counters: Counters = field(default_factory=ProcessCounters)
@@ -126,7 +217,10 @@ class Recorder:
     models: list[RankModel] = field(default_factory=list)
     _origin: float | None = None
     _model: RankModel | None = None
-    _shard: _ShardState | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _done_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _local: threading.local = field(default_factory=threading.local, repr=False)
+    _open: dict[int, _ShardState] = field(default_factory=dict, repr=False)
 
     def start(self) -> None:
         """Mark the rank's replay start (after the barrier); timeline offsets are relative to it."""
@@ -136,6 +230,11 @@ class Recorder:
         if self._origin is None:
             self._origin = self.clock()
         return self.clock() - self._origin
+
+    def _offset(self, t: float) -> float:
+        if self._origin is None:
+            self._origin = t
+        return t - self._origin
 
     @contextmanager
     def model(self, role: str) -> Iterator[RankModel]:
@@ -148,87 +247,212 @@ class Recorder:
             rm.wall_s = self._now() - rm.start_s
             self._model = None
 
+    # -- counters ----------------------------------------------------------------------------------------------
+    def _thread_counts(self) -> tuple[int, int]:
+        """The calling thread's (major faults, storage bytes); the process's where the counters lack per-thread."""
+        faults = getattr(self.counters, "thread_major_faults", None)
+        storage = getattr(self.counters, "thread_storage_read_bytes", None)
+        return (
+            int(faults()) if faults is not None else self.counters.major_faults(),
+            int(storage()) if storage is not None else self.counters.storage_read_bytes(),
+        )
+
+    def _process_counts(self) -> tuple[int, int]:
+        return self.counters.major_faults(), self.counters.storage_read_bytes()
+
+    # -- shards ------------------------------------------------------------------------------------------------
+    def _open_state(self, file: str, nonresident_bytes: int, owner: int | None) -> _ShardState:
+        if self._model is None:
+            raise RuntimeError("a shard opened outside rec.model()")
+        t0 = self.clock()
+        faults0, storage0 = self._thread_counts() if owner is not None else (0, 0)
+        timing = ShardTiming(file=file, nonresident_bytes=nonresident_bytes, start_s=self._offset(t0))
+        state = _ShardState(
+            timing=timing, model=self._model, t0=t0, owner=owner, faults0=faults0, storage0=storage0
+        )
+        with self._lock:
+            self._open[id(timing)] = state
+        return state
+
+    def _close_state(self, state: _ShardState, error: BaseException | str | None) -> None:
+        timing = state.timing
+        with self._lock:
+            if self._open.pop(id(timing), None) is None:
+                return  # closed already
+            spans = list(state.spans)
+        # Outstanding device copies belong to this shard: wait for them before closing its wall time.
+        h2d_s = self.copy_timer.seconds(spans) if spans else 0.0
+        t1 = self.clock()
+        counts = self._thread_counts() if state.owner is not None else None
+        with self._lock:
+            timing.h2d_s += h2d_s
+            if error is not None:
+                timing.status = "failed"
+                timing.error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+            if state.owner is not None or state.first is None or state.last is None:
+                timing.wall_s = t1 - state.t0
+            else:
+                # Phases from several threads: the shard lasted from its first to its last event.
+                timing.start_s = self._offset(state.first)
+                timing.wall_s = state.last - state.first
+            if counts is not None:
+                timing.major_faults += counts[0] - state.faults0
+                timing.storage_bytes += max(0, counts[1] - state.storage0)
+            state.model.shards.append(timing)
+        if self.on_shard_done is not None:
+            with self._done_lock:  # callers' callbacks need not be thread-safe
+                self.on_shard_done(state.model.role, timing)
+
     @contextmanager
     def shard(self, file: str, nonresident_bytes: int = 0) -> Iterator[ShardTiming]:
-        if self._model is None:
-            raise RuntimeError("rec.shard() outside rec.model()")
-        timing = ShardTiming(file=file, nonresident_bytes=nonresident_bytes, start_s=self._now())
-        state = _ShardState(
-            timing=timing,
-            t0=self.clock(),
-            faults0=self.counters.major_faults(),
-            storage0=self.counters.storage_read_bytes(),
-        )
-        self._shard = state
+        """One shard processed by the calling thread, which becomes its current shard until the block ends."""
+        state = self._open_state(file, nonresident_bytes, owner=threading.get_ident())
+        previous = getattr(self._local, "state", None)
+        self._local.state = state
+        error: BaseException | None = None
         try:
-            yield timing
+            yield state.timing
         except Exception as exc:
-            timing.status = "failed"
-            timing.error = f"{type(exc).__name__}: {exc}"
+            error = exc
             raise
         finally:
-            # Outstanding device copies belong to this shard: wait for them before closing its wall time.
-            timing.h2d_s += self.copy_timer.elapsed()
-            timing.wall_s = self.clock() - state.t0
-            timing.major_faults = self.counters.major_faults() - state.faults0
-            timing.storage_bytes = max(0, self.counters.storage_read_bytes() - state.storage0)
-            self._model.shards.append(timing)
-            self._shard = None
-            if self.on_shard_done is not None:
-                self.on_shard_done(self._model.role, timing)
+            self._local.state = previous
+            self._close_state(state, error)
+
+    def open_shard(self, file: str, nonresident_bytes: int = 0) -> ShardTiming:
+        """A shard whose work is spread over threads: record phases with ``shard=``, then ``close_shard``."""
+        return self._open_state(file, nonresident_bytes, owner=None).timing
+
+    def close_shard(self, shard: ShardTiming, error: BaseException | str | None = None) -> None:
+        """Finish a shard from ``open_shard`` (its copies are waited for); ``error`` marks it failed."""
+        with self._lock:
+            state = self._open.get(id(shard))
+        if state is not None:
+            self._close_state(state, error)
+
+    @contextmanager
+    def use_shard(self, shard: ShardTiming) -> Iterator[ShardTiming]:
+        """Make an open shard the calling thread's current one, so phases without ``shard=`` land on it.
+
+        Everything the thread does inside the block counts toward the shard's faults and storage bytes (read
+        once on entry and once on exit): use it around a stretch of work one thread does for one shard.
+        """
+        state = self._state(shard)
+        me = threading.get_ident()
+        previous = getattr(self._local, "state", None)
+        nested = me in state.users or state.owner == me
+        c0 = None if nested else self._thread_counts()
+        with self._lock:
+            state.users.add(me)
+        self._local.state = state
+        try:
+            yield shard
+        finally:
+            self._local.state = previous
+            if c0 is not None:
+                c1 = self._thread_counts()
+                with self._lock:
+                    state.users.discard(me)
+                    state.timing.major_faults += c1[0] - c0[0]
+                    state.timing.storage_bytes += max(0, c1[1] - c0[1])
+
+    def _state(self, shard: ShardTiming | None) -> _ShardState:
+        if shard is None:
+            state: _ShardState | None = getattr(self._local, "state", None)
+            if state is None:
+                raise RuntimeError("phase recorded outside rec.shard()")
+            return state
+        with self._lock:
+            found = self._open.get(id(shard))
+        if found is None:
+            raise RuntimeError(f"phase recorded against shard {shard.file!r}, which is not open")
+        return found
 
     def _current(self) -> ShardTiming:
-        if self._shard is None:
-            raise RuntimeError("phase recorded outside rec.shard()")
-        return self._shard.timing
+        return self._state(None).timing
 
+    # -- phases ------------------------------------------------------------------------------------------------
     @contextmanager
-    def deserialize(self) -> Iterator[None]:
-        t = self._current()
+    def _phase(
+        self, kind: str, nbytes: int, shard: ShardTiming | None, process: bool = False
+    ) -> Iterator[None]:
+        state = self._state(shard)
+        # The owning thread's counters are taken at shard open/close; any other thread counts per phase.
+        me = threading.get_ident()
+        counted = process or (state.owner != me and me not in state.users)
+        counts = self._process_counts if process else self._thread_counts
+        c0 = counts() if counted else None
+        token = self.copy_timer.start() if kind == "h2d" else None
         t0 = self.clock()
         try:
             yield
         finally:
-            t.deserialize_s += self.clock() - t0
+            span = self.copy_timer.stop(token) if kind == "h2d" else None
+            t1 = self.clock()
+            c1 = counts() if c0 is not None else None
+            self._add(state, kind, nbytes, t0, t1, span, c0, c1)
 
-    @contextmanager
-    def read(self, nbytes: int) -> Iterator[None]:
-        """Bringing ``nbytes`` of tensor data into memory (page faults on mmap, or explicit reads)."""
-        t = self._current()
-        t0 = self.clock()
-        try:
-            yield
-        finally:
-            t.read_s += self.clock() - t0
-            t.bytes += nbytes
+    def _add(
+        self,
+        state: _ShardState,
+        kind: str,
+        nbytes: int,
+        t0: float,
+        t1: float,
+        span: Any,
+        c0: tuple[int, int] | None,
+        c1: tuple[int, int] | None,
+    ) -> None:
+        t = state.timing
+        with self._lock:
+            if kind == "h2d":
+                state.spans.append(span)  # seconds come from the copy timer when the shard closes
+                t.h2d_bytes += nbytes
+            else:
+                setattr(t, _PHASE_FIELDS[kind], getattr(t, _PHASE_FIELDS[kind]) + (t1 - t0))
+                if kind == "read":
+                    t.bytes += nbytes
+            state.first = t0 if state.first is None else min(state.first, t0)
+            state.last = t1 if state.last is None else max(state.last, t1)
+            if c0 is not None and c1 is not None:
+                t.major_faults += c1[0] - c0[0]
+                t.storage_bytes += max(0, c1[1] - c0[1])
 
-    def tensor_done(self) -> None:
-        self._current().tensors += 1
+    def deserialize(self, shard: ShardTiming | None = None) -> AbstractContextManager[None]:
+        """Opening a file, parsing its header, building tensor objects (no tensor bytes moved)."""
+        return self._phase("deserialize", 0, shard)
 
-    @contextmanager
-    def h2d(self, nbytes: int) -> Iterator[None]:
-        t = self._current()
-        token = self.copy_timer.start()
-        try:
-            yield
-        finally:
-            self.copy_timer.stop(token)
-            t.h2d_bytes += nbytes
+    def read(
+        self, nbytes: int, shard: ShardTiming | None = None, process: bool = False
+    ) -> AbstractContextManager[None]:
+        """Bringing ``nbytes`` of tensor data into memory (page faults on mmap, or explicit reads).
+
+        ``process=True`` counts the whole process's faults and storage bytes during the phase: for a read done
+        by a library's own threads while nothing else of the rank reads (fastsafetensors' I/O threads).
+        """
+        return self._phase("read", nbytes, shard, process)
+
+    def h2d(self, nbytes: int, shard: ShardTiming | None = None) -> AbstractContextManager[None]:
+        """Copying ``nbytes`` into this rank's parameters (timed by the copy timer, e.g. CUDA events)."""
+        return self._phase("h2d", nbytes, shard)
+
+    def tensor_done(self, shard: ShardTiming | None = None) -> None:
+        state = self._state(shard)
+        with self._lock:
+            state.timing.tensors += 1
 
 
 class WallOnlyRecorder(Recorder):
     """For the faithful pass: SGLang's exact sequence, only shard walls measured, no per-phase clock reads."""
 
     @contextmanager
-    def deserialize(self) -> Iterator[None]:
-        yield
-
-    @contextmanager
-    def read(self, nbytes: int) -> Iterator[None]:
-        self._current().bytes += nbytes
-        yield
-
-    @contextmanager
-    def h2d(self, nbytes: int) -> Iterator[None]:
-        self._current().h2d_bytes += nbytes
+    def _phase(
+        self, kind: str, nbytes: int, shard: ShardTiming | None, process: bool = False
+    ) -> Iterator[None]:
+        state = self._state(shard)
+        with self._lock:
+            if kind == "read":
+                state.timing.bytes += nbytes
+            elif kind == "h2d":
+                state.timing.h2d_bytes += nbytes
         yield

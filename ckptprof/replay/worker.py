@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import socket
@@ -16,7 +17,7 @@ import torch
 
 from ckptprof.replay.plan import ReplayPlan
 from ckptprof.replay.recorder import CudaCopyTimer, HostCopyTimer, Recorder, WallOnlyRecorder
-from ckptprof.replay.strategies import get_strategy
+from ckptprof.replay.strategies import get_strategy, param_digests
 from ckptprof.replay.strategies.base import LoadContext
 from ckptprof.session import RankResult, ShardTiming
 
@@ -30,7 +31,11 @@ def replay_rank(
     wait_for_all: Callable[[], None] | None = None,
     on_shard_done: ShardCallback | None = None,
 ) -> RankResult:
-    """Run one rank. ``faithful`` replays SGLang's exact sequence, timing only shard walls."""
+    """Run one rank. ``faithful`` replays SGLang's exact sequence, timing only shard walls.
+
+    With ``plan.verify`` the result also carries a digest of every parameter after the load (decomposed pass only),
+    so the strategies' loads can be compared value for value.
+    """
     # ModelRunner.load_model does this first; it also keeps 8 rank processes from fighting over cores.
     torch.set_num_threads(1)
     device_name = plan.rank_device(rank)
@@ -39,6 +44,7 @@ def replay_rank(
     proc = psutil.Process()
     cpu0 = proc.cpu_times()
     recorder: Recorder | None = None
+    strategy: Any = None
     try:
         if device.type == "cuda":
             torch.cuda.set_device(device)
@@ -54,7 +60,12 @@ def replay_rank(
             torch.cuda.synchronize(device)
         recorder_cls = WallOnlyRecorder if faithful else Recorder
         recorder = recorder_cls(copy_timer=copy_timer, on_shard_done=on_shard_done)
-        strategy = get_strategy(plan.strategy)
+        strategy = get_strategy(plan.strategy, **plan.strategy_params)
+        prepare = getattr(strategy, "prepare", None)
+        if prepare is not None:
+            # Set-up a server does before loading (process groups, pinned buffer rings): outside the timed wall,
+            # like allocating the parameters.
+            prepare(ctx, plan)
         if wait_for_all is not None:
             wait_for_all()  # like SGLang's TP workers, every rank starts reading at the same moment
         recorder.start()
@@ -63,6 +74,8 @@ def replay_rank(
             with recorder.model(model.role):
                 strategy.load_model(ctx, model, recorder)
         result.wall_s = time.perf_counter() - started
+        if plan.verify and not faithful:
+            result.checksums = param_digests(ctx)
         failed = [s for m in recorder.models for s in m.shards if s.status != "ok"]
         if failed:
             result.error = f"{len(failed)} shard(s) failed; first: {failed[0].file}: {failed[0].error}"
@@ -84,6 +97,11 @@ def replay_rank(
         where = f" at {os.path.basename(last[0].filename)}:{last[0].lineno}" if last else ""
         result.error = f"{type(exc).__name__}: {exc}{where}"
     finally:
+        close = getattr(strategy, "close", None)
+        if close is not None:
+            # Releasing buffers or a process group must not hide the load's own outcome.
+            with contextlib.suppress(Exception):
+                close()
         if recorder is not None:
             result.models = list(recorder.models)
         cpu1 = proc.cpu_times()

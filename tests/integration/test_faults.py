@@ -125,3 +125,38 @@ def test_stopped_run_leaves_no_child(small_draft: Path, tmp_path: Path, signum: 
     if signum == signal.SIGTERM:
         assert proc.returncode == 130
         assert Session.load(tmp_path / "out" / "session.json").notes
+
+
+def test_rank_out_of_memory_is_marked_failed_with_the_message(small_draft: Path, tmp_path: Path) -> None:
+    # GIVEN rank 1 may map only 2 MB more than it has after importing torch: it cannot allocate its parameters
+    env = {
+        **os.environ,
+        "CKPTPROF_FAULT_RANK_MEMORY_MB": "2",
+        "CKPTPROF_FAULT_RANK": "1",
+        "OMP_NUM_THREADS": "1",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "ckptprof",
+        "run",
+        str(small_draft),
+        "--tp",
+        "2",
+        "--devices",
+        "cpu",
+        "--no-probe",
+        "-q",
+        "-o",
+        str(tmp_path),
+    ]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    # THEN the run ends (no hang) with exit 2: rank 1 failed with the allocator's message, and rank 0, which was
+    # waiting for it at the start barrier, says why it stopped (a TP group with a dead rank cannot load)
+    assert proc.returncode == 2, proc.stderr
+    session = Session.load(tmp_path / "session.json")
+    by_rank = {r.rank: r for r in session.ranks}
+    assert by_rank[1].status == "failed"
+    assert "memory" in (by_rank[1].error or "").lower()
+    assert "another rank died before the start barrier" in (by_rank[0].error or "")
+    assert "Traceback" not in proc.stderr

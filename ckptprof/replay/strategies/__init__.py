@@ -1,18 +1,125 @@
-"""Loading strategies: one module each. A strategy only loads, through the recorder it is handed."""
+"""Loading strategies: one module each. A strategy only loads, through the recorder it is handed.
+
+``get_strategy(name, **params)`` builds one; ``AVAILABLE`` lists the names, ``FLAGS`` the SGLang flags that select
+each (with default parameters), ``PARAMS`` the constructor parameters each accepts. ``parse_spec`` reads the
+``NAME[:key=value[:key=value...]]`` form a command line can pass. A strategy may also define ``prepare(ctx, plan)``
+(set-up before the timed load) and ``close()``.
+"""
 
 from __future__ import annotations
 
-from ckptprof.replay.strategies.base import Strategy
+import hashlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ckptprof.replay.strategies.base import LoadContext, Strategy
+from ckptprof.replay.strategies.fastsafetensors import FastSafetensors, StrategyUnavailable
+from ckptprof.replay.strategies.no_mmap import SGLangNoMmap
+from ckptprof.replay.strategies.pipelined import Pipelined
+from ckptprof.replay.strategies.prefetch import SGLangPrefetch
+from ckptprof.replay.strategies.sglang import SGLangMmap
+from ckptprof.replay.strategies.sglang_mt import SGLangMultiThread
+
+__all__ = [
+    "AVAILABLE",
+    "FLAGS",
+    "PARAMS",
+    "StrategyUnavailable",
+    "get_strategy",
+    "param_digests",
+    "parse_spec",
+]
 
 
-def get_strategy(name: str) -> Strategy:
-    from ckptprof.replay.strategies import sglang
+def _mt_completed(num_threads: int = 8) -> SGLangMultiThread:
+    return SGLangMultiThread(num_threads=num_threads, in_order=False)
 
-    strategies: dict[str, Strategy] = {"sglang": sglang.SGLangMmap()}
+
+def _mt_in_order(num_threads: int = 8) -> SGLangMultiThread:
+    return SGLangMultiThread(num_threads=num_threads, in_order=True)
+
+
+_FACTORIES: dict[str, Callable[..., Any]] = {
+    "sglang": SGLangMmap,
+    "sglang-mt": _mt_in_order,
+    "sglang-mt-completed": _mt_completed,
+    "no-mmap": SGLangNoMmap,
+    "prefetch": SGLangPrefetch,
+    "pipelined": Pipelined,
+    "fastsafetensors": FastSafetensors,
+}
+
+AVAILABLE: tuple[str, ...] = tuple(_FACTORIES)
+
+
+def _params(factory: Callable[..., Any]) -> dict[str, Any]:
+    return {
+        p.name: p.default
+        for p in inspect.signature(factory).parameters.values()
+        if p.default is not inspect.Parameter.empty
+    }
+
+
+PARAMS: dict[str, dict[str, Any]] = {name: _params(f) for name, f in _FACTORIES.items()}
+
+
+def get_strategy(name: str, **params: Any) -> Strategy:
+    """The strategy ``name`` built with ``params`` (e.g. ``get_strategy("sglang-mt", num_threads=16)``)."""
     try:
-        return strategies[name]
+        factory = _FACTORIES[name]
     except KeyError:
-        raise ValueError(f"unknown strategy {name!r}; available: {', '.join(sorted(strategies))}") from None
+        raise ValueError(f"unknown strategy {name!r}; available: {', '.join(AVAILABLE)}") from None
+    unknown = sorted(set(params) - set(PARAMS[name]))
+    if unknown:
+        accepted = ", ".join(PARAMS[name]) or "none"
+        raise ValueError(f"strategy {name!r} has no parameter {', '.join(unknown)} (accepted: {accepted})")
+    strategy: Strategy = factory(**params)
+    return strategy
 
 
-AVAILABLE = ("sglang",)
+FLAGS: dict[str, str] = {name: get_strategy(name).flags for name in AVAILABLE}
+
+
+def _value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """``"sglang-mt:num_threads=16"`` -> ``("sglang-mt", {"num_threads": 16})``; validated against the strategy."""
+    name, *parts = spec.strip().split(":")
+    params: dict[str, Any] = {}
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"strategy {spec!r}: expected NAME:key=value, got {part!r}")
+        params[key.strip()] = _value(value.strip())
+    get_strategy(name, **params)  # raises on an unknown name or parameter
+    return name, params
+
+
+def param_digests(ctx: LoadContext) -> dict[str, str]:
+    """A blake2b digest of every parameter's loaded bytes, keyed ``role/name``.
+
+    Only the rows the load wrote are hashed: the padding of an uneven last rank is never written, and on a GPU
+    it holds whatever the allocator left there.
+    """
+    out: dict[str, str] = {}
+    for (role, name), param in sorted(ctx.params.items()):
+        sl = ctx.slices.get((role, name))
+        loaded = param
+        if sl is not None and sl.dim is not None and sl.length != param.shape[sl.dim]:
+            loaded = param.narrow(sl.dim, 0, sl.length)
+        host = loaded.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy()
+        out[f"{role}/{name}"] = hashlib.blake2b(host.data, digest_size=16).hexdigest()
+    return out

@@ -1,0 +1,248 @@
+"""Loading strategies side by side: which one is fastest, what selects it, how far each is from the floor.
+
+Pure: reads one session per strategy (same checkpoint, cache mode and TP), returns a ``StrategyComparison``; no
+torch, no I/O. The floor is what no loader gets below on these devices: max(bytes that must come from storage /
+the storage ceiling, the parameter bytes each device receives / its pinned host-to-device ceiling). The
+comparison also checks that every strategy loaded the same values as the ``sglang`` strategy (by the per-rank
+parameter digests a ``--verify`` run records).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckptprof.analysis.attribution import checkpoint_bytes, load_wall, run_totals
+from ckptprof.analysis.verdict import cold_fraction, compute_verdict
+from ckptprof.session import Session
+
+REFERENCE = "sglang"
+# The SGLang flags of each strategy at its default parameters; a session's config["strategy_flags"] wins.
+DEFAULT_FLAGS = {
+    "sglang": "(default: no flags)",
+    "sglang-mt": '--model-loader-extra-config \'{"enable_multithread_load": true, "num_threads": 8}\'',
+    "sglang-mt-completed": '--model-loader-extra-config \'{"enable_multithread_load": true, "num_threads": 8}\' '
+    "(releases that yield in completion order)",
+    "no-mmap": "--weight-loader-disable-mmap",
+    "prefetch": "--weight-loader-prefetch-checkpoints",
+    "pipelined": "not an SGLang flag: what a pinned, pipelined loader reaches (fastsafetensors-like)",
+    "fastsafetensors": "--load-format fastsafetensors",
+}
+NOT_SGLANG = ("pipelined",)
+# A warm run that still fetched more than this fraction of the checkpoint from storage bypassed the page cache.
+BYPASS_FRACTION = 0.5
+
+
+@dataclass
+class StrategyRow:
+    strategy: str
+    params: dict[str, Any]
+    flags: str
+    status: str  # ok | failed | unavailable
+    error: str | None = None
+    wall_s: float | None = None
+    GBps: float | None = None
+    shares: dict[str, float] = field(default_factory=dict)
+    bottleneck: str | None = None
+    storage_bytes: int = 0
+    floor_s: float | None = None
+    x_floor: float | None = None  # wall / floor
+    verify: str = "not verified"  # equal | differs | not verified | reference | no reference
+    differing: list[str] = field(default_factory=list)  # "rank r: role/name", at most a few
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class StrategyComparison:
+    rows: list[StrategyRow]
+    fastest: str | None
+    fastest_flags: str | None
+    fastest_sglang: str | None  # the fastest strategy a server can select with flags
+    floor_s: float | None
+    summary: str
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def verified(self) -> bool | None:
+        """True when every verified strategy matched the reference, False if one differs, None if none verified."""
+        states = [r.verify for r in self.rows if r.verify in ("equal", "differs")]
+        return None if not states else all(s == "equal" for s in states)
+
+    def row(self, strategy: str) -> StrategyRow | None:
+        return next((r for r in self.rows if r.strategy == strategy), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": [r.to_dict() for r in self.rows],
+            "fastest": self.fastest,
+            "fastest_flags": self.fastest_flags,
+            "fastest_sglang": self.fastest_sglang,
+            "floor_s": self.floor_s,
+            "verified": self.verified,
+            "summary": self.summary,
+            "warnings": list(self.warnings),
+        }
+
+
+def _positive(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def floor_seconds(session: Session) -> float | None:
+    """max(storage part, per-device pinned H2D part); None when neither ceiling was measured."""
+    ceilings = session.ceilings or {}
+    parts: list[float] = []
+    storage = _positive(ceilings.get("storage_read_n_streams_GBps")) or _positive(
+        ceilings.get("storage_read_GBps")
+    )
+    fetched = checkpoint_bytes(session) * cold_fraction(session)
+    if storage and fetched > 0:
+        parts.append(fetched / storage / 1e9)
+    pinned = ceilings.get("h2d_pinned_GBps") or {}
+    per_device: dict[str, int] = {}
+    for r in session.ranks:  # ranks sharing a device share its link
+        per_device[r.device] = per_device.get(r.device, 0) + r.param_bytes
+    for device, nbytes in per_device.items():
+        rate = _positive(pinned.get(device)) if isinstance(pinned, dict) else None
+        if rate and nbytes:
+            parts.append(nbytes / rate / 1e9)
+    return max(parts) if parts else None
+
+
+def _status(session: Session) -> tuple[str, str | None]:
+    errors = [r.error or "" for r in session.ranks if r.status != "ok"]
+    if not session.ranks:
+        return "failed", "no rank reported"
+    if errors:
+        unavailable = next((e for e in errors if "StrategyUnavailable" in e), None)
+        if unavailable is not None:
+            return "unavailable", unavailable.split("StrategyUnavailable: ", 1)[-1].split(" at ", 1)[0]
+        return "failed", errors[0]
+    shard_errors = [r.error for r in session.ranks if r.error]
+    return ("failed", shard_errors[0]) if shard_errors else ("ok", None)
+
+
+def _verify(session: Session, reference: Session | None) -> tuple[str, list[str]]:
+    mine = {r.rank: r.checksums for r in session.ranks}
+    if any(c is None for c in mine.values()) or not mine:
+        return "not verified", []
+    if reference is None:
+        return "no reference", []
+    ref = {r.rank: r.checksums for r in reference.ranks}
+    differing: list[str] = []
+    for rank, sums in sorted(mine.items()):
+        theirs = ref.get(rank)
+        if theirs is None:
+            return "no reference", []
+        assert sums is not None
+        for key in sorted(set(sums) | set(theirs)):
+            if sums.get(key) != theirs.get(key):
+                differing.append(f"rank {rank}: {key}")
+    return ("differs" if differing else "equal"), differing[:20]
+
+
+def _row(session: Session, reference: Session | None) -> StrategyRow:
+    config = session.config or {}
+    name = str(config.get("strategy", "?"))
+    status, error = _status(session)
+    row = StrategyRow(
+        strategy=name,
+        params=dict(config.get("strategy_params") or {}),
+        flags=str(config.get("strategy_flags") or DEFAULT_FLAGS.get(name, "")),
+        status=status,
+        error=error,
+    )
+    if session is reference:
+        row.verify = "reference"
+    else:
+        row.verify, row.differing = _verify(session, reference)
+    if status == "unavailable":
+        return row
+    wall = load_wall(session)
+    totals = run_totals(session)
+    verdict = session.verdict or compute_verdict(session)
+    ckpt = checkpoint_bytes(session)
+    row.wall_s = round(wall, 4) if wall > 0 else None
+    row.GBps = round(ckpt / wall / 1e9, 4) if wall > 0 else None
+    row.shares = {k: round(v, 4) for k, v in totals.shares().items()}
+    row.bottleneck = verdict.get("bottleneck")
+    row.storage_bytes = totals.storage_bytes
+    floor = floor_seconds(session)
+    row.floor_s = None if floor is None else round(floor, 4)
+    row.x_floor = round(wall / floor, 3) if floor and wall > 0 else None
+    if config.get("cache") == "warm" and ckpt and totals.storage_bytes > BYPASS_FRACTION * ckpt:
+        row.notes.append(
+            f"read {totals.storage_bytes / 1e9:.2f} GB from storage although the checkpoint was in the page cache "
+            "(direct I/O bypasses a warm page cache)"
+        )
+    if row.verify == "differs":
+        row.notes.append(f"loaded different values than {REFERENCE}: {', '.join(row.differing[:3])}")
+    return row
+
+
+def _consistency(sessions: list[Session]) -> list[str]:
+    warnings = []
+    for key in ("tp", "cache", "devices"):
+        values = {repr(s.config.get(key)) for s in sessions}
+        if len(values) > 1:
+            warnings.append(
+                f"the sessions differ in {key} ({', '.join(sorted(values))}): not a like-for-like comparison"
+            )
+    paths = {tuple(m.path for m in s.models) for s in sessions}
+    if len(paths) > 1:
+        warnings.append("the sessions loaded different checkpoints")
+    return warnings
+
+
+def compare_strategies(sessions: list[Session]) -> StrategyComparison:
+    """One row per session (strategy), the fastest, its flags, the floor and the value check."""
+    reference = next((s for s in sessions if s.config.get("strategy") == REFERENCE), None)
+    rows = [_row(s, reference) for s in sessions]
+    ok = [r for r in rows if r.status == "ok" and r.wall_s]
+    fastest = min(ok, key=lambda r: r.wall_s or 0.0) if ok else None
+    selectable = [r for r in ok if r.strategy not in NOT_SGLANG]
+    fastest_sglang = min(selectable, key=lambda r: r.wall_s or 0.0) if selectable else None
+    floors = [r.floor_s for r in rows if r.floor_s is not None]
+    floor = max(floors) if floors else None
+    warnings = _consistency(sessions)
+    for r in rows:
+        if r.verify == "differs":
+            warnings.append(f"{r.strategy} loaded different parameter values than {REFERENCE}")
+    return StrategyComparison(
+        rows=rows,
+        fastest=None if fastest is None else fastest.strategy,
+        fastest_flags=None if fastest is None else fastest.flags,
+        fastest_sglang=None if fastest_sglang is None else fastest_sglang.strategy,
+        floor_s=floor,
+        summary=_summary(rows, fastest, fastest_sglang, floor),
+        warnings=warnings,
+    )
+
+
+def _summary(
+    rows: list[StrategyRow],
+    fastest: StrategyRow | None,
+    fastest_sglang: StrategyRow | None,
+    floor: float | None,
+) -> str:
+    if fastest is None:
+        return "no strategy completed"
+    parts = [f"fastest: {fastest.strategy} {fastest.wall_s:.3f} s ({fastest.GBps or 0.0:.2f} GB/s)"]
+    if fastest.x_floor is not None and floor is not None:
+        parts[0] += f", {fastest.x_floor:.2f}x the {floor:.3f} s floor"
+    base = next((r for r in rows if r.strategy == REFERENCE), None)
+    if base is not None and base is not fastest and base.wall_s and fastest.wall_s:
+        parts.append(f"{base.wall_s / fastest.wall_s:.2f}x faster than the default ({base.wall_s:.3f} s)")
+    if fastest_sglang is not None and fastest_sglang is not fastest:
+        parts.append(
+            f"fastest with SGLang flags: {fastest_sglang.strategy} ({fastest_sglang.flags}) {fastest_sglang.wall_s:.3f} s"
+        )
+    elif fastest_sglang is fastest:
+        parts.append(f"select it with {fastest.flags}")
+    unavailable = [r.strategy for r in rows if r.status == "unavailable"]
+    if unavailable:
+        parts.append(f"unavailable: {', '.join(unavailable)}")
+    return "; ".join(parts)

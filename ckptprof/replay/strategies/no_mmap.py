@@ -1,0 +1,48 @@
+"""SGLang with ``--weight-loader-disable-mmap``: read each file whole, deserialise it from memory, then copy.
+
+The loader does ``safetensors.torch.load(open(f, "rb").read())`` and iterates the keys in sorted order. The whole
+file lands under "read" (one sequential read: no page faults on a mapping), building the tensors from the bytes
+(a memcpy per tensor) under "deserialize", and the rank's slices under "h2d".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import safetensors.torch
+
+from ckptprof.replay.plan import ModelPlan, ShardPlan
+from ckptprof.replay.recorder import Recorder
+from ckptprof.replay.strategies.base import LoadContext
+from ckptprof.replay.strategies.sglang_mt import nonresident
+
+
+class SGLangNoMmap:
+    name = "no-mmap"
+    flags = "--weight-loader-disable-mmap"
+
+    def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
+        for shard in model.shards:
+            try:
+                with rec.shard(Path(shard.path).name, nonresident_bytes=nonresident(shard.path, shard.bytes)):
+                    if shard.error is not None:
+                        raise ValueError(shard.error)
+                    self._load_shard(ctx, model.role, shard, rec)
+            except Exception:
+                continue  # recorded as failed by rec.shard; the other shards are still measured
+
+    def _load_shard(self, ctx: LoadContext, role: str, shard: ShardPlan, rec: Recorder) -> None:
+        with rec.read(shard.bytes), open(shard.path, "rb") as fh:
+            data = fh.read()
+        with rec.deserialize():
+            tensors = safetensors.torch.load(data)
+        del data  # the tensors own copies of their bytes: free the file image before copying
+        for name in sorted(tensors):
+            with rec.deserialize():
+                full = tensors.pop(name)
+                src = ctx.narrow(role, name, full)
+            if src is not None:
+                with rec.h2d(src.numel() * src.element_size()):
+                    ctx.copy(role, name, src)
+            rec.tensor_done()
+            del full, src

@@ -1,0 +1,146 @@
+"""SGLang's ``enable_multithread_load``: a thread pool opens shard files while the rank's loop copies.
+
+Each pool task does what ``safe_open`` + ``get_tensor`` for every key does (mmap views: no tensor bytes are read
+yet); the rank's own thread then narrows each tensor and copies its slice, so the page faults still happen
+there, one shard after another. Two variants, as SGLang releases differ:
+
+- ``sglang-mt`` (newer releases, the default there): a sliding window of ``num_threads + 1`` files in flight,
+  consumed in submission order;
+- ``sglang-mt-completed`` (older releases): every file submitted at once, consumed in completion order.
+
+Shards are opened explicitly: the pool thread records the open under "deserialize" against the shard, the rank's
+thread records faults and copies against the same shard, and the shard's wall spans its first to last event.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from ckptprof.checkpoint import fs
+from ckptprof.replay.plan import ModelPlan, ShardPlan
+from ckptprof.replay.recorder import Recorder
+from ckptprof.replay.strategies.base import LoadContext
+from ckptprof.replay.touch import fault_in, read_header_region
+from ckptprof.session import ShardTiming
+
+DEFAULT_THREADS = 8
+
+
+def mt_flags(num_threads: int) -> str:
+    return (
+        f'--model-loader-extra-config \'{{"enable_multithread_load": true, "num_threads": {num_threads}}}\''
+    )
+
+
+@dataclass
+class _Opened:
+    """What one pool task hands back: the shard's record and its tensors (views onto the mapped file)."""
+
+    timing: ShardTiming
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    error: BaseException | None = None
+
+
+def nonresident(path: str, size: int) -> int:
+    try:
+        return size - fs.resident_bytes(path)
+    except OSError:
+        return 0
+
+
+class SGLangMultiThread:
+    """``enable_multithread_load`` with ``num_threads`` pool threads; ``in_order`` picks the newer variant."""
+
+    def __init__(self, num_threads: int = DEFAULT_THREADS, in_order: bool = True) -> None:
+        if num_threads < 1:
+            raise ValueError(f"num_threads must be at least 1, got {num_threads}")
+        self.num_threads = num_threads
+        self.in_order = in_order
+        self.name = "sglang-mt" if in_order else "sglang-mt-completed"
+        self.flags = mt_flags(num_threads) + (
+            "" if in_order else " (releases that yield in completion order)"
+        )
+
+    def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
+        with ThreadPoolExecutor(max_workers=self.num_threads, thread_name_prefix="ckptprof-mt") as pool:
+            for opened in self._opened(pool, ctx, model, rec):
+                self._consume(ctx, model.role, opened, rec)
+
+    def _opened(
+        self, pool: ThreadPoolExecutor, ctx: LoadContext, model: ModelPlan, rec: Recorder
+    ) -> Iterator[_Opened]:
+        if not self.in_order:
+            futures = [pool.submit(self._open, ctx, shard, rec) for shard in model.shards]
+            for done in as_completed(futures):
+                yield done.result()
+            return
+        # The newer loader keeps num_threads + 1 files in flight and hands them over in submission order.
+        window: deque[Future[_Opened]] = deque()
+        pending = iter(model.shards)
+        for shard in pending:
+            window.append(pool.submit(self._open, ctx, shard, rec))
+            if len(window) > self.num_threads:
+                break
+        while window:
+            yield window.popleft().result()
+            nxt = next(pending, None)
+            if nxt is not None:
+                window.append(pool.submit(self._open, ctx, nxt, rec))
+
+    def _open(self, ctx: LoadContext, shard: ShardPlan, rec: Recorder) -> _Opened:
+        """The pool task: ``safe_open`` + ``get_tensor`` for every key (no tensor bytes read yet)."""
+        timing = rec.open_shard(Path(shard.path).name, nonresident_bytes=nonresident(shard.path, shard.bytes))
+        opened = _Opened(timing=timing)
+        try:
+            if shard.error is not None:
+                raise ValueError(shard.error)
+            with rec.use_shard(timing):
+                self._open_views(ctx, shard, rec, opened)
+        except Exception as exc:
+            opened.error = exc
+        return opened
+
+    @staticmethod
+    def _open_views(ctx: LoadContext, shard: ShardPlan, rec: Recorder, opened: _Opened) -> None:
+        if ctx.decompose:
+            with rec.read(0):
+                read_header_region(shard.path)
+        with rec.deserialize(), ExitStack() as stack:
+            handle = stack.enter_context(safe_open(shard.path, framework="pt", device="cpu"))
+            # The views keep the mapping alive after the handle closes, as SGLang's task relies on.
+            keys = list(handle.keys())
+            opened.tensors = {name: handle.get_tensor(name) for name in keys}
+
+    def _consume(self, ctx: LoadContext, role: str, opened: _Opened, rec: Recorder) -> None:
+        """The rank's loop: narrow each tensor, fault its slice in, copy it into the parameter."""
+        timing = opened.timing
+        if opened.error is not None:
+            rec.close_shard(timing, opened.error)
+            return
+        try:
+            with rec.use_shard(timing):
+                for name, full in opened.tensors.items():
+                    with rec.deserialize():
+                        src = ctx.narrow(role, name, full)
+                    if src is not None:
+                        with rec.read(full.numel() * full.element_size()):
+                            if ctx.decompose:
+                                fault_in(src)
+                        with rec.h2d(src.numel() * src.element_size()):
+                            ctx.copy(role, name, src)
+                    rec.tensor_done()
+                    del full, src
+        except Exception as exc:
+            rec.close_shard(timing, exc)
+            return
+        finally:
+            opened.tensors.clear()  # drop the views (and with the last one, the mapping) before the next file
+        rec.close_shard(timing)

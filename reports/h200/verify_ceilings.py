@@ -1,0 +1,90 @@
+"""Independent checks of `ckptprof probe` on the device machine (issue 4): fio on the same files, cold, O_DIRECT,
+16 MiB blocks, 1 job; and a plain 1 GiB pinned / pageable `copy_` per GPU timed with CUDA events.
+
+Usage (repository root, after `ckptprof probe DIR --json > probe.json`):
+    python3 reports/h200/verify_ceilings.py DIR probe.json FIO_BINARY > verify.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from ckptprof.checkpoint import fs
+
+
+def fio_cold_read(files: list[Path], fio: str, sample_bytes: int) -> float:
+    """fio's sequential O_DIRECT read of the same files (up to the probe's sample size), page cache dropped."""
+    chosen, total = [], 0
+    for f in files:
+        if total >= sample_bytes:
+            break
+        chosen.append(f)
+        total += f.stat().st_size
+    fs.drop_cache(chosen)
+    cmd = [
+        fio,
+        "--name=ckptprof-verify",
+        "--rw=read",
+        "--bs=16M",
+        "--direct=1",
+        "--ioengine=psync",
+        "--numjobs=1",
+        "--output-format=json",
+        "--filename=" + ":".join(str(p) for p in chosen),
+    ]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    job = json.loads(out[out.index("{") :])["jobs"][0]["read"]
+    return job["io_bytes"] / (job["runtime"] / 1000.0) / 1e9
+
+
+def copy_rate(device: str, pinned: bool, nbytes: int = 1 << 30, repeats: int = 7) -> float:
+    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
+    host.fill_(1)  # fault the pages in before timing
+    dev = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    rates = []
+    for i in range(repeats + 2):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dev.copy_(host, non_blocking=pinned)
+        end.record()
+        torch.cuda.synchronize(device)
+        if i >= 2:
+            rates.append(nbytes / (start.elapsed_time(end) / 1e3) / 1e9)
+    return statistics.median(rates)
+
+
+def main() -> None:
+    ckpt, probe_path, fio = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+    probe = json.loads(probe_path.read_text())
+    files = sorted(ckpt.glob("*.safetensors"))
+    out: dict[str, object] = {
+        "probe_storage_1_stream_GBps": probe["storage_read_1_stream_GBps"],
+        "probe_storage_method": probe["storage_method"],
+    }
+    fio_rate = fio_cold_read(files, fio, int(probe["storage_sample_bytes"]))
+    out["fio_cold_o_direct_1_job_GBps"] = round(fio_rate, 3)
+    out["storage_vs_fio"] = round(probe["storage_read_1_stream_GBps"] / fio_rate, 3)
+    for i in range(torch.cuda.device_count()):
+        d = f"cuda:{i}"
+        pinned, pageable = copy_rate(d, True), copy_rate(d, False)
+        out[d] = {
+            "independent_pinned_GBps": round(pinned, 2),
+            "probe_pinned_GBps": probe["h2d_pinned_GBps"].get(d),
+            "pinned_ratio": round(probe["h2d_pinned_GBps"].get(d, 0) / pinned, 3),
+            "independent_pageable_GBps": round(pageable, 2),
+            "probe_pageable_GBps": probe["h2d_pageable_GBps"].get(d),
+        }
+    json.dump(out, sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

@@ -1,0 +1,93 @@
+"""Strategies through real rank processes: ``--verify`` digests from the worker, and fastsafetensors' TP group."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from ckptprof.replay import ranks
+from ckptprof.replay.plan import ModelPlan, build_plan
+from ckptprof.replay.recorder import HostCopyTimer, Recorder
+from ckptprof.replay.strategies import FLAGS, get_strategy, param_digests
+from ckptprof.replay.strategies import fastsafetensors as fst_mod
+from ckptprof.replay.strategies.base import LoadContext
+from ckptprof.replay.worker import replay_rank
+
+
+def sglang_digests(models: list[ModelPlan], tp: int, rank: int) -> dict[str, str]:
+    """The reference: the default strategy, loaded in this process."""
+    ctx = LoadContext(rank=rank, tp=tp, device=torch.device("cpu"))
+    for m in models:
+        ctx.allocate(m)
+    rec = Recorder(copy_timer=HostCopyTimer())
+    strategy = get_strategy("sglang")
+    for m in models:
+        with rec.model(m.role):
+            strategy.load_model(ctx, m, rec)
+    return param_digests(ctx)
+
+
+def test_replay_rank_verify_returns_digests_equal_to_sglang(small_verifier: Path, small_draft: Path) -> None:
+    plan = build_plan(
+        small_verifier,
+        small_draft,
+        tp=1,
+        devices="cpu",
+        strategy="pipelined",
+        strategy_params={"readers": 4, "chunk_mib": 4},
+        verify=True,
+    )
+    assert plan.config()["strategy_params"] == {"readers": 4, "chunk_mib": 4} and plan.config()["verify"]
+    threads = torch.get_num_threads()
+    try:
+        result = replay_rank(plan, 0)
+    finally:
+        torch.set_num_threads(threads)  # replay_rank pins torch to one thread, as SGLang does
+    assert result.status == "ok" and result.error is None, result.error
+    assert result.checksums == sglang_digests(plan.models, 1, 0)
+    unverified = replay_rank(build_plan(small_draft, devices="cpu", strategy="no-mmap"), 0)
+    torch.set_num_threads(threads)
+    assert unverified.checksums is None
+
+
+def test_fastsafetensors_tp3_in_rank_processes(small_verifier: Path, small_draft: Path) -> None:
+    """Files spread over 3 rank processes (a gloo group on CPU); each rank ends with sglang's values.
+    Without the package every rank reports the strategy unavailable, with the install hint."""
+    plan = build_plan(
+        small_verifier, small_draft, tp=3, devices="cpu", strategy="fastsafetensors", verify=True
+    )
+    results = ranks.run_spawned(plan)
+    assert [r.rank for r in results] == [0, 1, 2]
+    if fst_mod.load_package() is None:
+        for r in results:
+            assert r.status == "failed"
+            assert (
+                r.error is not None
+                and "fastsafetensors is not installed (pip install fastsafetensors)" in r.error
+            )
+        return
+    for r in results:
+        assert r.status == "ok" and r.error is None, r.error
+        assert r.checksums == sglang_digests(plan.models, 3, r.rank), f"rank {r.rank}"
+        for role, model in zip(("target", "draft"), r.models, strict=True):
+            assert model.role == role
+            assert all(s.status == "ok" for s in model.shards)
+        # each rank read only its own file of every batch: about a third of the bytes
+        read = sum(s.bytes for m in r.models for s in m.shards)
+        total = sum(m.total_bytes for m in plan.models)
+        assert read < 0.6 * total
+    assert FLAGS["fastsafetensors"] == "--load-format fastsafetensors"
+
+
+@pytest.mark.parametrize("name", ["sglang-mt", "prefetch"])
+def test_threaded_strategies_in_a_rank_process_tp2(small_draft: Path, name: str) -> None:
+    plan = build_plan(small_draft, tp=2, devices="cpu", strategy=name, verify=True)
+    results = ranks.run_spawned(plan)
+    for r in results:
+        assert r.status == "ok" and r.error is None, r.error
+        assert r.checksums == sglang_digests(plan.models, 2, r.rank)
+        shards = r.models[0].shards
+        assert len(shards) == len(plan.models[0].shards)
+        assert all(s.wall_s > 0 and s.h2d_bytes > 0 for s in shards)

@@ -1,0 +1,517 @@
+"""Loading strategies: each loads the same bytes as ``sglang``; the recorder's concurrent API; the comparison."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+import struct
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from ckptprof.analysis.strategies import compare_strategies, floor_seconds
+from ckptprof.checkpoint import fs
+from ckptprof.replay.plan import ModelPlan, plan_model
+from ckptprof.replay.recorder import HostCopyTimer, Recorder
+from ckptprof.replay.strategies import (
+    AVAILABLE,
+    FLAGS,
+    PARAMS,
+    StrategyUnavailable,
+    get_strategy,
+    param_digests,
+    parse_spec,
+)
+from ckptprof.replay.strategies import fastsafetensors as fst_mod
+from ckptprof.replay.strategies import pipelined as pipelined_mod
+from ckptprof.replay.strategies.base import LoadContext
+from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardTiming
+
+# -- helpers ---------------------------------------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 10.0
+        self.lock = threading.Lock()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        with self.lock:
+            self.now += seconds
+
+
+class ThreadCounters:
+    """Per-thread fake counters (what RUSAGE_THREAD and /proc/thread-self/io give), plus process totals."""
+
+    def __init__(self) -> None:
+        self.faults: dict[int, int] = {}
+        self.storage: dict[int, int] = {}
+
+    def bump(self, faults: int, storage: int) -> None:
+        me = threading.get_ident()
+        self.faults[me] = self.faults.get(me, 0) + faults
+        self.storage[me] = self.storage.get(me, 0) + storage
+
+    def major_faults(self) -> int:
+        return sum(self.faults.values())
+
+    def storage_read_bytes(self) -> int:
+        return sum(self.storage.values())
+
+    def thread_major_faults(self) -> int:
+        return self.faults.get(threading.get_ident(), 0)
+
+    def thread_storage_read_bytes(self) -> int:
+        return self.storage.get(threading.get_ident(), 0)
+
+
+def fake_recorder() -> tuple[Recorder, FakeClock, ThreadCounters]:
+    clock = FakeClock()
+    counters = ThreadCounters()
+    rec = Recorder(copy_timer=HostCopyTimer(clock), counters=counters, clock=clock)
+    rec.start()
+    return rec, clock, counters
+
+
+def in_thread(fn: Any) -> None:
+    t = threading.Thread(target=fn)
+    t.start()
+    t.join()
+
+
+# -- the recorder's concurrent API ------------------------------------------------------------------------------
+
+
+def test_explicit_shard_takes_phases_from_several_threads_and_spans_first_to_last_event() -> None:
+    rec, clock, counters = fake_recorder()
+    with rec.model("draft") as rm:
+        clock.advance(1.0)
+        shard = rec.open_shard("a.safetensors", nonresident_bytes=10)
+        clock.advance(0.5)  # queued: not part of the shard's wall
+
+        def worker() -> None:
+            with rec.deserialize(shard=shard):
+                clock.advance(0.2)
+            with rec.read(100, shard=shard):
+                clock.advance(1.0)
+                counters.bump(faults=3, storage=4096)
+
+        in_thread(worker)
+        with rec.h2d(40, shard=shard):
+            clock.advance(0.3)
+        rec.tensor_done(shard=shard)
+        clock.advance(2.0)  # idle before the close: not part of the wall either
+        rec.close_shard(shard)
+    (t,) = rm.shards
+    assert (t.deserialize_s, t.read_s, t.h2d_s) == pytest.approx((0.2, 1.0, 0.3))
+    assert t.start_s == pytest.approx(1.5)
+    assert t.wall_s == pytest.approx(1.5)
+    assert (t.bytes, t.h2d_bytes, t.tensors, t.nonresident_bytes) == (100, 40, 1, 10)
+    assert (t.major_faults, t.storage_bytes) == (3, 4096)
+    assert rm.wall_s == pytest.approx(5.0)  # the model's wall is the rank's real wall
+
+
+def test_concurrent_shards_keep_their_own_thread_counters() -> None:
+    rec, _, counters = fake_recorder()
+    with rec.model("target") as rm:
+        a = rec.open_shard("a")
+        b = rec.open_shard("b")
+        go = threading.Barrier(2)
+
+        def reader(shard: ShardTiming, faults: int) -> None:
+            go.wait()
+            for _ in range(200):
+                with rec.read(1, shard=shard):
+                    counters.bump(faults=faults, storage=faults * 10)
+
+        threads = [threading.Thread(target=reader, args=(s, f)) for s, f in ((a, 1), (b, 2))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        rec.close_shard(a)
+        rec.close_shard(b)
+    got = {s.file: (s.bytes, s.major_faults, s.storage_bytes) for s in rm.shards}
+    assert got == {"a": (200, 200, 2000), "b": (200, 400, 4000)}
+
+
+def test_context_shard_counts_its_thread_and_a_helper_thread_per_phase() -> None:
+    rec, _, counters = fake_recorder()
+    with rec.model("target") as rm, rec.shard("s") as shard:
+        counters.bump(faults=5, storage=500)  # the owning thread, outside any phase: still its shard's
+
+        def background() -> None:
+            counters.bump(faults=100, storage=10_000)  # not inside a phase of s: not s's
+            with rec.read(7, shard=shard):
+                counters.bump(faults=1, storage=1000)
+
+        in_thread(background)
+    (t,) = rm.shards
+    assert (t.major_faults, t.storage_bytes, t.bytes) == (6, 1500, 7)
+
+
+def test_process_counters_for_a_library_that_reads_on_its_own_threads() -> None:
+    rec, _, counters = fake_recorder()
+    with rec.model("target") as rm:
+        shard = rec.open_shard("s")
+        with rec.read(10, shard=shard, process=True):
+            in_thread(lambda: counters.bump(faults=2, storage=2048))
+        rec.close_shard(shard)
+    assert (rm.shards[0].major_faults, rm.shards[0].storage_bytes) == (2, 2048)
+
+
+def test_use_shard_routes_plain_phases_and_close_marks_failures() -> None:
+    rec, clock, _ = fake_recorder()
+    done: list[str] = []
+    rec.on_shard_done = lambda role, t: done.append(f"{role}:{t.file}:{t.status}")
+    with rec.model("draft") as rm:
+        shard = rec.open_shard("x")
+        with rec.use_shard(shard), rec.read(5):
+            clock.advance(0.1)
+        rec.close_shard(shard, ValueError("bad"))
+        rec.close_shard(shard)  # closing twice is harmless
+        with pytest.raises(RuntimeError, match="not open"), rec.read(1, shard=shard):
+            pass
+    (t,) = rm.shards
+    assert (t.bytes, t.read_s, t.status, t.error) == (5, pytest.approx(0.1), "failed", "ValueError: bad")
+    assert done == ["draft:x:failed"]
+
+
+def test_use_shard_counts_the_threads_block_once_not_per_phase() -> None:
+    rec, _, counters = fake_recorder()
+    with rec.model("target") as rm:
+        shard = rec.open_shard("s")
+
+        def consumer() -> None:
+            with rec.use_shard(shard):
+                counters.bump(faults=2, storage=20)  # between phases: still this shard's
+                with rec.read(3):
+                    counters.bump(faults=1, storage=10)
+            counters.bump(faults=50, storage=500)  # after the block: not this shard's
+
+        in_thread(consumer)
+        rec.close_shard(shard)
+    assert (rm.shards[0].major_faults, rm.shards[0].storage_bytes, rm.shards[0].bytes) == (3, 30, 3)
+
+
+def test_open_shard_outside_a_model_is_a_bug() -> None:
+    rec, _, _ = fake_recorder()
+    with pytest.raises(RuntimeError):
+        rec.open_shard("x")
+
+
+# -- the registry -----------------------------------------------------------------------------------------------
+
+
+def test_registry_names_flags_and_params() -> None:
+    assert set(AVAILABLE) == {
+        "sglang",
+        "sglang-mt",
+        "sglang-mt-completed",
+        "no-mmap",
+        "prefetch",
+        "pipelined",
+        "fastsafetensors",
+    }
+    assert "enable_multithread_load" in FLAGS["sglang-mt"] and '"num_threads": 8' in FLAGS["sglang-mt"]
+    assert '"num_threads": 16' in get_strategy("sglang-mt", num_threads=16).flags
+    assert FLAGS["no-mmap"] == "--weight-loader-disable-mmap"
+    assert FLAGS["prefetch"].startswith("--weight-loader-prefetch-checkpoints")
+    assert FLAGS["fastsafetensors"] == "--load-format fastsafetensors"
+    assert FLAGS["pipelined"].startswith("not an SGLang flag")
+    assert PARAMS["pipelined"]["readers"] == 16 and PARAMS["prefetch"]["num_threads"] == 4
+    assert parse_spec("sglang-mt:num_threads=16") == ("sglang-mt", {"num_threads": 16})
+    assert parse_spec("pipelined:direct=never:chunk_mib=8") == (
+        "pipelined",
+        {"direct": "never", "chunk_mib": 8},
+    )
+    with pytest.raises(ValueError, match="unknown strategy"):
+        get_strategy("nope")
+    with pytest.raises(ValueError, match="no parameter threads"):
+        parse_spec("sglang-mt:threads=4")
+    with pytest.raises(ValueError, match="expected NAME:key=value"):
+        parse_spec("pipelined:8")
+
+
+# -- every strategy loads the same bytes ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def models(small_verifier: Path, small_draft: Path) -> list[ModelPlan]:
+    return [plan_model("target", small_verifier), plan_model("draft", small_draft)]
+
+
+def load(
+    models: list[ModelPlan], name: str, params: dict[str, Any], tp: int, rank: int, cache: str = "warm"
+) -> tuple[dict[str, str], Recorder]:
+    files = [f for m in models for f in m.files]
+    if cache == "cold":
+        fs.drop_cache(files)
+    elif cache == "warm":
+        fs.warm_cache(files)
+    ctx = LoadContext(rank=rank, tp=tp, device=torch.device("cpu"))
+    for m in models:
+        ctx.allocate(m)
+    rec = Recorder(copy_timer=HostCopyTimer())
+    strategy = get_strategy(name, **params)
+    rec.start()
+    for m in models:
+        with rec.model(m.role):
+            strategy.load_model(ctx, m, rec)
+    close = getattr(strategy, "close", None)
+    if close is not None:
+        close()
+    return param_digests(ctx), rec
+
+
+_REFERENCE: dict[tuple[int, int], dict[str, str]] = {}
+
+
+def reference(models: list[ModelPlan], tp: int, rank: int) -> dict[str, str]:
+    if (tp, rank) not in _REFERENCE:
+        _REFERENCE[(tp, rank)] = load(models, "sglang", {}, tp, rank)[0]
+    return _REFERENCE[(tp, rank)]
+
+
+BASE = ("sglang-mt", "sglang-mt-completed", "no-mmap", "prefetch", "pipelined")
+CASES: list[tuple[str, dict[str, Any], int, str]] = [
+    *[(name, {}, tp, cache) for name in BASE for tp in (1, 3) for cache in ("warm", "cold")],
+    # small chunks split tensors across requests; a zero threshold reads row-parallel slices row by row
+    ("pipelined", {"chunk_mib": 1, "row_read_min_skip": 0, "readers": 3}, 3, "warm"),
+    # O_DIRECT on every file (auto picks it only for a cold TP1 load)
+    ("pipelined", {"direct": "always", "chunk_mib": 2}, 1, "cold"),
+    ("pipelined", {"direct": "always", "chunk_mib": 2}, 3, "cold"),
+    ("sglang-mt", {"num_threads": 2}, 3, "warm"),
+    ("prefetch", {"num_threads": 1, "block_mib": 1}, 3, "cold"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "tp", "cache"),
+    CASES,
+    ids=[
+        f"{n}{'-' + '-'.join(f'{k}={v}' for k, v in p.items()) if p else ''}-tp{tp}-{c}"
+        for n, p, tp, c in CASES
+    ],
+)
+def test_strategy_loads_the_same_bytes_as_sglang(
+    models: list[ModelPlan], name: str, params: dict[str, Any], tp: int, cache: str
+) -> None:
+    for rank in range(tp):
+        refs = reference(models, tp, rank)
+        # The first rank meets the asked-for cache; the others, like ranks of one node, find what it left.
+        digests, rec = load(models, name, params, tp, rank, cache if rank == 0 else "as-is")
+        assert digests == refs, f"{name} {params} rank {rank}"
+        for model, rm in zip(models, rec.models, strict=True):
+            assert sorted(s.file for s in rm.shards) == sorted(s.name for s in model.shards)
+            assert all(s.status == "ok" for s in rm.shards), [s.error for s in rm.shards]
+            assert sum(s.h2d_bytes for s in rm.shards) > 0
+            assert sum(s.bytes for s in rm.shards) > 0
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_a_corrupt_shard_fails_alone(small_draft: Path, tmp_path: Path, name: str) -> None:
+    if name == "fastsafetensors" and fst_mod.load_package() is None:
+        pytest.skip("fastsafetensors is not installed")
+    ckpt = tmp_path / "c"
+    shutil.copytree(small_draft, ckpt)
+    victim = sorted(ckpt.glob("*.safetensors"))[2]
+    victim.write_bytes(struct.pack("<Q", 2**40) + victim.read_bytes()[8:])
+    model = plan_model("draft", ckpt)
+    _, rec = load([model], name, {}, 1, 0, "as-is")
+    by_status = {s.file: s.status for s in rec.models[0].shards}
+    assert by_status.pop(victim.name) == "failed"
+    assert set(by_status.values()) == {"ok"} and len(by_status) == len(model.shards) - 1
+
+
+def test_mt_newer_variant_hands_files_over_in_submission_order(models: list[ModelPlan]) -> None:
+    _, rec = load(models, "sglang-mt", {"num_threads": 3}, 1, 0)
+    for model, rm in zip(models, rec.models, strict=True):
+        assert [s.file for s in rm.shards] == [s.name for s in model.shards]
+
+
+def test_pipelined_reads_only_its_slices(models: list[ModelPlan]) -> None:
+    # A TP3 rank reads about a third of the column-parallel bytes; sglang materialises every full tensor.
+    _, sg = load(models, "sglang", {}, 3, 1)
+    _, pl = load(models, "pipelined", {}, 3, 1)
+    sg_bytes = sum(s.bytes for m in sg.models for s in m.shards)
+    pl_bytes = sum(s.bytes for m in pl.models for s in m.shards)
+    assert pl_bytes < 0.75 * sg_bytes
+
+
+def test_prefetch_reads_the_ranks_share_of_the_sorted_files(models: list[ModelPlan]) -> None:
+    draft = models[1]
+    _, mmap = load([draft], "sglang", {}, 3, 1)
+    _, pre = load([draft], "prefetch", {}, 3, 1)
+    share = {Path(p).name for p in sorted(str(f) for f in draft.files)[1::3]}
+    fg = {s.file: s.bytes for s in mmap.models[0].shards}
+    for s in pre.models[0].shards:
+        size = next(p.bytes for p in draft.shards if p.name == s.file)
+        assert s.bytes == fg[s.file] + (size if s.file in share else 0), s.file
+
+
+def test_pipelined_falls_back_to_buffered_reads_when_direct_io_is_refused(
+    models: list[ModelPlan], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_open, real_preadv = os.open, os.preadv
+    o_direct = getattr(os, "O_DIRECT", 0)
+
+    def open_refusing_half(path: Any, flags: int, *args: Any) -> int:
+        fd = real_open(path, flags, *args)
+        if flags & o_direct and str(path).endswith(("1.safetensors", "3.safetensors")):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "O_DIRECT refused at open")
+        return fd
+
+    def preadv_refusing_direct(fd: int, buffers: Any, offset: int) -> int:
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & o_direct:
+            raise OSError(errno.EINVAL, "O_DIRECT refused at read")
+        return real_preadv(fd, buffers, offset)
+
+    monkeypatch.setattr(pipelined_mod.os, "open", open_refusing_half)
+    monkeypatch.setattr(pipelined_mod.os, "preadv", preadv_refusing_direct)
+    digests, rec = load(models, "pipelined", {"direct": "always", "readers": 2}, 1, 0)
+    assert digests == reference(models, 1, 0)
+    assert all(s.status == "ok" for m in rec.models for s in m.shards)
+
+
+def test_fastsafetensors_unavailable_says_how_to_install(
+    models: list[ModelPlan], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fst_mod, "load_package", lambda: None)
+    with pytest.raises(
+        StrategyUnavailable, match=r"^fastsafetensors is not installed \(pip install fastsafetensors\)$"
+    ):
+        load(models, "fastsafetensors", {}, 1, 0)
+
+
+def test_fastsafetensors_when_installed_loads_the_same_bytes(models: list[ModelPlan]) -> None:
+    if fst_mod.load_package() is None:
+        pytest.skip("fastsafetensors is not installed: the unavailable path is tested instead")
+    digests, rec = load(models, "fastsafetensors", {}, 1, 0)
+    assert digests == reference(models, 1, 0)
+    shards = [s for m in rec.models for s in m.shards]
+    assert all(s.status == "ok" for s in shards) and sum(s.bytes for s in shards) > 0
+
+
+# -- the comparison ---------------------------------------------------------------------------------------------
+
+
+def session(
+    strategy: str,
+    wall: float,
+    checksums: dict[int, dict[str, str]] | None = None,
+    error: str | None = None,
+    storage: int = 0,
+    cache: str = "cold",
+) -> Session:
+    ranks = []
+    for rank in (0, 1):
+        shard = ShardTiming(
+            file="a", bytes=500, read_s=wall / 2, h2d_s=wall / 4, wall_s=wall, storage_bytes=storage
+        )
+        ranks.append(
+            RankResult(
+                rank=rank,
+                device="cuda:0",
+                status="failed" if error else "ok",
+                error=error,
+                models=[] if error else [RankModel(role="draft", wall_s=wall, shards=[shard])],
+                param_bytes=250 * 10**6,
+                checksums=None if checksums is None else checksums[rank],
+            )
+        )
+    return Session(
+        config={"strategy": strategy, "tp": 2, "cache": cache, "devices": ["cuda:0"]},
+        models=[
+            ModelInfo(role="draft", path="/c", fs_type="ext4", total_bytes=10**9, resident_bytes_before=0)
+        ],
+        ranks=ranks,
+        ceilings={"storage_read_n_streams_GBps": 2.0, "h2d_pinned_GBps": {"cuda:0": 50.0}},
+    )
+
+
+SUMS = {0: {"draft/w": "aa", "draft/n": "bb"}, 1: {"draft/w": "cc", "draft/n": "bb"}}
+
+
+def test_comparison_names_the_fastest_its_flags_and_the_floor() -> None:
+    other = {0: SUMS[0], 1: {"draft/w": "XX", "draft/n": "bb"}}
+    sessions = [
+        session("sglang", 2.0, SUMS),
+        session("sglang-mt", 1.5, SUMS),
+        session("pipelined", 0.6, SUMS),
+        session("no-mmap", 1.8, other),
+        session(
+            "fastsafetensors",
+            0,
+            error="StrategyUnavailable: fastsafetensors is not installed (pip install fastsafetensors) at x.py:1",
+        ),
+    ]
+    cmp = compare_strategies(sessions)
+    # floor: max(1 GB cold / 2 GB/s, 2 ranks x 0.25 GB on one device / 50 GB/s) = 0.5 s
+    assert floor_seconds(sessions[0]) == pytest.approx(0.5)
+    assert cmp.floor_s == pytest.approx(0.5)
+    assert cmp.fastest == "pipelined" and cmp.fastest_flags is not None
+    assert cmp.fastest_flags.startswith("not an SGLang flag")
+    assert cmp.fastest_sglang == "sglang-mt"
+    rows = {r.strategy: r for r in cmp.rows}
+    assert rows["pipelined"].x_floor == pytest.approx(1.2)
+    assert rows["pipelined"].GBps == pytest.approx(1 / 0.6, rel=1e-3)
+    assert rows["sglang"].verify == "reference" and rows["pipelined"].verify == "equal"
+    assert rows["no-mmap"].verify == "differs" and rows["no-mmap"].differing == ["rank 1: draft/w"]
+    assert rows["fastsafetensors"].status == "unavailable"
+    assert rows["fastsafetensors"].error == "fastsafetensors is not installed (pip install fastsafetensors)"
+    assert cmp.verified is False
+    assert any("no-mmap loaded different" in w for w in cmp.warnings)
+    assert "fastest: pipelined" in cmp.summary and "enable_multithread_load" in cmp.summary
+    assert "unavailable: fastsafetensors" in cmp.summary
+    assert cmp.to_dict()["fastest"] == "pipelined"
+
+
+def test_comparison_flags_direct_io_that_bypassed_a_warm_cache_and_mismatched_runs() -> None:
+    warm = [
+        session("sglang", 1.0, cache="warm"),
+        session("fastsafetensors", 2.0, storage=10**9, cache="warm"),
+    ]
+    warm[0].models[0].resident_bytes_before = 10**9
+    warm[1].models[0].resident_bytes_before = 10**9
+    warm[1].config["tp"] = 4
+    cmp = compare_strategies(warm)
+    fst = cmp.row("fastsafetensors")
+    assert fst is not None and any("bypasses a warm page cache" in n for n in fst.notes)
+    assert fst.verify == "not verified" and cmp.verified is None
+    assert any("differ in tp" in w for w in cmp.warnings)
+    # warm: only the H2D part of the floor is left
+    assert cmp.floor_s == pytest.approx(0.01)
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_threads() -> Iterator[None]:
+    before = threading.active_count()
+    yield
+    assert threading.active_count() <= before + 1
+
+
+def test_strategies_contain_no_timing_code() -> None:
+    import ckptprof.replay.strategies as pkg
+
+    for path in Path(pkg.__file__).parent.glob("*.py"):
+        text = path.read_text()
+        for clock in (
+            "perf_counter",
+            "monotonic",
+            "import time",
+            "enable_timing",
+            "elapsed_time",
+            "process_time",
+        ):
+            assert clock not in text, f"{path.name} reads a clock ({clock}): timing belongs to the recorder"
