@@ -147,8 +147,15 @@ def replay(
     progress: bool = False,
     log: Printer | None = None,
     py_spy_dir: str | Path | None = None,
+    strategy_params: dict[str, Any] | None = None,
+    verify: bool = False,
+    ceilings: dict[str, Any] | None = None,
 ) -> Session:
     """Replay SGLang's loading of ``target`` (and ``draft``) on ``tp`` ranks; returns the analysed session.
+
+    ``strategy`` picks the loading path (``ckptprof.replay.strategies.AVAILABLE``) and ``strategy_params`` its
+    parameters; ``verify`` makes each rank return a digest of every loaded parameter; ``ceilings`` reuses
+    ceilings measured by an earlier call instead of probing again.
 
     Under torchrun (RANK / WORLD_SIZE set) this process is one rank; rank 0 returns the full session and the
     other ranks return a session holding only the plan's models and config.
@@ -171,6 +178,8 @@ def replay(
         strategy=strategy,
         faithful=faithful,
         expert_parallel=expert_parallel,
+        strategy_params=strategy_params,
+        verify=verify,
     )
     if group is not None:
         # Every rank of a torchrun launch uses rank r's device mapping: device index = LOCAL_RANK.
@@ -181,7 +190,12 @@ def replay(
     session.environment = environment()
     session.config["launcher"] = "torchrun" if group is not None else "spawn"
 
-    if probe and (group is None or group.is_main):
+    from ckptprof.replay.strategies import get_strategy
+
+    session.config["strategy_flags"] = get_strategy(strategy, **(strategy_params or {})).flags
+    if ceilings is not None:  # measured once for several strategies replayed in a row
+        session.ceilings = dict(ceilings)
+    elif probe and (group is None or group.is_main):
         from ckptprof.probe.run_probes import measure_ceilings
 
         say("measuring ceilings (storage, page cache, host-to-device) ...")

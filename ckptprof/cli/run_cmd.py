@@ -11,6 +11,7 @@ from pathlib import Path
 from ckptprof.checkpoint.discovery import ORDERS
 from ckptprof.errors import UsageError
 from ckptprof.replay.plan import CACHE_MODES
+from ckptprof.session import Session
 from ckptprof.units import parse_size
 
 EPILOG = """\
@@ -58,6 +59,25 @@ def builtin_checkpoint(size: int, shards: int = 64, quiet: bool = False) -> Path
         synthesize(path, preset="eagle3-draft", shards=shards, size=size, force=True)
         marker.write_text("ok\n")
     return path
+
+
+def parse_strategies(text: str, verify: bool) -> list[tuple[str, dict[str, object]]]:
+    """'sglang,sglang-mt:num_threads=16' -> [(name, params), ...]; with --verify sglang comes first as reference."""
+    from ckptprof.replay.strategies import AVAILABLE, parse_spec
+
+    items = list(AVAILABLE) if text.strip() == "all" else [t for t in text.split(",") if t.strip()]
+    specs: list[tuple[str, dict[str, object]]] = []
+    for item in items:
+        try:
+            specs.append(parse_spec(item))
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"--strategy: {exc} (available: {', '.join(AVAILABLE)})") from None
+    if not specs:
+        raise UsageError("--strategy: name at least one strategy")
+    if verify:
+        specs = [s for s in specs if s != ("sglang", {})]
+        specs.insert(0, ("sglang", {}))
+    return specs
 
 
 def read_server_log(path: str) -> dict[str, object]:
@@ -126,6 +146,20 @@ class RunCommand:
         )
         parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
         parser.add_argument(
+            "-s",
+            "--strategy",
+            default="sglang",
+            metavar="NAME[,NAME...]",
+            help="loading path(s) to replay, compared side by side: sglang (default), sglang-mt, sglang-mt-completed, "
+            "no-mmap, prefetch, pipelined, fastsafetensors, or 'all'; parameters as NAME:key=value "
+            "(e.g. sglang-mt:num_threads=16)",
+        )
+        parser.add_argument(
+            "--verify",
+            action="store_true",
+            help="check every strategy loaded the same parameter values as sglang (blake2b per parameter and rank)",
+        )
+        parser.add_argument(
             "--log",
             metavar="FILE",
             help="the server's boot log: put its own load-weights times next to the replay's",
@@ -167,30 +201,60 @@ class RunCommand:
 
             check_available()
         server_log = read_server_log(args.log) if args.log else None
+        strategies = parse_strategies(args.strategy, args.verify)
+        sessions: list[Session] = []
         interrupted = False
-        try:
-            session = api.replay(
-                target,
-                args.draft,
-                tp=args.tp,
-                devices=devices,
-                cache=args.cache,
-                order=args.order,
-                faithful=args.faithful,
-                probe=not args.no_probe,
-                probe_sample_bytes=args.probe_sample,
-                expert_parallel=args.ep,
-                progress=not quiet,
-                log=say,
-                py_spy_dir=out_dir if args.py_spy else None,
-            )
-        except api.InterruptedReplay as exc:
-            session = exc.session
-            interrupted = True
+        ceilings = None
+        for name, params in strategies:
+            if len(strategies) > 1:
+                say(f"strategy {name} ...")
+            try:
+                session = api.replay(
+                    target,
+                    args.draft,
+                    tp=args.tp,
+                    devices=devices,
+                    cache=args.cache,
+                    order=args.order,
+                    strategy=name,
+                    strategy_params=params,
+                    verify=args.verify,
+                    ceilings=ceilings,
+                    faithful=args.faithful,
+                    probe=not args.no_probe,
+                    probe_sample_bytes=args.probe_sample,
+                    expert_parallel=args.ep,
+                    progress=not quiet,
+                    log=say,
+                    py_spy_dir=(out_dir if len(strategies) == 1 else out_dir / f"py-spy-{name}")
+                    if args.py_spy
+                    else None,
+                )
+            except api.InterruptedReplay as exc:
+                session = exc.session
+                interrupted = True
+            sessions.append(session)
+            if not args.no_probe and ceilings is None:
+                ceilings = session.ceilings  # measure the hardware once; every strategy is held against it
+            if interrupted:
+                break
+        session = sessions[0]
         if not is_rank0:
             return 0
         if server_log is not None:
             session.extra["server_log"] = server_log
+        verified_ok = True
+        if len(sessions) > 1 or args.verify:
+            from ckptprof.analysis.strategies import compare_strategies
+
+            comparison = compare_strategies(sessions)
+            session.extra["strategies"] = comparison.to_dict()
+            verified_ok = comparison.verified is not False
+            for other in sessions[1:]:
+                name = other.config.get("strategy", "other")
+                session.artifacts.setdefault("strategy_sessions", {})[name] = str(
+                    other.save(out_dir / f"session-{name}.json")
+                )
         saved = session.save(out_dir / "session.json")
         if args.json == "-":
             print(session.to_json())
@@ -205,5 +269,8 @@ class RunCommand:
             write_renderings(session, {"html": args.html, "perfetto": args.trace})
         if interrupted:
             return 130
-        failed = any(r.status != "ok" or r.error for r in session.ranks)
+        failed = any(r.status != "ok" or r.error for other in sessions for r in other.ranks)
+        if not verified_ok:
+            print("ckptprof run: --verify: a strategy loaded different values than sglang", file=sys.stderr)
+            return 1
         return 2 if failed else 0

@@ -138,6 +138,7 @@ def render(session: Session, slowest: int = 5) -> str:
             out.append(f"  note: {v['faithful_note']}")
         for rec in v.get("recommendations", []):
             out.append(f"  try: {rec}")
+    out.extend(strategy_lines(session))
     out.extend(server_log_lines(session))
     out.extend(py_spy_lines(session))
     for note in session.notes:
@@ -189,3 +190,44 @@ def server_log_lines(session: Session) -> list[str]:
         rows, headers=["model", "server load s", "ranks", "replay s", "server / replay"], tablefmt="simple"
     )
     return ["", head, table]
+
+
+def strategy_lines(session: Session) -> list[str]:
+    """The side-by-side comparison of loading strategies (when `run --strategy` named several, or --verify)."""
+    cmp = session.extra.get("strategies")
+    if not cmp:
+        return []
+    rows = []
+    for r in cmp.get("rows", []):
+        shares = r.get("shares") or {}
+        rows.append(
+            [
+                r["strategy"],
+                r["status"] if not r.get("error") else f"{r['status']}: {r['error']}"[:60],
+                "-" if r.get("wall_s") is None else f"{r['wall_s']:.3f}",
+                "-" if r.get("GBps") is None else f"{r['GBps']:.2f}",
+                "-" if r.get("x_floor") is None else f"{r['x_floor']:.2f}x",
+                "/".join(f"{100 * shares.get(k, 0.0):.0f}" for k in ("storage", "deserialize", "h2d"))
+                if shares
+                else "-",
+                r.get("bottleneck") or "-",
+                r.get("verify", "-"),
+                r.get("flags", ""),
+            ]
+        )
+    headers = [
+        "strategy",
+        "status",
+        "wall s",
+        "GB/s",
+        "vs floor",
+        "read/deser/h2d %",
+        "bottleneck",
+        "values",
+        "SGLang flags",
+    ]
+    out = ["", "strategies, side by side (same checkpoint, cache mode and ranks)"]
+    out.append(tabulate(rows, headers=headers, tablefmt="simple"))
+    out.append(f"strategies: {cmp.get('summary', '')}")
+    out.extend(f"  warning: {w}" for w in cmp.get("warnings", []))
+    return out

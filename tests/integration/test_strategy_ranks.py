@@ -91,3 +91,40 @@ def test_threaded_strategies_in_a_rank_process_tp2(small_draft: Path, name: str)
         shards = r.models[0].shards
         assert len(shards) == len(plan.models[0].shards)
         assert all(s.wall_s > 0 and s.h2d_bytes > 0 for s in shards)
+
+
+def test_cli_runs_strategies_side_by_side_and_verifies(
+    small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ckptprof.cli.main import main
+    from ckptprof.session import Session
+
+    code = main(
+        [
+            "run",
+            str(small_draft),
+            "--strategy",
+            "no-mmap,sglang-mt:num_threads=2",
+            "--verify",
+            "--no-probe",
+            "-q",
+            "--tp",
+            "2",
+            "-o",
+            str(tmp_path),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    session = Session.load(tmp_path / "session.json")
+    cmp = session.extra["strategies"]
+    assert [r["strategy"] for r in cmp["rows"]] == [
+        "sglang",
+        "no-mmap",
+        "sglang-mt",
+    ]  # --verify puts sglang first
+    assert cmp["verified"] is True
+    assert set(session.artifacts["strategy_sessions"]) == {"no-mmap", "sglang-mt"}
+    assert "strategies, side by side" in out
+    assert main(["run", str(small_draft), "--strategy", "warp-drive", "--no-probe"]) == 2
+    assert "available:" in capsys.readouterr().err
