@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
-# Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]; steps: env smoke synth tp1 tp8 probe
+# Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
+# steps: env smoke synth tp1 tp8 probe | strategies1 verify strategies8 verifier
+# (fastsafetensors travels as a wheel in .whl/, fio with its libraries in .fio/fio.tgz; both optional)
 set -uo pipefail
 OUT=${1:?outdir}; shift
 STEPS=${*:-env smoke synth tp1 tp8 probe}
@@ -40,6 +42,40 @@ for s in $STEPS; do
         step "TP8 on $devs, $cache"
         $CK run "$DATA/eagle3" --tp 8 --devices $devs --cache $cache --faithful --no-probe -o "$OUT/tp8-${devs/:/}-$cache" -q
       done
+    done
+    ;;
+  deps)
+    step deps
+    if ls .whl/*.whl >/dev/null 2>&1; then
+      python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/site
+    fi
+    python3 -c 'import fastsafetensors; print("fastsafetensors", fastsafetensors.__version__ if hasattr(fastsafetensors, "__version__") else "present")' || true
+    ;;
+  strategies1)
+    for cache in warm cold; do
+      step "TP1 cuda:0 $cache, every strategy, verified"
+      $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache $cache --strategy all --verify -o "$OUT/strategies-tp1-$cache" -q
+    done
+    ;;
+  strategies8)
+    for cache in warm cold; do
+      step "TP8 over both GPUs $cache, every strategy, verified"
+      $CK run "$DATA/eagle3" --tp 8 --devices cuda --cache $cache --strategy all --verify -o "$OUT/strategies-tp8-$cache" -q
+    done
+    ;;
+  verify)
+    step "probe + independent checks (fio, plain copy_)"
+    $CK probe "$DATA/eagle3" --devices cuda --json > "$OUT/probe.json"
+    if [ -f .fio/fio.tgz ]; then tar xzf .fio/fio.tgz -C /tmp; FIO="env LD_LIBRARY_PATH=/tmp/fiolibs /tmp/fiolibs/fio"; fi
+    printf '#!/bin/sh\nexec env LD_LIBRARY_PATH=/tmp/fiolibs /tmp/fiolibs/fio "$@"\n' > /tmp/fio.sh; chmod +x /tmp/fio.sh
+    python3 reports/h200/verify_ceilings.py "$DATA/eagle3" "$OUT/probe.json" /tmp/fio.sh | tee "$OUT/verify.json"
+    ;;
+  verifier)
+    step "synth kimi-k2.5-verifier ${VERIFIER_SIZE:-9.4GB}"
+    [ -f "$DATA/verifier/.complete" ] || { $CK synth "$DATA/verifier" --preset kimi-k2.5-verifier --shards 61 --size ${VERIFIER_SIZE:-9.4GB} --force -q && touch "$DATA/verifier/.complete"; }
+    for cache in cold warm; do
+      step "verifier + draft, TP8 over both GPUs, $cache"
+      $CK run "$DATA/verifier" --draft "$DATA/eagle3" --tp 8 --devices cuda --cache $cache --faithful -o "$OUT/verifier-draft-tp8-$cache" -q
     done
     ;;
   probe)
