@@ -202,10 +202,43 @@ def _ordered(plan: ReplayPlan, collector: _Collector) -> list[RankResult]:
     return out
 
 
+def rank_timeout_s() -> float | None:
+    """A replay pass longer than this is a hang: CKPTPROF_RANK_TIMEOUT_S (seconds), unset or 0 for none."""
+    value = float(os.environ.get("CKPTPROF_RANK_TIMEOUT_S", "0") or 0)
+    return value if value > 0 else None
+
+
+def _stack_of(pid: int) -> str:
+    """What a hung rank is doing, from py-spy (when installed and allowed), to put in its error."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("py-spy")
+    if exe is None:
+        return ""
+    try:
+        out = subprocess.run(
+            [exe, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=15
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    frames = [line.strip() for line in out.splitlines() if line.startswith("    ")]
+    return " | stack: " + " <- ".join(frames[:8]) if frames else ""
+
+
 def _collect(procs: list[Any], results: Any, barrier: Any, collector: _Collector) -> None:
     dead_since: dict[int, float] = {}
+    timeout = rank_timeout_s()
+    deadline = None if timeout is None else time.monotonic() + timeout
     while len(collector.done) < len(procs):
         collector.drain(results, seconds=POLL_S)
+        if deadline is not None and time.monotonic() > deadline:
+            for rank, p in enumerate(procs):
+                if rank not in collector.done and p.is_alive():
+                    where = _stack_of(p.pid) if p.pid else ""
+                    collector.fail(rank, f"timed out after {timeout:g} s (CKPTPROF_RANK_TIMEOUT_S){where}")
+            barrier.abort()
+            return
         for rank, p in enumerate(procs):
             if rank in collector.done or p.exitcode is None:
                 continue

@@ -47,8 +47,9 @@ for s in $STEPS; do
   deps)
     step deps
     if ls .whl/*.whl >/dev/null 2>&1; then
-      python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/site
+      python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/site PATH=$PATH:/tmp/site/bin
     fi
+    command -v py-spy || true
     python3 -c 'import fastsafetensors; print("fastsafetensors", fastsafetensors.__version__ if hasattr(fastsafetensors, "__version__") else "present")' || true
     ;;
   strategies1)

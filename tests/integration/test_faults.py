@@ -160,3 +160,36 @@ def test_rank_out_of_memory_is_marked_failed_with_the_message(small_draft: Path,
     assert "memory" in (by_rank[1].error or "").lower()
     assert "another rank died before the start barrier" in (by_rank[0].error or "")
     assert "Traceback" not in proc.stderr
+
+
+def test_a_hung_rank_is_stopped_by_the_rank_timeout(small_draft: Path, tmp_path: Path) -> None:
+    # GIVEN ranks that would need 8 shards x 5 s, and a 6-second limit on the pass
+    env = {
+        **os.environ,
+        "CKPTPROF_FAULT_DELAY_S": "5",
+        "CKPTPROF_RANK_TIMEOUT_S": "6",
+        "OMP_NUM_THREADS": "1",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "ckptprof",
+        "run",
+        str(small_draft),
+        "--tp",
+        "2",
+        "--devices",
+        "cpu",
+        "--no-probe",
+        "-q",
+        "-o",
+        str(tmp_path),
+    ]
+    started = time.monotonic()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    # THEN the run ends soon after the limit, each rank failed with "timed out", the shards it finished kept
+    assert time.monotonic() - started < 60
+    assert proc.returncode == 2, proc.stderr
+    session = Session.load(tmp_path / "session.json")
+    assert all("timed out after 6 s" in (r.error or "") for r in session.ranks)
+    assert any(m.shards for r in session.ranks for m in r.models)
