@@ -55,13 +55,13 @@ for s in $STEPS; do
   strategies1)
     for cache in warm cold; do
       step "TP1 cuda:0 $cache, every strategy, verified"
-      $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache $cache --strategy all --verify -o "$OUT/strategies-tp1-$cache" -q
+      $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache $cache --strategy "${STRATEGIES:-all}" --verify -o "$OUT/strategies-tp1-$cache" -q
     done
     ;;
   strategies8)
     for cache in warm cold; do
       step "TP8 over both GPUs $cache, every strategy, verified"
-      $CK run "$DATA/eagle3" --tp 8 --devices cuda --cache $cache --strategy all --verify -o "$OUT/strategies-tp8-$cache" -q
+      $CK run "$DATA/eagle3" --tp 8 --devices cuda --cache $cache --strategy "${STRATEGIES:-all}" --verify -o "$OUT/strategies-tp8-$cache" -q
     done
     ;;
   verify)
