@@ -160,6 +160,14 @@ class RunCommand:
             help="check every strategy loaded the same parameter values as sglang (blake2b per parameter and rank)",
         )
         parser.add_argument(
+            "--rank-timeout",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="stop a replay pass whose ranks run longer than this and mark them failed with where they hung "
+            "(default 3600, or $CKPTPROF_RANK_TIMEOUT_S; 0: never)",
+        )
+        parser.add_argument(
             "--log",
             metavar="FILE",
             help="the server's boot log: put its own load-weights times next to the replay's",
@@ -201,6 +209,10 @@ class RunCommand:
 
             check_available()
         server_log = read_server_log(args.log) if args.log else None
+        if args.rank_timeout is not None:
+            os.environ["CKPTPROF_RANK_TIMEOUT_S"] = str(args.rank_timeout)
+        else:  # a hang (a stuck NFS server, a wedged driver) must end the run, not the user's patience
+            os.environ.setdefault("CKPTPROF_RANK_TIMEOUT_S", "3600")
         strategies = parse_strategies(args.strategy, args.verify)
         sessions: list[Session] = []
         interrupted = False

@@ -26,7 +26,7 @@ from ckptprof.render.markdown import (
     run_line,
     slowest_rows,
 )
-from ckptprof.render.table import RANK_HEADERS, ceiling_rows, rank_rows
+from ckptprof.render.table import RANK_HEADERS, STRATEGY_HEADERS, ceiling_rows, rank_rows, strategy_rows
 from ckptprof.session import Session
 
 BOTTLENECK_COLORS = {
@@ -199,6 +199,16 @@ def render(session: Session, with_plots: bool | None = None, slowest: int = 10) 
         ),
         _section("Per rank", html_table(RANK_HEADERS, rank_rows(session))),
     ]
+    srows = strategy_rows(session)
+    if srows:
+        cmp = session.extra["strategies"]
+        sections.insert(
+            1,
+            _section(
+                "Strategies, side by side",
+                f"<p>{escape(str(cmp.get('summary', '')))}</p>" + html_table(STRATEGY_HEADERS, srows),
+            ),
+        )
     rows = slowest_rows(session, slowest)
     if rows:
         sections.append(_section(f"{len(rows)} slowest shards", html_table(SLOWEST_HEADERS, rows)))

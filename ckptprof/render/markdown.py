@@ -12,7 +12,7 @@ from tabulate import tabulate
 
 from ckptprof.analysis.attribution import checkpoint_bytes, load_wall, run_totals, slowest_shards
 from ckptprof.analysis.compare import Comparison, Delta
-from ckptprof.render.table import RANK_HEADERS, ceiling_rows, rank_rows
+from ckptprof.render.table import RANK_HEADERS, STRATEGY_HEADERS, ceiling_rows, rank_rows, strategy_rows
 from ckptprof.session import Session
 from ckptprof.units import human_bytes
 
@@ -195,6 +195,13 @@ def render(session: Session, slowest: int = 10) -> str:
     out += ["**Key metrics**", "", md_table(["metric", "value"], [list(r) for r in key_metrics(session)]), ""]
     if session.models:
         out += ["### Checkpoints", "", md_table(MODEL_HEADERS, model_rows(session)), ""]
+    srows = strategy_rows(session)
+    if srows:
+        cmp = session.extra["strategies"]
+        out += ["### Strategies, side by side", "", f"> {cmp.get('summary', '')}", ""]
+        out += [md_table(STRATEGY_HEADERS, srows), ""]
+        out += [f"- warning: {w}" for w in cmp.get("warnings", [])]
+        out += [""] if cmp.get("warnings") else []
     out += ["### Per rank", "", md_table(RANK_HEADERS, rank_rows(session)), ""]
     rows = slowest_rows(session, slowest)
     if rows:

@@ -192,11 +192,22 @@ def server_log_lines(session: Session) -> list[str]:
     return ["", head, table]
 
 
-def strategy_lines(session: Session) -> list[str]:
-    """The side-by-side comparison of loading strategies (when `run --strategy` named several, or --verify)."""
-    cmp = session.extra.get("strategies")
-    if not cmp:
-        return []
+STRATEGY_HEADERS = [
+    "strategy",
+    "status",
+    "wall s",
+    "GB/s",
+    "vs floor",
+    "read/deser/h2d %",
+    "bottleneck",
+    "values",
+    "SGLang flags",
+]
+
+
+def strategy_rows(session: Session) -> list[list[str]]:
+    """One row per strategy of `run --strategy` (empty when the run replayed one strategy without --verify)."""
+    cmp = session.extra.get("strategies") or {}
     rows = []
     for r in cmp.get("rows", []):
         shares = r.get("shares") or {}
@@ -215,19 +226,17 @@ def strategy_lines(session: Session) -> list[str]:
                 r.get("flags", ""),
             ]
         )
-    headers = [
-        "strategy",
-        "status",
-        "wall s",
-        "GB/s",
-        "vs floor",
-        "read/deser/h2d %",
-        "bottleneck",
-        "values",
-        "SGLang flags",
-    ]
+    return rows
+
+
+def strategy_lines(session: Session) -> list[str]:
+    """The side-by-side comparison of loading strategies, for the terminal."""
+    rows = strategy_rows(session)
+    if not rows:
+        return []
+    cmp = session.extra["strategies"]
     out = ["", "strategies, side by side (same checkpoint, cache mode and ranks)"]
-    out.append(tabulate(rows, headers=headers, tablefmt="simple"))
+    out.append(tabulate(rows, headers=STRATEGY_HEADERS, tablefmt="simple"))
     out.append(f"strategies: {cmp.get('summary', '')}")
     out.extend(f"  warning: {w}" for w in cmp.get("warnings", []))
     return out

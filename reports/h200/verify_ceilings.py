@@ -45,6 +45,13 @@ def fio_cold_read(files: list[Path], fio: str, sample_bytes: int) -> float:
 
 
 def copy_rate(device: str, pinned: bool, nbytes: int = 1 << 30, repeats: int = 7) -> float:
+    # Events record on the current device's stream: make ``device`` current, or a copy to cuda:1 is timed by
+    # events on cuda:0 (the 2026-11-30 run's cuda:1 "13040 GB/s" was exactly that bug).
+    with torch.cuda.device(device):
+        return _copy_rate(device, pinned, nbytes, repeats)
+
+
+def _copy_rate(device: str, pinned: bool, nbytes: int, repeats: int) -> float:
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
     host.fill_(1)  # fault the pages in before timing
     dev = torch.empty(nbytes, dtype=torch.uint8, device=device)

@@ -213,7 +213,15 @@ class Pipelined:
                 work.put(None)
             # Close in file order as each completes, so progress and partial results flow while later files load.
             for f in files:
-                f.done.wait()
+                # Never wait on readers that are gone: a reader that died outside its per-request error handling
+                # would otherwise leave this rank waiting forever.
+                while not f.done.wait(0.5):
+                    if not any(t.is_alive() for t in threads):
+                        with f.lock:
+                            f.error = f.error or RuntimeError(
+                                f"every reader thread exited before {f.shard.name} was fully read"
+                            )
+                        break
                 self._close_fds(f)
                 rec.close_shard(f.timing, f.error)
             for t in threads:
