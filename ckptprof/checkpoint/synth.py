@@ -348,19 +348,21 @@ def pack_shards(specs: list[TensorSpec], shards: int) -> list[list[TensorSpec]]:
     return groups
 
 
-def _random_chunks(spec: TensorSpec, rng: np.random.Generator) -> Iterator[bytes]:
-    """Random finite values of the tensor's dtype, in chunks of at most 16 MiB."""
+def _random_chunks(spec: TensorSpec, rng: np.random.Generator) -> Iterator[np.ndarray]:
+    """Random finite values of the tensor's dtype, in chunks of at most 16 MiB (written without extra copies)."""
     left = spec.nbytes
     while left > 0:
         n = min(left, _CHUNK)
         if spec.dtype == "I64":
-            yield rng.integers(0, 1 << 20, size=n // 8, dtype=np.int64).tobytes()
+            yield rng.integers(0, 1 << 20, size=n // 8, dtype=np.int64)
         elif spec.dtype == "BOOL":
-            yield rng.integers(0, 2, size=n, dtype=np.uint8).tobytes()
+            yield rng.integers(0, 2, size=n, dtype=np.uint8)
         else:
-            buf = np.frombuffer(bytearray(rng.bytes(n)), dtype=np.uint8)
+            # Raw generator output is the fastest random source numpy has (~2 GB/s a core): mask it in place.
+            raw = rng.bit_generator.random_raw(-(-n // 8))
+            buf = raw.view(np.uint8)[:n]
             _make_finite(buf, spec.dtype)
-            yield buf.tobytes()
+            yield buf
         left -= n
 
 
@@ -395,7 +397,7 @@ def write_shard(
         fh.write(raw)
         for t in specs:
             for chunk in _random_chunks(t, rng):
-                fh.write(chunk)
+                fh.write(chunk.data)
     return 8 + len(raw) + offset
 
 
