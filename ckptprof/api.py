@@ -150,6 +150,7 @@ def replay(
     strategy_params: dict[str, Any] | None = None,
     verify: bool = False,
     ceilings: dict[str, Any] | None = None,
+    allow_pickle: bool = False,
 ) -> Session:
     """Replay SGLang's loading of ``target`` (and ``draft``) on ``tp`` ranks; returns the analysed session.
 
@@ -180,6 +181,7 @@ def replay(
         expert_parallel=expert_parallel,
         strategy_params=strategy_params,
         verify=verify,
+        allow_pickle=allow_pickle,
     )
     if group is not None:
         # Every rank of a torchrun launch uses rank r's device mapping: device index = LOCAL_RANK.

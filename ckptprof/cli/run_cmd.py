@@ -160,6 +160,11 @@ class RunCommand:
             help="check every strategy loaded the same parameter values as sglang (blake2b per parameter and rank)",
         )
         parser.add_argument(
+            "--allow-pickle",
+            action="store_true",
+            help="replay a .bin/.pt (pickle) checkpoint with torch.load(weights_only=True); never unpickled otherwise",
+        )
+        parser.add_argument(
             "--rank-timeout",
             type=float,
             default=None,
@@ -232,6 +237,7 @@ class RunCommand:
                     strategy_params=params,
                     verify=args.verify,
                     ceilings=ceilings,
+                    allow_pickle=args.allow_pickle,
                     faithful=args.faithful,
                     probe=not args.no_probe,
                     probe_sample_bytes=args.probe_sample,

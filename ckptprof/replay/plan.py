@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ckptprof.checkpoint import fs
+from ckptprof.checkpoint import fs, pickled
 from ckptprof.checkpoint.discovery import ORDERS, discover
 from ckptprof.checkpoint.header import read_header
 from ckptprof.errors import CheckpointError, UsageError
@@ -139,26 +139,29 @@ def _cuda_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def plan_model(role: str, path: str | Path, order: str = "sorted") -> ModelPlan:
+def plan_model(role: str, path: str | Path, order: str = "sorted", allow_pickle: bool = False) -> ModelPlan:
     """Discover the shards and read their headers (headers only). A bad shard is kept, with its error."""
     if order not in ORDERS:
         raise UsageError(f"--order {order!r}: choose one of {', '.join(ORDERS)}")
     ckpt = discover(path, order=order)
-    if ckpt.format != "safetensors":
+    if ckpt.format != "safetensors" and not allow_pickle:
         raise CheckpointError(
             ckpt.path,
-            f"holds only .{ckpt.format} (pickle) weight files; ckptprof replays safetensors checkpoints and never "
-            "unpickles a checkpoint",
+            f"holds only .{ckpt.format} (pickle) weight files, which ckptprof never unpickles by default; pass "
+            "--allow-pickle to load them with torch.load(weights_only=True)",
         )
     shards = []
     for f in ckpt.files:
         try:
-            header = read_header(f)
+            if ckpt.format == "safetensors":
+                header = read_header(f)
+                tensors = {name: (t.dtype, t.shape) for name, t in header.tensors.items()}
+            else:
+                tensors = pickled.tensor_specs(f)
         except CheckpointError as exc:
             shards.append(ShardPlan(path=str(f), bytes=_size(f), tensors=None, error=exc.problem))
             continue
-        tensors = {name: (t.dtype, t.shape) for name, t in header.tensors.items()}
-        shards.append(ShardPlan(path=str(f), bytes=header.file_size, tensors=tensors))
+        shards.append(ShardPlan(path=str(f), bytes=_size(f), tensors=tensors))
     if all(s.tensors is None for s in shards):
         first = shards[0]
         raise CheckpointError(first.path, f"{first.error} (and no readable shard in {ckpt.path})")
@@ -197,15 +200,16 @@ def build_plan(
     expert_parallel: bool = False,
     strategy_params: dict[str, Any] | None = None,
     verify: bool = False,
+    allow_pickle: bool = False,
 ) -> ReplayPlan:
     if tp < 1:
         raise UsageError("--tp must be at least 1")
     if cache not in CACHE_MODES:
         raise UsageError(f"--cache {cache!r}: choose one of {', '.join(CACHE_MODES)}")
     device_list = parse_devices(devices) if isinstance(devices, str) else list(devices)
-    models = [plan_model("target", target, order)]
+    models = [plan_model("target", target, order, allow_pickle)]
     if draft is not None:
-        models.append(plan_model("draft", draft, order))
+        models.append(plan_model("draft", draft, order, allow_pickle))
     return ReplayPlan(
         models=models,
         tp=tp,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from ckptprof.checkpoint import fs
+from ckptprof.checkpoint import fs, pickled
 from ckptprof.replay.plan import ModelPlan
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext
@@ -36,7 +36,25 @@ class SGLangMmap:
             except Exception:
                 continue
 
+    def _load_pickle_shard(self, ctx: LoadContext, role: str, path: str, rec: Recorder) -> None:
+        """SGLang's ``pt_weights_iterator`` (``torch.load`` then every item), restricted to weights_only."""
+        with rec.deserialize():
+            state = pickled.load_state_dict(path)
+        for name, full in state.items():
+            with rec.deserialize():
+                src = ctx.narrow(role, name, full)
+            if src is not None:
+                with rec.read(full.numel() * full.element_size()):
+                    if ctx.decompose:
+                        fault_in(src)
+                with rec.h2d(src.numel() * src.element_size()):
+                    ctx.copy(role, name, src)
+            rec.tensor_done()
+
     def _load_shard(self, ctx: LoadContext, role: str, path: str, rec: Recorder) -> None:
+        if pickled.is_pickle(path):
+            self._load_pickle_shard(ctx, role, path, rec)
+            return
         with ExitStack() as stack:
             if ctx.decompose:
                 with rec.read(0):
