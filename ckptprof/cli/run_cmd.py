@@ -61,6 +61,18 @@ def builtin_checkpoint(size: int, shards: int = 64, quiet: bool = False) -> Path
     return path
 
 
+def failed_shard_lines(session: Session) -> list[str]:
+    """One line per shard file that failed (on any rank), naming the file: the rest was still measured."""
+    paths = {m.role: m.path for m in session.models}
+    seen: dict[str, str] = {}
+    for r in session.ranks:
+        for m in r.models:
+            for s in m.shards:
+                if s.status != "ok":
+                    seen.setdefault(f"{paths.get(m.role, '.')}/{s.file}", s.error or "failed")
+    return [f"{path}: {error} (the other shards were measured)" for path, error in seen.items()]
+
+
 def parse_strategies(text: str, verify: bool) -> list[tuple[str, dict[str, object]]]:
     """'sglang,sglang-mt:num_threads=16' -> [(name, params), ...]; with --verify sglang comes first as reference."""
     from ckptprof.replay.strategies import AVAILABLE, parse_spec
@@ -288,6 +300,8 @@ class RunCommand:
         if interrupted:
             return 130
         failed = any(r.status != "ok" or r.error for other in sessions for r in other.ranks)
+        for line in failed_shard_lines(session):
+            print(f"ckptprof run: error: {line}", file=sys.stderr)
         if not verified_ok:
             print("ckptprof run: --verify: a strategy loaded different values than sglang", file=sys.stderr)
             return 1

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptprof.checkpoint import fs, pickled
-from ckptprof.checkpoint.discovery import ORDERS, discover
+from ckptprof.checkpoint.discovery import INDEX_NAME, ORDERS, discover, order_files
 from ckptprof.checkpoint.header import read_header
 from ckptprof.errors import CheckpointError, UsageError
 
@@ -43,7 +43,8 @@ class ModelPlan:
 
     @property
     def files(self) -> list[Path]:
-        return [Path(s.path) for s in self.shards]
+        """The shard files that can be read (cache preparation and probes skip missing or corrupt ones)."""
+        return [Path(s.path) for s in self.shards if s.tensors is not None]
 
 
 @dataclass
@@ -162,6 +163,14 @@ def plan_model(role: str, path: str | Path, order: str = "sorted", allow_pickle:
             shards.append(ShardPlan(path=str(f), bytes=_size(f), tensors=None, error=exc.problem))
             continue
         shards.append(ShardPlan(path=str(f), bytes=_size(f), tensors=tensors))
+    # A shard the index names but the directory lacks is a failed shard: the server would fail on it too.
+    for name in ckpt.missing_from_disk:
+        missing = ckpt.path / name
+        shards.append(
+            ShardPlan(path=str(missing), bytes=0, tensors=None, error=f"named by {INDEX_NAME} but missing")
+        )
+    by_path = {s.path: s for s in shards}
+    shards = [by_path[str(p)] for p in order_files([Path(s.path) for s in shards], order)]
     if all(s.tensors is None for s in shards):
         first = shards[0]
         raise CheckpointError(first.path, f"{first.error} (and no readable shard in {ckpt.path})")
