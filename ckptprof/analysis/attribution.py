@@ -13,6 +13,9 @@ PHASES = ("read", "deserialize", "h2d", "other")
 @dataclass(frozen=True)
 class PhaseTotals:
     read_s: float = 0.0
+    # The part of read_s spent fetching bytes that were not in the page cache (the rest is page-cache time:
+    # mapping or copying pages that were already resident).
+    storage_read_s: float = 0.0
     deserialize_s: float = 0.0
     h2d_s: float = 0.0
     wall_s: float = 0.0
@@ -34,19 +37,27 @@ class PhaseTotals:
         return self.read_s + self.deserialize_s + self.h2d_s
 
     def shares(self) -> dict[str, float]:
+        """Shares of rank time. ``storage`` + ``page_cache`` is the read phase, split by what was cached."""
         total = self.read_s + self.deserialize_s + self.h2d_s + self.other_s
         if total <= 0:
-            return {"storage": 0.0, "deserialize": 0.0, "h2d": 0.0, "other": 0.0}
+            return {"storage": 0.0, "page_cache": 0.0, "deserialize": 0.0, "h2d": 0.0, "other": 0.0}
         return {
-            "storage": self.read_s / total,
+            "storage": self.storage_read_s / total,
+            "page_cache": (self.read_s - self.storage_read_s) / total,
             "deserialize": self.deserialize_s / total,
             "h2d": self.h2d_s / total,
             "other": self.other_s / total,
         }
 
+    @property
+    def read_share(self) -> float:
+        sh = self.shares()
+        return sh["storage"] + sh["page_cache"]
+
     def __add__(self, other: PhaseTotals) -> PhaseTotals:
         return PhaseTotals(
             read_s=self.read_s + other.read_s,
+            storage_read_s=self.storage_read_s + other.storage_read_s,
             deserialize_s=self.deserialize_s + other.deserialize_s,
             h2d_s=self.h2d_s + other.h2d_s,
             wall_s=self.wall_s + other.wall_s,
@@ -60,9 +71,18 @@ class PhaseTotals:
         )
 
 
+def cold_share(s: ShardTiming) -> float:
+    """Fraction of the shard's bytes that had to come from storage: what was not cached when the shard started
+    (mincore), or what the kernel counted as fetched for this rank, whichever says more."""
+    if s.bytes <= 0:
+        return 1.0 if s.nonresident_bytes > 0 or s.storage_bytes > 0 else 0.0
+    return min(1.0, max(s.nonresident_bytes, s.storage_bytes) / s.bytes)
+
+
 def shard_totals(s: ShardTiming) -> PhaseTotals:
     return PhaseTotals(
         read_s=s.read_s,
+        storage_read_s=s.read_s * cold_share(s),
         deserialize_s=s.deserialize_s,
         h2d_s=s.h2d_s,
         wall_s=s.wall_s,

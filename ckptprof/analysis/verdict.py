@@ -31,8 +31,6 @@ NETWORK_FS = (
     "glusterfs",
 )
 SKEW_LIMIT = 1.5
-# Below this fraction of the checkpoint missing from the page cache, read time is page-fault overhead, not disk.
-COLD_FRACTION = 0.2
 
 MT_FLAG = '--model-loader-extra-config \'{"enable_multithread_load": true, "num_threads": 16}\''
 PREFETCH_FLAG = "--weight-loader-prefetch-checkpoints"
@@ -115,7 +113,9 @@ def compute_verdict(session: Session) -> dict[str, Any]:
     if not session.ranks or totals.wall_s <= 0:
         bottleneck = "unknown"
     elif phase == "storage":
-        bottleneck = "storage" if cold >= COLD_FRACTION else "page-cache"
+        bottleneck = "storage"
+    elif phase == "page_cache":
+        bottleneck = "page-cache"
     elif phase == "h2d":
         bottleneck = "h2d"
     elif phase == "deserialize":
@@ -137,14 +137,14 @@ def compute_verdict(session: Session) -> dict[str, Any]:
     if bottleneck == "storage":
         summary = (
             f"storage-bound: reads fetched {fetched / 1e9:.2f} GB at {read_rate:.2f} GB/s vs {_fmt(storage_best)} "
-            f"cold read ceiling on {fs_type}{_pct(read_rate, storage_best)}; reads took "
+            f"cold read ceiling on {fs_type}{_pct(read_rate, storage_best)}; fetching them took "
             f"{100 * shares['storage']:.0f}% of rank time{pinned_note}"
         )
     elif bottleneck == "page-cache":
         fault_rate = totals.bytes / totals.read_s / 1e9 if totals.read_s > 0 else 0.0
         summary = (
             f"page-cache-bound: {100 * (1 - cold):.0f}% of the checkpoint was cached, yet mmap page faults took "
-            f"{100 * shares['storage']:.0f}% of rank time ({fault_rate:.2f} GB/s through faults vs "
+            f"{100 * shares['page_cache']:.0f}% of rank time ({fault_rate:.2f} GB/s through faults vs "
             f"{_fmt(page_cache)} plain page-cache reads){pinned_note}"
         )
     elif bottleneck == "h2d":

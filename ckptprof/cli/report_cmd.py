@@ -76,6 +76,11 @@ class ReportCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         session = Session.load(args.session)
+        if session.ranks:
+            from ckptprof.analysis.verdict import compute_verdict
+
+            # The verdict is derived data: recompute it, so a saved run gets this version's analysis.
+            session.verdict = compute_verdict(session)
         fmt = pick_format(args.format, args.output)
         emit(RENDERERS[fmt](session), args.output)
         return 0

@@ -37,7 +37,13 @@ BOTTLENECK_COLORS = {
     "rank-skew": "#7d3c98",
     "cpu": "#5d6d7e",
 }
-SHARE_LABELS = (("storage", "read"), ("deserialize", "deserialize"), ("h2d", "h2d"), ("other", "untimed"))
+SHARE_LABELS = (
+    ("storage", "read: storage"),
+    ("page_cache", "read: page cache"),
+    ("deserialize", "deserialize"),
+    ("h2d", "h2d"),
+    ("other", "untimed"),
+)
 _NUMERIC = re.compile(r"^[-+~]?\d[\d.,]*\s?(%|s|x|GB/s|[kMGT]?B)?$")
 
 CSS = """
@@ -114,7 +120,7 @@ def _section(title: str, body: str, caption: str = "") -> str:
 
 def shares_bar(session: Session) -> str:
     shares = run_totals(session).shares()
-    colors = {**svg.PHASE_COLORS, "storage": svg.PHASE_COLORS["read"]}
+    colors = {**svg.PHASE_COLORS, "storage": svg.PHASE_COLORS["read"], "page_cache": "#9ecae9"}
     parts = []
     for key, label in SHARE_LABELS:
         pct = 100 * shares.get(key, 0.0)

@@ -74,8 +74,10 @@ def key_metrics(session: Session) -> list[tuple[str, str]]:
     rows += [(label, value + unit) for label, value, unit in optional if value is not None]
     rows.append(
         (
-            "rank time: read / deserialize / h2d / other",
-            " / ".join(f"{100 * shares[k]:.0f}%" for k in ("storage", "deserialize", "h2d", "other")),
+            "rank time: read (storage + page cache) / deserialize / h2d / other",
+            f"{100 * (shares['storage'] + shares['page_cache']):.0f}% "
+            f"({100 * shares['storage']:.0f}% + {100 * shares['page_cache']:.0f}%) / "
+            + " / ".join(f"{100 * shares[k]:.0f}%" for k in ("deserialize", "h2d", "other")),
         )
     )
     if v.get("h2d_stand_in"):

@@ -43,7 +43,7 @@ def rank_rows(session: Session) -> list[list[Any]]:
                     f"{m.wall_s:.2f}",
                     faithful,
                     f"{gbps(t.bytes, m.wall_s):.2f}",
-                    f"{100 * sh['storage']:.0f}%",
+                    f"{100 * (sh['storage'] + sh['page_cache']):.0f}%",
                     f"{100 * sh['deserialize']:.0f}%",
                     f"{100 * sh['h2d']:.0f}%",
                     status,
@@ -218,7 +218,14 @@ def strategy_rows(session: Session) -> list[list[str]]:
                 "-" if r.get("wall_s") is None else f"{r['wall_s']:.3f}",
                 "-" if r.get("GBps") is None else f"{r['GBps']:.2f}",
                 "-" if r.get("x_floor") is None else f"{r['x_floor']:.2f}x",
-                "/".join(f"{100 * shares.get(k, 0.0):.0f}" for k in ("storage", "deserialize", "h2d"))
+                "/".join(
+                    f"{100 * v:.0f}"
+                    for v in (
+                        shares.get("storage", 0.0) + shares.get("page_cache", 0.0),
+                        shares.get("deserialize", 0.0),
+                        shares.get("h2d", 0.0),
+                    )
+                )
                 if shares
                 else "-",
                 r.get("bottleneck") or "-",

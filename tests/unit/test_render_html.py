@@ -23,7 +23,7 @@ def session_with(path: str = "/data/eagle3", error: str | None = None, ranks: in
     for r in range(ranks):
         shards = [
             ShardTiming(file=f"s{i}.safetensors", bytes=GB, read_s=0.5, deserialize_s=0.1, h2d_s=0.2,
-                        h2d_bytes=GB // ranks, wall_s=1.0, start_s=float(i))
+                        h2d_bytes=GB // ranks, wall_s=1.0, start_s=float(i), nonresident_bytes=GB)
             for i in range(3)
         ]  # fmt: skip
         if error:

@@ -22,7 +22,8 @@ def cold_session(path: str = "/data/eagle3", error: str | None = None) -> Sessio
     for r in range(2):
         shards = [
             ShardTiming(file=f"model-0000{i + 1}-of-00002.safetensors", bytes=GB, read_s=0.8, deserialize_s=0.02,
-                        h2d_s=0.1, h2d_bytes=GB // 2, wall_s=1.0, start_s=i * 1.0, major_faults=100)
+                        h2d_s=0.1, h2d_bytes=GB // 2, wall_s=1.0, start_s=i * 1.0, major_faults=100,
+                        nonresident_bytes=GB)
             for i in range(2)
         ]  # fmt: skip
         if error and r == 1:

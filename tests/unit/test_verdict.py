@@ -30,6 +30,7 @@ def session(
             h2d_s=h2d * f,
             h2d_bytes=total // ranks,
             wall_s=wall,
+            nonresident_bytes=total - resident,  # what mincore saw missing when the shard started
         )
         rank_results.append(
             RankResult(rank=r, device=device, models=[RankModel(role="draft", wall_s=wall, shards=[shard])])
@@ -63,7 +64,7 @@ def test_cold_disk_bound_load_is_storage_bound_with_numbers() -> None:
     # GIVEN the H200 incident's shape: a cold 4 GB load spending 2.9 s in page faults and 0.3 s copying
     v = compute_verdict(session(read=2.9, deser=0.09, h2d=0.3, resident=0))
     assert v["bottleneck"] == "storage"
-    assert v["shares"]["storage"] > 0.85
+    assert v["shares"]["storage"] > 0.85 and v["shares"]["page_cache"] == 0
     assert "1.45 GB/s cold read ceiling on ext4" in v["summary"]
     assert "55.20 GB/s" in v["summary"]  # what pinned copies would allow
     flags = " ".join(v["recommendations"])
@@ -77,6 +78,8 @@ def test_warm_cache_with_slow_faults_is_page_cache_not_storage() -> None:
     v = compute_verdict(session(read=0.6, deser=0.05, h2d=0.3, resident=4 * GB))
     assert v["bottleneck"] == "page-cache"
     assert v["cold_fraction"] == 0.0
+    # the read phase of a warm load is page-cache time, not storage time
+    assert v["shares"]["storage"] == 0 and v["shares"]["page_cache"] > 0.5
 
 
 def test_copy_dominated_load_is_h2d_bound() -> None:
@@ -114,3 +117,9 @@ def test_empty_session() -> None:
     v = compute_verdict(Session())
     assert v["bottleneck"] == "unknown"
     assert run_totals(Session()).wall_s == 0
+
+
+def test_half_cold_shard_splits_its_read_time() -> None:
+    s = session(read=1.0, deser=0.0, h2d=0.0, resident=2 * GB)
+    shares = compute_verdict(s)["shares"]
+    assert abs(shares["storage"] - shares["page_cache"]) < 0.01
