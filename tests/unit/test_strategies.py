@@ -354,9 +354,14 @@ def test_prefetch_reads_the_ranks_share_of_the_sorted_files(models: list[ModelPl
     _, pre = load([draft], "prefetch", {}, 3, 1)
     share = {Path(p).name for p in sorted(str(f) for f in draft.files)[1::3]}
     fg = {s.file: s.bytes for s in mmap.models[0].shards}
+    prefetched = 0
     for s in pre.models[0].shards:
         size = next(p.bytes for p in draft.shards if p.name == s.file)
-        assert s.bytes == fg[s.file] + (size if s.file in share else 0), s.file
+        # The prefetcher reads only this rank's share, each file at most once. It stops when the rank's own load
+        # is done, so on a busy machine it may not have reached the last files of its share: never more, maybe less.
+        assert fg[s.file] <= s.bytes <= fg[s.file] + (size if s.file in share else 0), s.file
+        prefetched += s.bytes - fg[s.file]
+    assert prefetched > 0
 
 
 def test_pipelined_falls_back_to_buffered_reads_when_direct_io_is_refused(
