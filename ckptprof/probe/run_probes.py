@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ckptprof.errors import CheckpointError, UsageError
+from ckptprof.errors import CheckpointError
 from ckptprof.probe import storage, transfer
 
 _RANGE = re.compile(r"^(\d+)-(\d+)$")
@@ -57,38 +57,12 @@ def _stderr_log(msg: str) -> None:
 def parse_device_spec(spec: str, visible_cuda: int | None = None) -> list[str]:
     """``cpu``, ``cuda`` (all visible), ``cuda:0-7``, ``cuda:0,3``, ``0,1`` or ``2-3`` -> device names.
 
-    ``visible_cuda`` (the number of CUDA devices; asked from torch when None) checks indices and expands
-    ``cuda``. Raises UsageError on anything it cannot honour.
+    The same grammar as ``ckptprof run --devices`` (one parser for both); raises UsageError on anything it
+    cannot honour. ``visible_cuda`` overrides the number of CUDA devices torch reports.
     """
-    text = spec.strip().lower()
-    if text in ("", "cpu"):
-        return ["cpu"]
-    count = _visible_cuda() if visible_cuda is None else visible_cuda
-    if text == "cuda":
-        if count == 0:
-            raise UsageError("--devices cuda: no CUDA device is visible (use --devices cpu)")
-        return [f"cuda:{i}" for i in range(count)]
-    body = text[len("cuda:") :] if text.startswith("cuda:") else text
-    indices = _parse_indices(body, spec)
-    bad = [i for i in indices if i >= count]
-    if bad:
-        raise UsageError(f"--devices {spec}: cuda:{bad[0]} does not exist ({count} CUDA device(s) visible)")
-    return [f"cuda:{i}" for i in indices]
+    from ckptprof.replay.plan import parse_devices
 
-
-def _parse_indices(body: str, spec: str) -> list[int]:
-    indices: list[int] = []
-    for part in body.split(","):
-        part = part.strip()
-        if part.isdigit():
-            indices.append(int(part))
-            continue
-        m = _RANGE.match(part)
-        if not m or int(m.group(1)) > int(m.group(2)):
-            raise UsageError(f"--devices {spec}: expected cpu, cuda, cuda:0-7 or 0,1")
-        indices.extend(range(int(m.group(1)), int(m.group(2)) + 1))
-    # Keep the order given but drop repeats: the same GPU twice would double-count it.
-    return list(dict.fromkeys(indices))
+    return parse_devices(spec or "cpu", visible_cuda)
 
 
 def _visible_cuda() -> int:

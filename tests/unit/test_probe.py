@@ -309,7 +309,7 @@ def test_parse_device_spec(spec: str, expected: list[str]) -> None:
         ("cuda", 0, "no CUDA device"),
         ("cuda:8", 8, "cuda:8 does not exist"),
         ("0-9", 2, "does not exist"),
-        ("7-3", 8, "expected"),
+        ("7-3", 8, "is empty"),
         ("gpu0", 8, "expected"),
         ("cuda:", 8, "expected"),
     ],

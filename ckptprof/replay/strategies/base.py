@@ -10,6 +10,7 @@ import torch
 from ckptprof.checkpoint.tp_rules import TPSlice, tp_slice
 from ckptprof.replay.plan import ModelPlan
 from ckptprof.replay.recorder import Recorder
+from ckptprof.replay.touch import fault_in
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "BOOL": torch.bool,
@@ -96,3 +97,17 @@ class Strategy(Protocol):
     flags: str  # the SGLang flags that select this path
 
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None: ...
+
+
+def replay_tensor(ctx: LoadContext, role: str, name: str, full: torch.Tensor, rec: Recorder) -> None:
+    """What SGLang's weight_loader does with one ``(name, cpu_tensor)`` pair: narrow it to this rank's slice and
+    ``copy_`` that into the parameter - with the slice's pages faulted in first, under "read", when decomposing."""
+    with rec.deserialize():
+        src = ctx.narrow(role, name, full)
+    if src is not None:
+        with rec.read(full.numel() * full.element_size()):
+            if ctx.decompose:
+                fault_in(src)
+        with rec.h2d(src.numel() * src.element_size()):
+            ctx.copy(role, name, src)
+    rec.tensor_done()

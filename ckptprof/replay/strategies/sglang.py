@@ -14,8 +14,8 @@ from safetensors import safe_open
 from ckptprof.checkpoint import fs, pickled
 from ckptprof.replay.plan import ModelPlan
 from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext
-from ckptprof.replay.touch import fault_in, read_header_region
+from ckptprof.replay.strategies.base import LoadContext, replay_tensor
+from ckptprof.replay.touch import read_header_region
 
 
 class SGLangMmap:
@@ -41,15 +41,7 @@ class SGLangMmap:
         with rec.deserialize():
             state = pickled.load_state_dict(path)
         for name, full in state.items():
-            with rec.deserialize():
-                src = ctx.narrow(role, name, full)
-            if src is not None:
-                with rec.read(full.numel() * full.element_size()):
-                    if ctx.decompose:
-                        fault_in(src)
-                with rec.h2d(src.numel() * src.element_size()):
-                    ctx.copy(role, name, src)
-            rec.tensor_done()
+            replay_tensor(ctx, role, name, full, rec)
 
     def _load_shard(self, ctx: LoadContext, role: str, path: str, rec: Recorder) -> None:
         if pickled.is_pickle(path):
@@ -65,12 +57,5 @@ class SGLangMmap:
             for name in keys:
                 with rec.deserialize():
                     full = handle.get_tensor(name)
-                    src = ctx.narrow(role, name, full)
-                if src is not None:
-                    with rec.read(full.numel() * full.element_size()):
-                        if ctx.decompose:
-                            fault_in(src)
-                    with rec.h2d(src.numel() * src.element_size()):
-                        ctx.copy(role, name, src)
-                rec.tensor_done()
-                del full, src
+                replay_tensor(ctx, role, name, full, rec)
+                del full

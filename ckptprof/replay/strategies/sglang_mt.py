@@ -27,8 +27,8 @@ from safetensors import safe_open
 from ckptprof.checkpoint import fs
 from ckptprof.replay.plan import ModelPlan, ShardPlan
 from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext
-from ckptprof.replay.touch import fault_in, read_header_region
+from ckptprof.replay.strategies.base import LoadContext, replay_tensor
+from ckptprof.replay.touch import read_header_region
 from ckptprof.session import ShardTiming
 
 DEFAULT_THREADS = 8
@@ -128,16 +128,8 @@ class SGLangMultiThread:
         try:
             with rec.use_shard(timing):
                 for name, full in opened.tensors.items():
-                    with rec.deserialize():
-                        src = ctx.narrow(role, name, full)
-                    if src is not None:
-                        with rec.read(full.numel() * full.element_size()):
-                            if ctx.decompose:
-                                fault_in(src)
-                        with rec.h2d(src.numel() * src.element_size()):
-                            ctx.copy(role, name, src)
-                    rec.tensor_done()
-                    del full, src
+                    replay_tensor(ctx, role, name, full, rec)
+                    del full
         except Exception as exc:
             rec.close_shard(timing, exc)
             return
