@@ -89,14 +89,16 @@ def test_instrumentation_overhead(benchmark: BenchmarkFixture, bench_checkpoint:
     """Warm cache, interleaved rounds: plain loop vs the faithful (wall-only) recorder vs the decomposed one."""
     plan = build_plan(bench_checkpoint, tp=1, devices="cpu", cache="warm")
     fs.warm_cache(plan.models[0].files)
-    ctx = _context(plan, decompose=True)
+    # The faithful pass runs SGLang's sequence (no page touching): its context must not decompose.
+    ctx_plain = _context(plan, decompose=False)
+    ctx_decomposed = _context(plan, decompose=True)
     times: dict[str, list[float]] = {"plain": [], "faithful": [], "decomposed": []}
     runs = {
-        "plain": lambda: replay_plain(plan, ctx),
-        "faithful": lambda: replay_instrumented(plan, ctx, faithful=True),
-        "decomposed": lambda: replay_instrumented(plan, ctx, faithful=False),
+        "plain": lambda: replay_plain(plan, ctx_plain),
+        "faithful": lambda: replay_instrumented(plan, ctx_plain, faithful=True),
+        "decomposed": lambda: replay_instrumented(plan, ctx_decomposed, faithful=False),
     }
-    rounds = 1 if benchmark.disabled else 7
+    rounds = 1 if benchmark.disabled else 11
     for _ in range(rounds):
         for name, fn in runs.items():
             t0 = time.perf_counter()
