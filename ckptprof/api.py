@@ -200,8 +200,17 @@ def replay(
     elif probe and (group is None or group.is_main):
         from ckptprof.probe.run_probes import measure_ceilings
 
-        say("measuring ceilings (storage, page cache, host-to-device) ...")
         files = [f for m in plan.models for f in m.files]
+        if cache == "as-is":
+            # The storage probe drops and re-reads its sample: "as-is" means as found before ckptprof touched it.
+            found = fs.total_resident_bytes(files)
+            total = sum(f.stat().st_size for f in files) or 1
+            session.notes.append(
+                f"as-is: {100 * found / total:.0f}% of the checkpoint was in the page cache before the probes; "
+                "the storage probe drops and re-reads a sample, so the replay may start from a different state "
+                "(each model's cache note says what it found then; use --no-probe to keep the state untouched)"
+            )
+        say("measuring ceilings (storage, page cache, host-to-device) ...")
         session.ceilings = measure_ceilings(
             files, plan.devices, sample_bytes=probe_sample_bytes, progress=progress
         )

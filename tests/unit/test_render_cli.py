@@ -29,7 +29,9 @@ def committed_sessions() -> list[Path]:
 
 @pytest.fixture
 def saved(tmp_path: Path) -> Path:
-    shard = ShardTiming(file="a.safetensors", bytes=10**9, read_s=0.5, h2d_s=0.2, wall_s=1.0, nonresident_bytes=10**9)
+    shard = ShardTiming(
+        file="a.safetensors", bytes=10**9, read_s=0.5, h2d_s=0.2, wall_s=1.0, nonresident_bytes=10**9
+    )
     session = Session(
         config={"tp": 1, "devices": ["cpu"]},
         ranks=[
