@@ -62,6 +62,29 @@ def pick_format(fmt: str | None, output: str | None) -> str:
     return _BY_EXTENSION.get(Path(output).suffix.lower(), "table") if output else "table"
 
 
+def attach_ceilings(session: Session, path: str) -> None:
+    """Ceilings measured by a separate `ckptprof probe --json`, for a session that has none of its own."""
+    import json
+
+    from ckptprof.errors import SessionFileError, UsageError
+
+    if session.ceilings:
+        raise UsageError(f"--ceilings: {args_name(session)} already has ceilings measured in its own run")
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SessionFileError(path, f"not a probe JSON ({type(exc).__name__})") from None
+    if not isinstance(data, dict) or not any(k.endswith("GBps") for k in data):
+        raise SessionFileError(path, "not `ckptprof probe --json` output (no *_GBps keys)")
+    session.ceilings = data
+    session.notes = [n for n in session.notes if not n.startswith("ceilings not measured")]
+    session.notes.append(f"ceilings from {path}, measured separately from this run (not in the same run)")
+
+
+def args_name(session: Session) -> str:
+    return session.created or "the session"
+
+
 class ReportCommand:
     name = "report"
     help = "Render a saved session as a table, Markdown, self-contained HTML, JSON or a Perfetto trace."
@@ -73,9 +96,17 @@ class ReportCommand:
             "-f", "--format", choices=FORMATS, default=None, help="output format (default: table)"
         )
         parser.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout")
+        parser.add_argument(
+            "--ceilings",
+            metavar="PROBE_JSON",
+            help="for a session run with --no-probe: take the ceilings from `ckptprof probe --json` output "
+            "(the report says they were measured separately)",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         session = Session.load(args.session)
+        if args.ceilings:
+            attach_ceilings(session, args.ceilings)
         if session.ranks:
             from ckptprof.analysis.verdict import compute_verdict
 

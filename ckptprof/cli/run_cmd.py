@@ -26,6 +26,8 @@ examples:
   ckptprof run /data/eagle3 --cache cold         diagnose a draft checkpoint from a cold page cache
   ckptprof run /data/verifier --draft /data/eagle3 --tp 8 --devices cuda --faithful
   torchrun --nproc-per-node 8 -m ckptprof run /data/verifier --devices cuda
+  ckptprof run /data/eagle3 --strategy all --verify    every SGLang loading path side by side, values checked
+  ckptprof run /data/eagle3 --log server.log --html report.html --py-spy
 """
 
 

@@ -115,3 +115,21 @@ def test_every_committed_session_renders_in_every_format(
     capsys.readouterr()
     assert json.loads((tmp_path / "out.perfetto").read_text())["traceEvents"]
     assert "<svg" in (tmp_path / "out.html").read_text()
+
+
+def test_report_takes_separately_measured_ceilings(
+    saved: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a session run with --no-probe and a `ckptprof probe --json` output
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps({"storage_read_GBps": 1.5, "h2d_pinned_GBps": {"cuda:0": 55.0}}))
+    # WHEN it is rendered with --ceilings
+    assert main(["report", str(saved), "--format", "md", "--ceilings", str(probe)]) == 0
+    out = capsys.readouterr().out
+    # THEN the verdict quotes the ceiling and the report says where it came from
+    assert "1.50 GB/s cold read ceiling" in out
+    assert "measured separately" in out
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert main(["report", str(saved), "--ceilings", str(bad)]) == 2
+    assert "probe --json" in capsys.readouterr().err
