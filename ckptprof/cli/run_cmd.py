@@ -183,8 +183,8 @@ class RunCommand:
             type=float,
             default=None,
             metavar="SECONDS",
-            help="stop a replay pass whose ranks run longer than this and mark them failed with where they hung "
-            "(default 3600, or $CKPTPROF_RANK_TIMEOUT_S; 0: never)",
+            help="stop a replay pass when no rank has finished a shard for this long, and mark the ranks failed "
+            "with where they hung (default 1800, or $CKPTPROF_RANK_TIMEOUT_S; 0: never)",
         )
         parser.add_argument(
             "--log",
@@ -231,7 +231,7 @@ class RunCommand:
         if args.rank_timeout is not None:
             os.environ["CKPTPROF_RANK_TIMEOUT_S"] = str(args.rank_timeout)
         else:  # a hang (a stuck NFS server, a wedged driver) must end the run, not the user's patience
-            os.environ.setdefault("CKPTPROF_RANK_TIMEOUT_S", "3600")
+            os.environ.setdefault("CKPTPROF_RANK_TIMEOUT_S", "1800")
         strategies = parse_strategies(args.strategy, args.verify)
         sessions: list[Session] = []
         interrupted = False

@@ -115,6 +115,7 @@ class _Collector:
         self.barrier = barrier
         self.progress = progress
         self.done: dict[int, RankResult] = {}
+        self.last_progress = time.monotonic()  # when a rank last reported anything (a shard, a result)
         self.partial: dict[int, list[RankModel]] = {}
 
     def drain(self, results: Any, seconds: float) -> None:
@@ -127,6 +128,7 @@ class _Collector:
                 msg = results.get(timeout=timeout)
             except queue_mod.Empty:
                 return
+            self.last_progress = time.monotonic()
             if msg[0] == "shard":
                 _, rank, role, data = msg
                 timing = ShardTiming(**data)
@@ -203,7 +205,8 @@ def _ordered(plan: ReplayPlan, collector: _Collector) -> list[RankResult]:
 
 
 def rank_timeout_s() -> float | None:
-    """A replay pass longer than this is a hang: CKPTPROF_RANK_TIMEOUT_S (seconds), unset or 0 for none."""
+    """No rank reporting anything (not a finished shard, not a result) for this long is a hang:
+    CKPTPROF_RANK_TIMEOUT_S (seconds), unset or 0 for none. Progress resets it, so a long load is never cut."""
     value = float(os.environ.get("CKPTPROF_RANK_TIMEOUT_S", "0") or 0)
     return value if value > 0 else None
 
@@ -229,14 +232,15 @@ def _stack_of(pid: int) -> str:
 def _collect(procs: list[Any], results: Any, barrier: Any, collector: _Collector) -> None:
     dead_since: dict[int, float] = {}
     timeout = rank_timeout_s()
-    deadline = None if timeout is None else time.monotonic() + timeout
     while len(collector.done) < len(procs):
         collector.drain(results, seconds=POLL_S)
-        if deadline is not None and time.monotonic() > deadline:
+        if timeout is not None and time.monotonic() - collector.last_progress > timeout:
             for rank, p in enumerate(procs):
                 if rank not in collector.done and p.is_alive():
                     where = _stack_of(p.pid) if p.pid else ""
-                    collector.fail(rank, f"timed out after {timeout:g} s (CKPTPROF_RANK_TIMEOUT_S){where}")
+                    collector.fail(
+                        rank, f"timed out: no progress for {timeout:g} s (CKPTPROF_RANK_TIMEOUT_S){where}"
+                    )
             barrier.abort()
             return
         for rank, p in enumerate(procs):
