@@ -123,3 +123,22 @@ def test_half_cold_shard_splits_its_read_time() -> None:
     s = session(read=1.0, deser=0.0, h2d=0.0, resident=2 * GB)
     shares = compute_verdict(s)["shares"]
     assert abs(shares["storage"] - shares["page_cache"]) < 0.01
+
+
+def test_network_fs_amplification_is_an_upper_bound_from_residency() -> None:
+    # GIVEN 4 ranks on sshfs: the kernel's io accounting saw nothing, each rank found every shard uncached
+    s = session(read=2.9, deser=0.09, h2d=0.3, resident=0, ranks=4, fs_type="fuse.sshfs")
+    v = compute_verdict(s)
+    # THEN the amplification comes from residency, is said to be a bound, and the summary says "up to"
+    assert v["storage_amplification"] == 4.0
+    assert v["storage_amplification_source"].startswith("upper bound")
+    assert "up to 4.0x the checkpoint" in v["summary"]
+
+
+def test_local_fs_amplification_comes_from_the_kernel() -> None:
+    s = session(read=2.9, deser=0.09, h2d=0.3, resident=0, ranks=4)
+    for r in s.ranks:
+        r.models[0].shards[0].storage_bytes = GB  # the page cache served most ranks
+    v = compute_verdict(s)
+    assert v["storage_amplification"] == 1.0
+    assert v["storage_amplification_source"].startswith("kernel")
