@@ -520,3 +520,24 @@ def test_strategies_contain_no_timing_code() -> None:
             "process_time",
         ):
             assert clock not in text, f"{path.name} reads a clock ({clock}): timing belongs to the recorder"
+
+
+def test_a_filled_ring_hands_out_its_buffers() -> None:
+    # GIVEN a ring whose buffers were all allocated up front (what prepare() does with pinned memory on CUDA)
+    ring = pipelined_mod._Ring(count=3, size=4096, pinned=False)
+    ring.fill()
+    taken: list[int] = []
+
+    def take_all() -> None:
+        for _ in range(3):
+            taken.append(ring.acquire()[0])
+
+    # WHEN readers take every buffer
+    t = threading.Thread(target=take_all, daemon=True)
+    t.start()
+    t.join(timeout=5)
+    # THEN none waits: the three buffers are handed out, each once
+    assert not t.is_alive(), "acquire() blocked on a filled ring"
+    assert sorted(taken) == [0, 1, 2]
+    ring.release(taken[0], None)
+    assert ring.acquire()[0] == taken[0]

@@ -115,8 +115,11 @@ class _Ring:
 
     def fill(self) -> None:
         """Allocate every buffer now (pinning takes time: done before the timed load where possible)."""
-        while len(self._buffers) < self.count:
-            self._add()
+        with self._lock:
+            while len(self._buffers) < self.count:
+                # A pre-allocated buffer is free until a reader takes it. (Without this, a filled ring - the
+                # pinned, CUDA case - handed out nothing: every reader waited on an empty free list for good.)
+                self._free.put(self._add())
 
     def _add(self) -> int:
         buf = torch.empty(self.size, dtype=torch.uint8, pin_memory=self.pinned)
