@@ -541,3 +541,34 @@ def test_a_filled_ring_hands_out_its_buffers() -> None:
     assert sorted(taken) == [0, 1, 2]
     ring.release(taken[0], None)
     assert ring.acquire()[0] == taken[0]
+
+
+def _load_into(out: list[Any], models: list[ModelPlan], tp: int, rank: int) -> None:
+    out.append(load(models, "pipelined", {"readers": 4}, tp, rank))
+
+
+def test_pipelined_loads_through_a_pre_filled_ring(
+    models: list[ModelPlan], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the CUDA flow on CPU: every ring buffer allocated before the load (prepare() pins them on a GPU)
+    real_ring_for = pipelined_mod.Pipelined._ring_for
+
+    def filled(self: Any, ctx: LoadContext, needed: int) -> Any:
+        ring = real_ring_for(self, ctx, needed)
+        if not ring._buffers:
+            ring.fill()
+        return ring
+
+    monkeypatch.setattr(pipelined_mod.Pipelined, "_ring_for", filled)
+    # WHEN it loads (TP1, and a TP3 rank with row-parallel staging too) THEN it finishes with sglang's values;
+    # a regression would hang, so the load runs in a thread with a deadline
+    for tp, rank in ((1, 0), (3, 2)):
+        want = reference(models, tp, rank)
+        out: list[Any] = []
+        t = threading.Thread(target=_load_into, args=(out, models, tp, rank), daemon=True)
+        t.start()
+        t.join(timeout=60)
+        assert not t.is_alive(), "pipelined hung on a pre-filled ring"
+        digests, rec = out[0]
+        assert digests == want
+        assert all(s.status == "ok" for m in rec.models for s in m.shards)
