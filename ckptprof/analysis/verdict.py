@@ -14,32 +14,15 @@ from ckptprof.analysis.attribution import (
     rank_skew,
     run_totals,
 )
+from ckptprof.fstypes import is_network_fs
 from ckptprof.session import Session
 
-NETWORK_FS = (
-    "nfs",
-    "nfs4",
-    "lustre",
-    "fuse",
-    "cifs",
-    "smb",
-    "smb3",
-    "9p",
-    "ceph",
-    "gpfs",
-    "beegfs",
-    "glusterfs",
-)
 SKEW_LIMIT = 1.5
 
 MT_FLAG = '--model-loader-extra-config \'{"enable_multithread_load": true, "num_threads": 16}\''
 PREFETCH_FLAG = "--weight-loader-prefetch-checkpoints"
 NO_MMAP_FLAG = "--weight-loader-disable-mmap"
 FASTST_FLAG = "--load-format fastsafetensors"
-
-
-def is_network_fs(fs_type: str) -> bool:
-    return any(fs_type == n or fs_type.startswith(n + ".") or fs_type.startswith(n) for n in NETWORK_FS)
 
 
 def _ceiling(ceilings: dict[str, Any], key: str) -> float | None:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import psutil
 
+from ckptprof.fstypes import is_network_fs
+
 PAGE_SIZE = mmap.PAGESIZE
 
 # mincore() needs one vector byte per page; mapping a whole 100 GB shard at once would need a 25 MB vector
@@ -33,8 +35,6 @@ _DROP_TOLERANCE_BYTES = 2 * 1024 * 1024
 _WARM_BUFFER = 16 * 1024 * 1024
 
 # File systems whose server can keep its own cache, which no client-side drop reaches.
-NETWORK_FS_PREFIXES = ("nfs", "cifs", "smb", "lustre", "gpfs", "beegfs", "ceph", "fuse", "9p", "glusterfs")
-
 _SYS_CACHESTAT = 451  # x86_64 and aarch64 share the number (Linux 6.5+)
 
 
@@ -64,10 +64,6 @@ def _is_under(path: str, mount: str) -> bool:
     if mount == "/":
         return path.startswith("/")
     return path == mount or path.startswith(mount + "/")
-
-
-def is_network_fs(fstype: str) -> bool:
-    return fstype.lower().startswith(NETWORK_FS_PREFIXES)
 
 
 # -- residency --------------------------------------------------------------------------------------------------

@@ -69,7 +69,7 @@ def attach_ceilings(session: Session, path: str) -> None:
     from ckptprof.errors import SessionFileError, UsageError
 
     if session.ceilings:
-        raise UsageError(f"--ceilings: {args_name(session)} already has ceilings measured in its own run")
+        raise UsageError(f"--ceilings: {path}: this session already has ceilings measured in its own run")
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -79,10 +79,6 @@ def attach_ceilings(session: Session, path: str) -> None:
     session.ceilings = data
     session.notes = [n for n in session.notes if not n.startswith("ceilings not measured")]
     session.notes.append(f"ceilings from {path}, measured separately from this run (not in the same run)")
-
-
-def args_name(session: Session) -> str:
-    return session.created or "the session"
 
 
 class ReportCommand:

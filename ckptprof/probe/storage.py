@@ -27,6 +27,7 @@ import numpy as np
 import psutil
 
 from ckptprof.checkpoint import fs
+from ckptprof.fstypes import is_network_fs
 
 Clock = Callable[[], float]
 Log = Callable[[str], None]
@@ -414,7 +415,7 @@ def _cold_notes(drops: Sequence[fs.CacheDropResult], direct: bool, fstype: str) 
         notes.append(f"page cache not dropped ({failed[0].note}); O_DIRECT reads bypass it anyway")
     if fstype in ("tmpfs", "ramfs"):
         notes.append(f"the files live in memory ({fstype}): the storage figure is a memory read")
-    elif fs.is_network_fs(fstype) or fstype == "unknown":
+    elif is_network_fs(fstype) or fstype == "unknown":
         notes.append(
             f"{fstype}: the client's cache was bypassed or dropped, but the server may still have served "
             "the sample from its own cache"

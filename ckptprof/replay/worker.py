@@ -110,14 +110,3 @@ def replay_rank(
         # ru_maxrss is in KiB on Linux.
         result.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return result
-
-
-def faithful_walls(result: RankResult) -> dict[str, float]:
-    return {m.role: m.wall_s for m in result.models}
-
-
-def merge_faithful(decomposed: RankResult, faithful: RankResult) -> None:
-    """Attach the faithful pass's per-model walls to the decomposed pass's models."""
-    walls = faithful_walls(faithful)
-    for m in decomposed.models:
-        m.faithful_wall_s = walls.get(m.role)

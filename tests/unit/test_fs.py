@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ckptprof.checkpoint import fs
+from ckptprof.fstypes import is_network_fs
 
 MiB = 1024 * 1024
 # Page-cache states that cannot be dropped: the file *is* memory.
@@ -102,11 +103,11 @@ def test_fs_type_follows_symlinks(disk_dir: Path) -> None:
 
 
 def test_network_fs_names() -> None:
-    assert fs.is_network_fs("nfs4")
-    assert fs.is_network_fs("fuse.sshfs")
-    assert fs.is_network_fs("lustre")
-    assert not fs.is_network_fs("ext4")
-    assert not fs.is_network_fs("tmpfs")
+    assert is_network_fs("nfs4")
+    assert is_network_fs("fuse.sshfs")
+    assert is_network_fs("lustre")
+    assert not is_network_fs("ext4")
+    assert not is_network_fs("tmpfs")
 
 
 # -- residency, drop, warm -------------------------------------------------------------------------------------
