@@ -2,7 +2,8 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe | strategies1 verify strategies8 verifier
+# steps: env smoke synth tp1 tp8 probe | deps strategies1 verify strategies8 pyspy verifier
+# (STRATEGIES picks the strategies; STRAT8_DEVICES the device specs of strategies8, default "cuda cuda:0")
 # (fastsafetensors travels as a wheel in .whl/, fio with its libraries in .fio/fio.tgz; both optional)
 set -uo pipefail
 OUT=${1:?outdir}; shift
@@ -59,10 +60,17 @@ for s in $STEPS; do
     done
     ;;
   strategies8)
-    for cache in warm cold; do
-      step "TP8 over both GPUs $cache, every strategy, verified"
-      $CK run "$DATA/eagle3" --tp 8 --devices cuda --cache $cache --strategy "${STRATEGIES:-all}" --verify -o "$OUT/strategies-tp8-$cache" -q
+    for devs in ${STRAT8_DEVICES:-cuda cuda:0}; do
+      for cache in warm cold; do
+        step "TP8 on $devs $cache, every strategy, verified"
+        $CK run "$DATA/eagle3" --tp 8 --devices $devs --cache $cache --strategy "${STRATEGIES:-all}" --verify -o "$OUT/strategies-tp8-${devs/:/}-$cache" -q
+      done
     done
+    ;;
+  pyspy)
+    step "py-spy: TP1 cold on cuda:0, TP8 warm over both GPUs"
+    $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache cold --py-spy --no-probe -o "$OUT/pyspy-tp1-cold" -q
+    $CK run "$DATA/eagle3" --tp 8 --devices cuda --cache warm --py-spy --no-probe -o "$OUT/pyspy-tp8-warm" -q
     ;;
   verify)
     step "probe + independent checks (fio, plain copy_)"
