@@ -2,8 +2,9 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe | deps strategies1 verify strategies8 pyspy verifier
-# (STRATEGIES picks the strategies; STRAT8_DEVICES the device specs of strategies8, default "cuda cuda:0")
+# steps: env smoke synth tp1 tp8 probe | deps strategies1 verify strategies8 tune pyspy verifier
+# (STRATEGIES picks the strategies; STRAT8_DEVICES / STRAT8_CACHES the device specs and cache modes of strategies8;
+#  tune: the pipelined strategy's reader count, TUNE_READERS)
 # (fastsafetensors travels as a wheel in .whl/, fio with its libraries in .fio/fio.tgz; both optional)
 set -uo pipefail
 OUT=${1:?outdir}; shift
@@ -61,10 +62,16 @@ for s in $STEPS; do
     ;;
   strategies8)
     for devs in ${STRAT8_DEVICES:-cuda cuda:0}; do
-      for cache in warm cold; do
+      for cache in ${STRAT8_CACHES:-warm cold}; do
         step "TP8 on $devs $cache, every strategy, verified"
-        $CK run "$DATA/eagle3" --tp 8 --devices $devs --cache $cache --strategy "${STRATEGIES:-all}" --verify -o "$OUT/strategies-tp8-${devs/:/}-$cache" -q
+        timeout -s INT ${STEP_TIMEOUT_S:-300} $CK run "$DATA/eagle3" --tp 8 --devices $devs --cache $cache --strategy "${STRATEGIES:-all}" --verify -o "$OUT/strategies-tp8-${devs/:/}-$cache" -q
       done
+    done
+    ;;
+  tune)
+    for readers in ${TUNE_READERS:-8 16 24 32}; do
+      step "TP1 cuda:0 warm, pipelined with $readers readers"
+      $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache warm --strategy pipelined:readers=$readers --no-probe -o "$OUT/tune-readers$readers" -q | grep -E "^ +0 |verdict"
     done
     ;;
   pyspy)

@@ -1,5 +1,9 @@
-"""Independent checks of `ckptprof probe` on the device machine (issue 4): fio on the same files, cold, O_DIRECT,
-16 MiB blocks, 1 job; and a plain 1 GiB pinned / pageable `copy_` per GPU timed with CUDA events.
+"""Independent checks of `ckptprof probe` on the device machine (issue 4): fio on the same byte ranges, cold,
+O_DIRECT, 16 MiB blocks, 1 job; and a plain 1 GiB pinned / pageable `copy_` per GPU timed with CUDA events.
+
+The storage check reads the same whole files (about the probe's sample size) with the probe's own cold reader and
+with fio, alternating, ROUNDS times each: a virtio disk's throughput drifts by 2x within minutes (seen on the lent
+machine), so only readings taken side by side compare.
 
 Usage (repository root, after `ckptprof probe DIR --json > probe.json`):
     python3 reports/h200/verify_ceilings.py DIR probe.json FIO_BINARY > verify.json
@@ -17,17 +21,24 @@ from pathlib import Path
 import torch
 
 from ckptprof.checkpoint import fs
+from ckptprof.probe import storage
+
+ROUNDS = 3
 
 
-def fio_cold_read(files: list[Path], fio: str, sample_bytes: int) -> float:
-    """fio's sequential O_DIRECT read of the same files (up to the probe's sample size), page cache dropped."""
-    chosen, total = [], 0
+def whole_files(files: list[Path], sample_bytes: int) -> list[storage.Region]:
+    """Whole files, in order, up to about the probe's sample size: a sample fio can read exactly."""
+    regions: list[storage.Region] = []
     for f in files:
-        if total >= sample_bytes:
+        if sum(r.length for r in regions) >= sample_bytes:
             break
-        chosen.append(f)
-        total += f.stat().st_size
-    fs.drop_cache(chosen)
+        regions.append(storage.Region(f, 0, f.stat().st_size))
+    return regions
+
+
+def fio_cold_read(regions: list[storage.Region], fio: str) -> float:
+    """fio reading the same whole files one after another (O_DIRECT, 16 MiB, 1 job), their pages dropped first."""
+    fs.drop_cache([r.path for r in regions])
     cmd = [
         fio,
         "--name=ckptprof-verify",
@@ -36,8 +47,9 @@ def fio_cold_read(files: list[Path], fio: str, sample_bytes: int) -> float:
         "--direct=1",
         "--ioengine=psync",
         "--numjobs=1",
+        "--file_service_type=sequential",  # file after file, as the probe reads (fio's default alternates)
         "--output-format=json",
-        "--filename=" + ":".join(str(p) for p in chosen),
+        "--filename=" + ":".join(str(r.path) for r in regions),
     ]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     job = json.loads(out[out.index("{") :])["jobs"][0]["read"]
@@ -75,9 +87,20 @@ def main() -> None:
         "probe_storage_1_stream_GBps": probe["storage_read_1_stream_GBps"],
         "probe_storage_method": probe["storage_method"],
     }
-    fio_rate = fio_cold_read(files, fio, int(probe["storage_sample_bytes"]))
-    out["fio_cold_o_direct_1_job_GBps"] = round(fio_rate, 3)
-    out["storage_vs_fio"] = round(probe["storage_read_1_stream_GBps"] / fio_rate, 3)
+    regions = whole_files(files, int(probe["storage_sample_bytes"]))
+    direct = probe["storage_method"] == "o_direct"
+    block = int(probe["storage_block_bytes"])
+    pairs = []
+    for _ in range(ROUNDS):
+        ours = storage.cold_read(regions, 1, block, direct).gbps
+        theirs = fio_cold_read(regions, fio)
+        pairs.append(
+            {"probe_GBps": round(ours, 3), "fio_GBps": round(theirs, 3), "ratio": round(ours / theirs, 3)}
+        )
+    out["side_by_side"] = pairs
+    out["fio_cold_o_direct_1_job_GBps"] = statistics.median(p["fio_GBps"] for p in pairs)
+    out["probe_cold_1_stream_side_by_side_GBps"] = statistics.median(p["probe_GBps"] for p in pairs)
+    out["storage_vs_fio"] = statistics.median(p["ratio"] for p in pairs)
     for i in range(torch.cuda.device_count()):
         d = f"cuda:{i}"
         pinned, pageable = copy_rate(d, True), copy_rate(d, False)
