@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ckptprof.session import RankModel, ShardTiming
 
@@ -209,6 +209,9 @@ _PHASE_FIELDS = {"read": "read_s", "deserialize": "deserialize_s", "h2d": "h2d_s
 @dataclass
 class Recorder:
     """Accumulates per-shard phase times for one rank; safe to call from several threads."""
+
+    # Whether phases are timed: a strategy may skip the per-tensor phase blocks when they are not (see add_counts).
+    times_phases: ClassVar[bool] = True
 
     copy_timer: CopyTimer
     counters: Counters = field(default_factory=ProcessCounters)
@@ -441,9 +444,20 @@ class Recorder:
         with self._lock:
             state.timing.tensors += 1
 
+    def add_counts(self, nbytes: int, h2d_bytes: int, tensors: int, shard: ShardTiming | None = None) -> None:
+        """What ``read(nbytes)``, ``h2d(h2d_bytes)`` and ``tensors`` calls of ``tensor_done`` would have counted,
+        in one call: for a loop that records no phases because none is timed (``times_phases`` False)."""
+        state = self._state(shard)
+        with self._lock:
+            state.timing.bytes += nbytes
+            state.timing.h2d_bytes += h2d_bytes
+            state.timing.tensors += tensors
+
 
 class WallOnlyRecorder(Recorder):
     """For the faithful pass: SGLang's exact sequence, only shard walls measured, no per-phase clock reads."""
+
+    times_phases: ClassVar[bool] = False
 
     @contextmanager
     def _phase(
