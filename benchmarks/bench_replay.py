@@ -85,9 +85,16 @@ def test_replay_throughput(benchmark: BenchmarkFixture, bench_checkpoint: Path, 
     )
 
 
-def test_instrumentation_overhead(benchmark: BenchmarkFixture, bench_checkpoint: Path) -> None:
-    """Warm cache, interleaved rounds: plain loop vs the faithful (wall-only) recorder vs the decomposed one."""
-    plan = build_plan(bench_checkpoint, tp=1, devices="cpu", cache="warm")
+@pytest.mark.parametrize("size", ["256MB-64-shards", "1GB-16-shards"])
+def test_instrumentation_overhead(
+    benchmark: BenchmarkFixture, request: pytest.FixtureRequest, size: str
+) -> None:
+    """Warm cache, interleaved rounds: plain loop vs the faithful (wall-only) recorder vs the decomposed one.
+
+    Two checkpoints: many small shards (the worst case for per-shard costs) and fewer, larger ones (closer to
+    the H200 runs' 73 MB shards)."""
+    fixture = "bench_checkpoint" if size.startswith("256MB") else "bench_checkpoint_large"
+    plan = build_plan(request.getfixturevalue(fixture), tp=1, devices="cpu", cache="warm")
     fs.warm_cache(plan.models[0].files)
     # The faithful pass runs SGLang's sequence (no page touching): its context must not decompose.
     ctx_plain = _context(plan, decompose=False)
@@ -106,9 +113,13 @@ def test_instrumentation_overhead(benchmark: BenchmarkFixture, bench_checkpoint:
             times[name].append(time.perf_counter() - t0)
     benchmark.pedantic(runs["decomposed"], rounds=1, iterations=1)
     plain = statistics.median(times["plain"])
+    shards = plan.models[0].shards
     benchmark.extra_info.update(
         {
+            "bytes": plan.models[0].total_bytes,
+            "shards": len(shards),
             "plain_s": round(plain, 4),
+            "plain_ms_per_shard": round(1e3 * plain / len(shards), 3),
             "faithful_over_plain": round(statistics.median(times["faithful"]) / plain, 3),
             "decomposed_over_plain": round(statistics.median(times["decomposed"]) / plain, 3),
         }

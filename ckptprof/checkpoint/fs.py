@@ -118,8 +118,13 @@ def resident_bytes(path: str | Path) -> int:
     Opening a file on FUSE without ``kernel_cache`` (sshfs's default) invalidates its cached pages, so on
     such mounts this reports (and causes) 0; use :func:`resident_bytes_fd` on a descriptor already open.
     """
-    with open(path, "rb", buffering=0) as fh:
-        return resident_bytes_fd(fh.fileno())
+    # A bare descriptor, not a file object: replays ask this before every shard, inside the load's wall, and
+    # open() builds an io object and checks the path (another fstat) for nothing read through it.
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return resident_bytes_fd(fd)
+    finally:
+        os.close(fd)
 
 
 def resident_bytes_fd(fd: int, offset: int = 0, length: int | None = None) -> int:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ckptprof.session import RankModel, ShardTiming
 
@@ -49,6 +49,10 @@ class CopyTimer(Protocol):
     def seconds(self, spans: list[Any]) -> float: ...
 
     def elapsed(self) -> float: ...
+
+
+# Linux only; elsewhere the process's count.
+_RUSAGE_THREAD: int = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
 
 
 class _ThreadIo(threading.local):
@@ -86,8 +90,7 @@ class ProcessCounters:
             return 0
 
     def thread_major_faults(self) -> int:
-        who = getattr(resource, "RUSAGE_THREAD", None)  # Linux only; elsewhere the process's count
-        return resource.getrusage(resource.RUSAGE_SELF if who is None else who).ru_majflt
+        return resource.getrusage(_RUSAGE_THREAD).ru_majflt
 
     def thread_storage_read_bytes(self) -> int:
         io = self._thread_io
@@ -96,14 +99,22 @@ class ProcessCounters:
         try:
             if io.fd is None:
                 io.fd = os.open("/proc/thread-self/io", os.O_RDONLY)
-            text = os.pread(io.fd, 512, 0).decode("ascii", "replace")
-            for line in text.splitlines():
-                if line.startswith("read_bytes:"):
-                    return int(line.split(":", 1)[1])
+            # Read twice per shard: find the field in the raw bytes rather than decode and split every line.
+            raw = os.pread(io.fd, 512, 0)
+            at = raw.find(b"\nread_bytes:")  # a field of its own line, after rchar, wchar, syscr and syscw
+            if at >= 0:
+                at += len(b"\nread_bytes:")
+                end = raw.find(b"\n", at)
+                return int(raw[at : end if end >= 0 else None])
         except (OSError, ValueError):
             pass
         io.failed = True  # no per-thread accounting here: fall back to the process's (shared) counter
         return self.storage_read_bytes()
+
+    def thread_counts(self) -> tuple[int, int]:
+        """The calling thread's (major faults, storage bytes) in one call: the recorder reads both at every
+        shard's open and close, and each attribute look-up and call counts on a shard of half a millisecond."""
+        return resource.getrusage(_RUSAGE_THREAD).ru_majflt, self.thread_storage_read_bytes()
 
 
 class HostCopyTimer:
@@ -210,6 +221,9 @@ _PHASE_FIELDS = {"read": "read_s", "deserialize": "deserialize_s", "h2d": "h2d_s
 class Recorder:
     """Accumulates per-shard phase times for one rank; safe to call from several threads."""
 
+    # Whether phases are timed: a strategy may skip the per-tensor phase blocks when they are not (see add_counts).
+    times_phases: ClassVar[bool] = True
+
     copy_timer: CopyTimer
     counters: Counters = field(default_factory=ProcessCounters)
     clock: Callable[[], float] = time.perf_counter
@@ -250,6 +264,10 @@ class Recorder:
     # -- counters ----------------------------------------------------------------------------------------------
     def _thread_counts(self) -> tuple[int, int]:
         """The calling thread's (major faults, storage bytes); the process's where the counters lack per-thread."""
+        both = getattr(self.counters, "thread_counts", None)
+        if both is not None:
+            faults_now, storage_now = both()
+            return int(faults_now), int(storage_now)
         faults = getattr(self.counters, "thread_major_faults", None)
         storage = getattr(self.counters, "thread_storage_read_bytes", None)
         return (
@@ -441,9 +459,20 @@ class Recorder:
         with self._lock:
             state.timing.tensors += 1
 
+    def add_counts(self, nbytes: int, h2d_bytes: int, tensors: int, shard: ShardTiming | None = None) -> None:
+        """What ``read(nbytes)``, ``h2d(h2d_bytes)`` and ``tensors`` calls of ``tensor_done`` would have counted,
+        in one call: for a loop that records no phases because none is timed (``times_phases`` False)."""
+        state = self._state(shard)
+        with self._lock:
+            state.timing.bytes += nbytes
+            state.timing.h2d_bytes += h2d_bytes
+            state.timing.tensors += tensors
+
 
 class WallOnlyRecorder(Recorder):
     """For the faithful pass: SGLang's exact sequence, only shard walls measured, no per-phase clock reads."""
+
+    times_phases: ClassVar[bool] = False
 
     @contextmanager
     def _phase(

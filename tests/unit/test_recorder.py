@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from ckptprof.replay.recorder import HostCopyTimer, Recorder, WallOnlyRecorder
+from ckptprof.replay.recorder import HostCopyTimer, ProcessCounters, Recorder, WallOnlyRecorder
 
 
 class FakeClock:
@@ -92,3 +94,17 @@ def test_wall_only_recorder_counts_bytes_but_times_only_walls() -> None:
     assert shard.read_s == 0.0 and shard.h2d_s == 0.0
     assert shard.wall_s == pytest.approx(2.0)
     assert (shard.bytes, shard.h2d_bytes) == (10, 5)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/thread-self/io"), reason="no per-thread io accounting here")
+def test_process_counters_read_this_threads_io_file() -> None:
+    # GIVEN the kernel's own line for this thread
+    counters = ProcessCounters()
+    with open("/proc/thread-self/io") as fh:
+        line = next(ln for ln in fh if ln.startswith("read_bytes:"))
+    # WHEN the counters read it their way (both counters in one call)
+    faults, storage = counters.thread_counts()
+    # THEN the per-thread file was parsed, not given up on for the process's counter, and the values agree
+    assert not counters._thread_io.failed
+    assert storage >= int(line.split(":", 1)[1]) and storage == counters.thread_storage_read_bytes()
+    assert faults >= 0 and faults <= counters.thread_major_faults()

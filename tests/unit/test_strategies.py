@@ -18,7 +18,7 @@ import torch
 from ckptprof.analysis.strategies import compare_strategies, floor_seconds
 from ckptprof.checkpoint import fs
 from ckptprof.replay.plan import ModelPlan, plan_model
-from ckptprof.replay.recorder import HostCopyTimer, Recorder
+from ckptprof.replay.recorder import HostCopyTimer, Recorder, WallOnlyRecorder
 from ckptprof.replay.strategies import (
     AVAILABLE,
     FLAGS,
@@ -572,3 +572,51 @@ def test_pipelined_loads_through_a_pre_filled_ring(
         digests, rec = out[0]
         assert digests == want
         assert all(s.status == "ok" for m in rec.models for s in m.shards)
+
+
+# -- the faithful pass -------------------------------------------------------------------------------------------
+
+
+def _load_faithful(models: list[ModelPlan], tp: int, rank: int, rec: Recorder) -> dict[str, str]:
+    """The worker's faithful pass: SGLang's exact sequence (no decomposition) under the given recorder."""
+    ctx = LoadContext(rank=rank, tp=tp, device=torch.device("cpu"), decompose=False)
+    for m in models:
+        ctx.allocate(m)
+    rec.start()
+    for m in models:
+        with rec.model(m.role):
+            get_strategy("sglang").load_model(ctx, m, rec)
+    return param_digests(ctx)
+
+
+@pytest.mark.parametrize(("tp", "rank"), [(1, 0), (3, 1)])
+def test_faithful_pass_counts_what_the_decomposed_pass_counts(
+    models: list[ModelPlan], tp: int, rank: int
+) -> None:
+    # GIVEN the decomposed pass's per-shard counts
+    refs = reference(models, tp, rank)
+    _, decomposed = load(models, "sglang", {}, tp, rank)
+    # WHEN the wall-only recorder runs SGLang's sequence (its loop records no phases)
+    wall_only = WallOnlyRecorder(copy_timer=HostCopyTimer())
+    digests = _load_faithful(models, tp, rank, wall_only)
+    # THEN it loads the same values and counts the same bytes, copied bytes and tensors per shard, times no phase
+    assert digests == refs
+    for dec, fai in zip(decomposed.models, wall_only.models, strict=True):
+        want = {s.file: (s.bytes, s.h2d_bytes, s.tensors) for s in dec.shards}
+        got = {s.file: (s.bytes, s.h2d_bytes, s.tensors) for s in fai.shards}
+        assert got == want
+        assert all(s.read_s == s.deserialize_s == s.h2d_s == 0.0 for s in fai.shards)
+        assert all(s.wall_s > 0 and s.status == "ok" for s in fai.shards)
+
+
+def test_faithful_pass_marks_a_corrupt_shard_failed(small_draft: Path, tmp_path: Path) -> None:
+    ckpt = tmp_path / "c"
+    shutil.copytree(small_draft, ckpt)
+    victim = sorted(ckpt.glob("*.safetensors"))[2]
+    victim.write_bytes(struct.pack("<Q", 2**40) + victim.read_bytes()[8:])
+    model = plan_model("draft", ckpt)
+    rec = WallOnlyRecorder(copy_timer=HostCopyTimer())
+    _load_faithful([model], 1, 0, rec)
+    by_status = {s.file: s.status for s in rec.models[0].shards}
+    assert by_status.pop(victim.name) == "failed"
+    assert set(by_status.values()) == {"ok"} and len(by_status) == len(model.shards) - 1
