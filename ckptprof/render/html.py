@@ -26,7 +26,15 @@ from ckptprof.render.markdown import (
     run_line,
     slowest_rows,
 )
-from ckptprof.render.table import RANK_HEADERS, STRATEGY_HEADERS, ceiling_rows, rank_rows, strategy_rows
+from ckptprof.render.table import (
+    PY_SPY_HEADERS,
+    RANK_HEADERS,
+    STRATEGY_HEADERS,
+    ceiling_rows,
+    py_spy_rows,
+    rank_rows,
+    strategy_rows,
+)
 from ckptprof.session import Session
 
 BOTTLENECK_COLORS = {
@@ -226,6 +234,16 @@ def render(session: Session, with_plots: bool | None = None, slowest: int = 10) 
     )
     if session.models:
         sections.append(_section("Checkpoints", html_table(MODEL_HEADERS, model_rows(session))))
+    prows = py_spy_rows(session)
+    if prows:
+        sections.append(
+            _section(
+                "py-spy: top frames per phase",
+                html_table(PY_SPY_HEADERS, prows),
+                "Leaf frames py-spy sampled most while each rank was in a phase (seconds of samples; --idle "
+                "counts threads blocked in I/O). The speedscope profiles are listed under the session's artifacts.",
+            )
+        )
     if session.notes:
         notes = "".join(f"<li>{escape(n)}</li>" for n in session.notes)
         sections.append(_section("Notes", f'<ul class="notes">{notes}</ul>'))

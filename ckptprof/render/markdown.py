@@ -12,7 +12,15 @@ from tabulate import tabulate
 
 from ckptprof.analysis.attribution import checkpoint_bytes, load_wall, run_totals, slowest_shards
 from ckptprof.analysis.compare import Comparison, Delta
-from ckptprof.render.table import RANK_HEADERS, STRATEGY_HEADERS, ceiling_rows, rank_rows, strategy_rows
+from ckptprof.render.table import (
+    PY_SPY_HEADERS,
+    RANK_HEADERS,
+    STRATEGY_HEADERS,
+    ceiling_rows,
+    py_spy_rows,
+    rank_rows,
+    strategy_rows,
+)
 from ckptprof.session import Session
 from ckptprof.units import human_bytes
 
@@ -211,6 +219,9 @@ def render(session: Session, slowest: int = 10) -> str:
     crows = ceiling_rows(session.ceilings or {})
     out += ["### Ceilings (measured this run)", ""]
     out += [md_table(["ceiling", "measured"], crows) if crows else "_not measured_", ""]
+    prows = py_spy_rows(session)
+    if prows:
+        out += ["### py-spy: top frames per phase", "", md_table(PY_SPY_HEADERS, prows), ""]
     if session.notes:
         out += ["### Notes", "", *(f"- {n}" for n in session.notes), ""]
     return "\n".join(out).rstrip() + "\n"

@@ -146,22 +146,25 @@ def render(session: Session, slowest: int = 5) -> str:
     return "\n".join(out)
 
 
-def py_spy_lines(session: Session, top: int = 3) -> list[str]:
+PY_SPY_HEADERS = ["rank", "phase", "s", "frame"]
+
+
+def py_spy_rows(session: Session, top: int = 3) -> list[list[Any]]:
     """The leaf frames py-spy saw most in each phase, per rank (only when the run used --py-spy)."""
     tops = session.extra.get("py_spy_top_frames") or {}
-    rows = []
+    rows: list[list[Any]] = []
     for rank, phases in sorted(tops.items(), key=lambda kv: int(kv[0])):
         for phase, frames in sorted(phases.items()):
             for name, seconds in frames[:top]:
                 rows.append([rank, phase, f"{seconds:.2f}", name])
+    return rows
+
+
+def py_spy_lines(session: Session, top: int = 3) -> list[str]:
+    rows = py_spy_rows(session, top)
     if not rows:
         return []
-    return [
-        "",
-        "py-spy: top frames per phase",
-        tabulate(rows, headers=["rank", "phase", "s", "frame"], tablefmt="simple"),
-        "",
-    ]
+    return ["", "py-spy: top frames per phase", tabulate(rows, headers=PY_SPY_HEADERS, tablefmt="simple"), ""]
 
 
 def server_log_lines(session: Session) -> list[str]:

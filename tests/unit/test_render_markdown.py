@@ -131,3 +131,20 @@ def test_every_registered_format_renders_a_real_session(real_session: Session) -
     assert "traceEvents" in json.loads(outputs["perfetto"])
     # AND the Markdown lists every shard file of the slowest ones with its rank
     assert all(s.file in outputs["md"] for _, _, s in slowest_shards(real_session, 3))
+
+
+def test_py_spy_top_frames_are_rendered_in_markdown_and_html() -> None:
+    from ckptprof.render import html
+
+    session = cold_session()
+    assert "py-spy" not in markdown.render(session)  # no --py-spy, no section
+    session.extra["py_spy_top_frames"] = {
+        "0": {"read": [["madvise (libc.so.6:0)", 0.08]], "h2d": [["cudaMemcpyAsync", 0.2], ["memcpy", 0.1]]}
+    }
+    md = markdown.render(session)
+    section = md[md.index("### py-spy: top frames per phase") : md.index("### Notes")]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines() if "|" in line]
+    assert ["0", "h2d", "0.20", "cudaMemcpyAsync"] in cells
+    assert ["0", "read", "0.08", "madvise (libc.so.6:0)"] in cells
+    page = html.render(session)
+    assert "py-spy: top frames per phase" in page and "cudaMemcpyAsync" in page
