@@ -56,6 +56,8 @@ def environment() -> dict[str, Any]:
         "torch": torch.__version__,
         "safetensors": safetensors.__version__,
         "cuda_available": torch.cuda.is_available(),
+        # How the decomposed pass faults pages in before timing the copy (ckptprof.replay.touch).
+        "fault_in": os.environ.get("CKPTPROF_FAULT_IN", "populate") or "populate",
     }
     try:
         import psutil

@@ -87,7 +87,15 @@ class RankResult:
     wall_s: float = 0.0
     cpu_user_s: float = 0.0
     cpu_sys_s: float = 0.0
-    peak_rss_bytes: int = 0
+    peak_rss_bytes: int = (
+        0  # the rank process's peak over its life (ru_maxrss): CUDA context and libraries too
+    )
+    rss_before_load_bytes: int = (
+        0  # resident set when the load started (after set-up: context, parameters, rings)
+    )
+    load_peak_rss_bytes: int = (
+        0  # peak resident set during the load alone (VmHWM reset at its start); 0: unknown
+    )
     param_bytes: int = 0  # bytes of parameters allocated on the device at per-rank shapes
     # "role/name" -> blake2b of the parameter's bytes after the load, when the replay was asked to --verify.
     checksums: dict[str, str] | None = None

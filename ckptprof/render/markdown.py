@@ -12,6 +12,7 @@ from tabulate import tabulate
 
 from ckptprof.analysis.attribution import checkpoint_bytes, load_wall, run_totals, slowest_shards
 from ckptprof.analysis.compare import Comparison, Delta
+from ckptprof.analysis.memory import memory_summary
 from ckptprof.render.table import (
     PY_SPY_HEADERS,
     RANK_HEADERS,
@@ -90,6 +91,9 @@ def key_metrics(session: Session) -> list[tuple[str, str]]:
     )
     if v.get("h2d_stand_in"):
         rows.append(("h2d", "host-copy stand-in (no CUDA device)"))
+    memory = memory_summary(session)
+    if memory:
+        rows.append(("host memory (worst rank)", memory))
     delta = v.get("faithful_delta")
     rows.append(
         (

@@ -7,6 +7,7 @@ from typing import Any
 from tabulate import tabulate
 
 from ckptprof.analysis.attribution import model_totals, slowest_shards
+from ckptprof.analysis.memory import memory_summary
 from ckptprof.session import Session
 from ckptprof.units import gbps, human_bytes
 
@@ -134,6 +135,9 @@ def render(session: Session, slowest: int = 5) -> str:
         else:
             extras.append("faithful check not run (--faithful)")
         out.append("  " + "; ".join(extras))
+        memory = memory_summary(session)
+        if memory:
+            out.append(f"  memory: {memory}")
         if v.get("faithful_note"):
             out.append(f"  note: {v['faithful_note']}")
         for rec in v.get("recommendations", []):

@@ -8,13 +8,19 @@ and times only the transfer.
 ``fault_in`` asks the kernel to populate the mapping (``MADV_POPULATE_READ``, Linux 5.14+): the same fault
 path - same read-around, same I/O sizes - as the copy's faults, without a trap per page, which alone costs a
 third of a warm load. Where the kernel lacks it, one byte of every page is read from user space.
+
+``CKPTPROF_FAULT_IN=touch`` forces the user-space touch everywhere: one trap per fault-around block, exactly
+the faults SGLang's copy takes from a mapped file, which a warm decomposed pass otherwise skips (it then runs a
+little faster than the faithful one). The session's environment records which method ran.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import mmap
+import os
 
 import numpy as np
 import torch
@@ -105,12 +111,27 @@ def _madvise_populate(start: int, length: int) -> bool:
     raise OSError(err, f"madvise(MADV_POPULATE_READ): {errno.errorcode.get(err, err)}")
 
 
+FAULT_IN_METHODS = ("populate", "touch")
+
+
+@functools.lru_cache(maxsize=1)
+def fault_in_method() -> str:
+    """``populate`` (MADV_POPULATE_READ where the kernel has it, the default) or ``touch``; read once."""
+    method = os.environ.get("CKPTPROF_FAULT_IN", "populate").strip().lower() or "populate"
+    if method not in FAULT_IN_METHODS:
+        raise ValueError(f"CKPTPROF_FAULT_IN must be one of {', '.join(FAULT_IN_METHODS)}, got {method!r}")
+    return method
+
+
 def fault_in(t: torch.Tensor) -> None:
     """Bring every page of ``t`` into memory (from storage if it is not cached). CPU tensors only."""
     if t.device.type != "cpu":
         raise ValueError("fault_in reads host memory; got a tensor on " + str(t.device))
     starts, run = segments(t)
     if run == 0 or starts.size == 0:
+        return
+    if fault_in_method() == "touch":
+        touch_pages(t)
         return
     lo = int(starts.min())
     hi = int(starts.max()) + run

@@ -15,6 +15,7 @@ from typing import Any
 import psutil
 import torch
 
+from ckptprof.replay import memory
 from ckptprof.replay.plan import ReplayPlan
 from ckptprof.replay.recorder import CudaCopyTimer, HostCopyTimer, Recorder, WallOnlyRecorder
 from ckptprof.replay.strategies import get_strategy, param_digests
@@ -68,12 +69,16 @@ def replay_rank(
             prepare(ctx, plan)
         if wait_for_all is not None:
             wait_for_all()  # like SGLang's TP workers, every rank starts reading at the same moment
+        result.rss_before_load_bytes = memory.current_rss_bytes()
+        peak_resettable = memory.reset_peak_rss()
         recorder.start()
         started = time.perf_counter()
         for model in plan.models:
             with recorder.model(model.role):
                 strategy.load_model(ctx, model, recorder)
         result.wall_s = time.perf_counter() - started
+        if peak_resettable:  # read before --verify's digests copy parameters to the host
+            result.load_peak_rss_bytes = memory.peak_rss_bytes()
         if plan.verify and not faithful:
             result.checksums = param_digests(ctx)
         failed = [s for m in recorder.models for s in m.shards if s.status != "ok"]

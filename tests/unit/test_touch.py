@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import mmap
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -50,12 +51,28 @@ def test_narrowed_copy_equals_source() -> None:
     assert torch.equal(part.clone(), full[4:8])
 
 
-def test_fault_in_brings_a_cold_file_slice_into_the_page_cache(tmp_path: Path) -> None:
+@pytest.fixture
+def fault_in_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    from ckptprof.replay.touch import fault_in_method
+
+    fault_in_method.cache_clear()
+    yield monkeypatch
+    monkeypatch.undo()
+    fault_in_method.cache_clear()
+
+
+@pytest.mark.parametrize("method", ["populate", "touch"])
+def test_fault_in_brings_a_cold_file_slice_into_the_page_cache(
+    tmp_path: Path, method: str, fault_in_env: pytest.MonkeyPatch
+) -> None:
     from safetensors import safe_open
     from safetensors.torch import save_file
 
     from ckptprof.checkpoint import fs
-    from ckptprof.replay.touch import fault_in
+    from ckptprof.replay.touch import fault_in, fault_in_method
+
+    fault_in_env.setenv("CKPTPROF_FAULT_IN", method)
+    assert fault_in_method() == method
 
     path = tmp_path / "w.safetensors"
     # 64 MiB, 4 pages per row: large enough that the slice lies past the readahead that opening the file
@@ -73,3 +90,11 @@ def test_fault_in_brings_a_cold_file_slice_into_the_page_cache(tmp_path: Path) -
         assert after - before >= 2 * 1024 * 1024
         assert after < 0.9 * path.stat().st_size  # only around the slice, not the whole file
         assert torch.equal(t.narrow(0, 2048, 128), full[2048:2176])
+
+
+def test_an_unknown_fault_in_method_is_a_clear_error(fault_in_env: pytest.MonkeyPatch) -> None:
+    from ckptprof.replay.touch import fault_in
+
+    fault_in_env.setenv("CKPTPROF_FAULT_IN", "mmap-magic")
+    with pytest.raises(ValueError, match="CKPTPROF_FAULT_IN must be one of populate, touch"):
+        fault_in(torch.ones(4096, dtype=torch.uint8))
