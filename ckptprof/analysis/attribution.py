@@ -169,3 +169,38 @@ def slowest_shards(session: Session, n: int = 5) -> list[tuple[int, str, ShardTi
     rows = [(r.rank, m.role, s) for r in session.ranks for m in r.models for s in m.shards]
     rows.sort(key=lambda x: -x[2].wall_s)
     return rows[:n]
+
+
+def path_shares(session: Session, role: str | None = None) -> dict[str, float] | None:
+    """Shares of SGLang's own load (the faithful wall), with the overlap credited to storage.
+
+    The decomposed pass times each phase alone; in SGLang's sequence the copy of resident pages overlaps the
+    read-ahead of the next ones, so the phases add up to more than its wall. Storage was busy for as long as it
+    took to fetch the bytes (the decomposed pass's storage time, at most the faithful wall); the rest of the
+    faithful wall is what the other phases added on top, split in proportion to their decomposed times. So a
+    storage-bound load reads as such even though its copies, timed alone, are not free. None without --faithful.
+    """
+    decomposed = PhaseTotals()
+    faithful = 0.0
+    for r in session.ranks:
+        for m in r.models:
+            if m.faithful_wall_s and (role is None or m.role == role):
+                decomposed = decomposed + model_totals(m)
+                faithful += m.faithful_wall_s
+    if faithful <= 0 or decomposed.wall_s <= 0:
+        return None
+    storage = min(decomposed.storage_read_s, faithful)
+    others = {
+        "page_cache": decomposed.read_s - decomposed.storage_read_s,
+        "deserialize": decomposed.deserialize_s,
+        "h2d": decomposed.h2d_s,
+        "other": decomposed.other_s,
+    }
+    rest = faithful - storage
+    spread = sum(others.values())
+    shares = {"storage": storage / faithful}
+    for k, v in others.items():
+        shares[k] = (
+            (v / spread * rest / faithful) if spread > 0 else (rest / faithful if k == "other" else 0.0)
+        )
+    return shares

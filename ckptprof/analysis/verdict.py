@@ -11,6 +11,7 @@ from ckptprof.analysis.attribution import (
     checkpoint_bytes,
     faithful_delta,
     load_wall,
+    path_shares,
     rank_skew,
     run_totals,
 )
@@ -187,6 +188,11 @@ def compute_verdict(session: Session) -> dict[str, Any]:
         for p in predictions
     ]
     fdelta = faithful_delta(session)
+    on_path = path_shares(session)
+    if bottleneck == "storage" and on_path is not None:
+        summary += (
+            f"; storage was busy for {100 * on_path['storage']:.0f}% of SGLang's own load (faithful wall)"
+        )
     faithful_note = None
     if fdelta is not None and fdelta > 0.05:
         faithful_note = (
@@ -216,6 +222,7 @@ def compute_verdict(session: Session) -> dict[str, Any]:
         "network_fs": any(is_network_fs(f) for f in fs_types),
         "h2d_stand_in": stand_in,
         "faithful_delta": None if fdelta is None else round(fdelta, 4),
+        "path_shares": None if on_path is None else {k: round(v, 4) for k, v in on_path.items()},
         "faithful_note": faithful_note,
         "read_GBps": round(read_rate, 4),
         "floor_s": _floor(ckpt, cold, storage_n, pinned, totals.h2d_bytes, n_ranks),

@@ -25,6 +25,7 @@ from ckptprof.render.table import (
 from ckptprof.session import Session
 from ckptprof.units import human_bytes
 
+PATH_SHARE_KEYS = ("storage", "page_cache", "deserialize", "h2d", "other")
 SLOWEST_HEADERS = [
     "rank",
     "model",
@@ -89,6 +90,14 @@ def key_metrics(session: Session) -> list[tuple[str, str]]:
             + " / ".join(f"{100 * shares[k]:.0f}%" for k in ("deserialize", "h2d", "other")),
         )
     )
+    on_path = v.get("path_shares")
+    if on_path:
+        rows.append(
+            (
+                "SGLang's own load (faithful wall): storage busy / page cache / deserialize / h2d / other",
+                " / ".join(f"{100 * on_path.get(k, 0.0):.0f}%" for k in PATH_SHARE_KEYS),
+            )
+        )
     if v.get("h2d_stand_in"):
         rows.append(("h2d", "host-copy stand-in (no CUDA device)"))
     memory = memory_summary(session)

@@ -132,6 +132,9 @@ def render(session: Session, slowest: int = 5) -> str:
         extras.append(f"rank skew {v.get('rank_skew', 1.0):.2f}")
         if v.get("faithful_delta") is not None:
             extras.append(f"decomposed vs faithful wall {100 * v['faithful_delta']:+.1f}%")
+            on_path = v.get("path_shares") or {}
+            if on_path.get("storage", 0.0) >= 0.05:  # on a warm load there is nothing to say
+                extras.append(f"storage busy {100 * on_path.get('storage', 0.0):.0f}% of the faithful wall")
         else:
             extras.append("faithful check not run (--faithful)")
         out.append("  " + "; ".join(extras))

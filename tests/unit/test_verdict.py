@@ -142,3 +142,28 @@ def test_local_fs_amplification_comes_from_the_kernel() -> None:
     v = compute_verdict(s)
     assert v["storage_amplification"] == 1.0
     assert v["storage_amplification_source"].startswith("kernel")
+
+
+def test_path_shares_credit_the_overlap_to_storage() -> None:
+    # GIVEN a cold load whose copies (0.6 s alone) mostly hid behind the read-ahead in SGLang's own sequence
+    s = session(read=2.5, deser=0.1, h2d=0.6, resident=0)
+    assert compute_verdict(s)["path_shares"] is None  # no --faithful: nothing to say about the overlap
+    decomposed = s.ranks[0].models[0].wall_s  # 3.21 s
+    s.ranks[0].models[0].faithful_wall_s = 2.75
+    v = compute_verdict(s)
+    on_path = v["path_shares"]
+    # storage busy 2.5 s of 2.75 s; the 0.25 s left split 0.1 : 0.6 : 0.01 over deserialize, h2d and other
+    assert abs(on_path["storage"] - 2.5 / 2.75) < 1e-3
+    assert abs(sum(on_path.values()) - 1.0) < 1e-3
+    assert abs(on_path["h2d"] - 0.25 * 0.6 / 0.71 / 2.75) < 1e-3
+    assert v["shares"]["storage"] < on_path["storage"]  # the decomposed shares stay what they were
+    assert "storage was busy for 91% of SGLang's own load" in v["summary"]
+    assert decomposed > 2.75 and v["faithful_delta"] > 0
+
+
+def test_path_shares_never_exceed_the_faithful_wall() -> None:
+    # GIVEN a faithful pass faster than the storage time alone (the disk sped up between passes)
+    s = session(read=3.0, deser=0.1, h2d=0.2, resident=0)
+    s.ranks[0].models[0].faithful_wall_s = 2.0
+    on_path = compute_verdict(s)["path_shares"]
+    assert on_path["storage"] == 1.0 and sum(on_path.values()) == 1.0
