@@ -7,6 +7,7 @@ figures for this project's machines are recorded under reports/.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from contextlib import ExitStack
@@ -19,23 +20,36 @@ from safetensors import safe_open
 
 from ckptprof.checkpoint import fs
 from ckptprof.replay.plan import ReplayPlan, build_plan
-from ckptprof.replay.recorder import HostCopyTimer, Recorder, WallOnlyRecorder
+from ckptprof.replay.recorder import CudaCopyTimer, HostCopyTimer, Recorder, WallOnlyRecorder
 from ckptprof.replay.strategies.base import LoadContext
 from ckptprof.replay.strategies.sglang import SGLangMmap
 
 ROUNDS = 5
+# The overhead benchmark's device: CPU by default (host copies stand in for H2D); CKPTPROF_BENCH_DEVICE=cuda:0 on a
+# GPU machine. CKPTPROF_BENCH_CKPT=DIR adds a run on that checkpoint (e.g. the 4.7 GB H200 one).
+DEVICE = torch.device(os.environ.get("CKPTPROF_BENCH_DEVICE", "cpu"))
+EXTERNAL = os.environ.get("CKPTPROF_BENCH_CKPT", "")
 
 
 def _context(plan: ReplayPlan, decompose: bool) -> LoadContext:
-    ctx = LoadContext(rank=0, tp=plan.tp, device=torch.device("cpu"), decompose=decompose)
+    ctx = LoadContext(rank=0, tp=plan.tp, device=DEVICE, decompose=decompose)
     for model in plan.models:
         ctx.allocate(model)
     return ctx
 
 
+def _copy_timer() -> HostCopyTimer | CudaCopyTimer:
+    return CudaCopyTimer(DEVICE) if DEVICE.type == "cuda" else HostCopyTimer()
+
+
+def _sync() -> None:
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)  # a round ends when its copies have landed
+
+
 def replay_instrumented(plan: ReplayPlan, ctx: LoadContext, faithful: bool) -> Recorder:
     cls = WallOnlyRecorder if faithful else Recorder
-    rec = cls(copy_timer=HostCopyTimer())
+    rec = cls(copy_timer=_copy_timer())
     rec.start()
     for model in plan.models:
         with rec.model(model.role):
@@ -85,16 +99,23 @@ def test_replay_throughput(benchmark: BenchmarkFixture, bench_checkpoint: Path, 
     )
 
 
-@pytest.mark.parametrize("size", ["256MB-64-shards", "1GB-16-shards"])
+@pytest.mark.parametrize("size", ["256MB-64-shards", "1GB-16-shards", "external"])
 def test_instrumentation_overhead(
     benchmark: BenchmarkFixture, request: pytest.FixtureRequest, size: str
 ) -> None:
     """Warm cache, interleaved rounds: plain loop vs the faithful (wall-only) recorder vs the decomposed one.
 
     Two checkpoints: many small shards (the worst case for per-shard costs) and fewer, larger ones (closer to
-    the H200 runs' 73 MB shards)."""
-    fixture = "bench_checkpoint" if size.startswith("256MB") else "bench_checkpoint_large"
-    plan = build_plan(request.getfixturevalue(fixture), tp=1, devices="cpu", cache="warm")
+    the H200 runs' 73 MB shards); a third from CKPTPROF_BENCH_CKPT when set."""
+    if size == "external":
+        if not EXTERNAL:
+            pytest.skip("set CKPTPROF_BENCH_CKPT to a checkpoint directory to measure the overhead on it")
+        root = Path(EXTERNAL)
+    else:
+        root = request.getfixturevalue(
+            "bench_checkpoint" if size.startswith("256MB") else "bench_checkpoint_large"
+        )
+    plan = build_plan(root, tp=1, devices=str(DEVICE), cache="warm")
     fs.warm_cache(plan.models[0].files)
     # The faithful pass runs SGLang's sequence (no page touching): its context must not decompose.
     ctx_plain = _context(plan, decompose=False)
@@ -110,6 +131,7 @@ def test_instrumentation_overhead(
         for name, fn in runs.items():
             t0 = time.perf_counter()
             fn()
+            _sync()
             times[name].append(time.perf_counter() - t0)
     benchmark.pedantic(runs["decomposed"], rounds=1, iterations=1)
     plain = statistics.median(times["plain"])
@@ -118,6 +140,7 @@ def test_instrumentation_overhead(
         {
             "bytes": plan.models[0].total_bytes,
             "shards": len(shards),
+            "device": str(DEVICE),
             "plain_s": round(plain, 4),
             "plain_ms_per_shard": round(1e3 * plain / len(shards), 3),
             "faithful_over_plain": round(statistics.median(times["faithful"]) / plain, 3),

@@ -2,9 +2,10 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe | deps strategies1 verify strategies8 tune pyspy verifier
+# steps: env smoke synth tp1 tp8 probe | deps strategies1 verify strategies8 tune touch bench repeat pyspy verifier
+# (deps installs the wheels carried in .whl/: fastsafetensors, py-spy, pytest + pytest-benchmark for bench)
 # (STRATEGIES picks the strategies; STRAT8_DEVICES / STRAT8_CACHES the device specs and cache modes of strategies8;
-#  tune: the pipelined strategy's reader count, TUNE_READERS)
+#  tune: the pipelined strategy's reader count, TUNE_READERS, and chunk size, TUNE_CHUNKS)
 # (fastsafetensors travels as a wheel in .whl/, fio with its libraries in .fio/fio.tgz; both optional)
 set -uo pipefail
 OUT=${1:?outdir}; shift
@@ -72,6 +73,29 @@ for s in $STEPS; do
     for readers in ${TUNE_READERS:-8 16 24 32}; do
       step "TP1 cuda:0 warm, pipelined with $readers readers"
       $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache warm --strategy pipelined:readers=$readers --no-probe -o "$OUT/tune-readers$readers" -q | grep -E "^ +0 |verdict"
+    done
+    for chunk in ${TUNE_CHUNKS:-}; do
+      step "TP1 cuda:0 warm, pipelined with 16 readers, $chunk MiB chunks"
+      $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache warm --strategy pipelined:chunk_mib=$chunk --no-probe -o "$OUT/tune-chunk$chunk" -q | grep -E "^ +0 |verdict"
+    done
+    ;;
+  bench)
+    step "overhead benchmark on cuda:0 (256 MB, 1 GB and the 4.7 GB checkpoint; plain vs faithful vs decomposed)"
+    CKPTPROF_BENCH_DEVICE=cuda:0 CKPTPROF_BENCH_CKPT="$DATA/eagle3" python3 -m pytest -q -p no:cacheprovider \
+      benchmarks/bench_replay.py -k overhead --benchmark-json="$OUT/bench-overhead.json" 2>&1 | tail -15
+    ;;
+  repeat)
+    for i in 1 2 3; do
+      for cache in cold warm; do
+        step "TP1 $cache, faithful check, repeat $i"
+        $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache $cache --faithful --no-probe -o "$OUT/repeat$i-tp1-$cache" -q | grep -E "^ +0  cuda|faithful wall"
+      done
+    done
+    ;;
+  touch)
+    step "TP1 warm and cold, faithful check, pages faulted in by touch (CKPTPROF_FAULT_IN=touch)"
+    for cache in warm cold; do
+      CKPTPROF_FAULT_IN=touch $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache $cache --faithful --no-probe -o "$OUT/tp1-$cache-touch" -q
     done
     ;;
   pyspy)
