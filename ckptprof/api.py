@@ -248,8 +248,10 @@ def replay(
             faithful_results = _run_ranks(plan, faithful=True, progress=progress, group=group)
             for dec, fai in zip(session.ranks, faithful_results or [], strict=False):
                 walls = {m.role: m.wall_s for m in fai.models}
+                fetched = {m.role: sum(s.storage_bytes for s in m.shards) for m in fai.models}
                 for m in dec.models:
                     m.faithful_wall_s = walls.get(m.role)
+                    m.faithful_storage_bytes = fetched.get(m.role)
     except ranks_mod.Interrupted as exc:
         session.ranks = exc.results
         session.notes.append("interrupted (Ctrl-C): partial session")

@@ -73,6 +73,8 @@ class RankModel:
     shards: list[ShardTiming] = field(default_factory=list)
     # Wall of SGLang's exact sequence (no decomposition) in a separate pass, when --faithful was asked for.
     faithful_wall_s: float | None = None
+    # Bytes that pass fetched from storage (the kernel's count): a cold faithful pass should match this pass's.
+    faithful_storage_bytes: int | None = None
 
 
 @dataclass

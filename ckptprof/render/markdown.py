@@ -104,12 +104,17 @@ def key_metrics(session: Session) -> list[tuple[str, str]]:
     if memory:
         rows.append(("host memory (worst rank)", memory))
     delta = v.get("faithful_delta")
-    rows.append(
-        (
-            "decomposed vs faithful wall",
-            f"{100 * delta:+.1f}%" if isinstance(delta, (int, float)) else "not run (--faithful)",
-        )
-    )
+    text = f"{100 * delta:+.1f}%" if isinstance(delta, (int, float)) else "not run (--faithful)"
+    fetched = [
+        (sum(s.storage_bytes for s in m.shards), m.faithful_storage_bytes)
+        for r in session.ranks
+        for m in r.models
+        if m.faithful_storage_bytes is not None
+    ]
+    if fetched and isinstance(delta, (int, float)):
+        ours, theirs = sum(a for a, _ in fetched), sum(b or 0 for _, b in fetched)
+        text += f" (from storage: {human_bytes(ours)} decomposed, {human_bytes(theirs)} faithful)"
+    rows.append(("decomposed vs faithful wall", text))
     return rows
 
 
