@@ -8,6 +8,7 @@ figures for this project's machines are recorded under reports/.
 from __future__ import annotations
 
 import os
+import random
 import statistics
 import time
 from contextlib import ExitStack
@@ -127,8 +128,14 @@ def test_instrumentation_overhead(
         "decomposed": lambda: replay_instrumented(plan, ctx_decomposed, faithful=False),
     }
     rounds = 1 if benchmark.disabled else 11
+    order = list(runs)
+    shuffle = random.Random(
+        0
+    ).shuffle  # a new order each round, the same across runs: no variant always goes first
     for _ in range(rounds):
-        for name, fn in runs.items():
+        shuffle(order)
+        for name in order:
+            fn = runs[name]
             t0 = time.perf_counter()
             fn()
             _sync()

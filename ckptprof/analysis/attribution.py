@@ -37,17 +37,14 @@ class PhaseTotals:
         return self.read_s + self.deserialize_s + self.h2d_s
 
     def shares(self) -> dict[str, float]:
-        """Shares of rank time. ``storage`` + ``page_cache`` is the read phase, split by what was cached."""
-        total = self.read_s + self.deserialize_s + self.h2d_s + self.other_s
-        if total <= 0:
-            return {"storage": 0.0, "page_cache": 0.0, "deserialize": 0.0, "h2d": 0.0, "other": 0.0}
-        return {
-            "storage": self.storage_read_s / total,
-            "page_cache": (self.read_s - self.storage_read_s) / total,
-            "deserialize": self.deserialize_s / total,
-            "h2d": self.h2d_s / total,
-            "other": self.other_s / total,
-        }
+        """Shares of rank time. ``storage`` + ``page_cache`` is the read phase, split by what was cached.
+
+        Phases that ran one after the other are their own share of the wall. Where they overlapped (read-ahead
+        faulting the next tensor in while this one is copied, reader threads), they add up to more than the wall:
+        then storage is credited with the time it was busy (at most the wall) and the rest of the wall is split
+        over the other phases in proportion to their times - the overlap goes to the resource that bounds the load.
+        """
+        return overlap_shares(self, max(self.wall_s, self.phase_sum_s))
 
     @property
     def read_share(self) -> float:
@@ -69,6 +66,32 @@ class PhaseTotals:
             shards=self.shards + other.shards,
             failed_shards=self.failed_shards + other.failed_shards,
         )
+
+
+ZERO_SHARES = {"storage": 0.0, "page_cache": 0.0, "deserialize": 0.0, "h2d": 0.0, "other": 0.0}
+
+
+def overlap_shares(t: PhaseTotals, wall: float, other_s: float | None = None) -> dict[str, float]:
+    """Shares of ``wall``: storage busy time first (at most the wall), the rest in proportion to the other phases.
+
+    ``other_s`` (time outside the phases) defaults to the wall minus the phases. With phases that did not overlap,
+    every phase simply gets its own time over the wall.
+    """
+    if wall <= 0:
+        return dict(ZERO_SHARES)
+    storage = min(t.storage_read_s, wall)
+    others = {
+        "page_cache": t.read_s - t.storage_read_s,
+        "deserialize": t.deserialize_s,
+        "h2d": t.h2d_s,
+        "other": max(0.0, wall - t.phase_sum_s) if other_s is None else other_s,
+    }
+    rest = wall - storage
+    spread = sum(others.values())
+    shares = {"storage": storage / wall}
+    for k, v in others.items():
+        shares[k] = (v / spread * rest / wall) if spread > 0 else (rest / wall if k == "other" else 0.0)
+    return shares
 
 
 def cold_share(s: ShardTiming) -> float:
@@ -189,18 +212,5 @@ def path_shares(session: Session, role: str | None = None) -> dict[str, float] |
                 faithful += m.faithful_wall_s
     if faithful <= 0 or decomposed.wall_s <= 0:
         return None
-    storage = min(decomposed.storage_read_s, faithful)
-    others = {
-        "page_cache": decomposed.read_s - decomposed.storage_read_s,
-        "deserialize": decomposed.deserialize_s,
-        "h2d": decomposed.h2d_s,
-        "other": decomposed.other_s,
-    }
-    rest = faithful - storage
-    spread = sum(others.values())
-    shares = {"storage": storage / faithful}
-    for k, v in others.items():
-        shares[k] = (
-            (v / spread * rest / faithful) if spread > 0 else (rest / faithful if k == "other" else 0.0)
-        )
-    return shares
+    # "other" is the decomposed pass's time outside its phases, not measured against the faithful wall.
+    return overlap_shares(decomposed, faithful, other_s=decomposed.other_s)

@@ -128,3 +128,48 @@ def test_cli_runs_strategies_side_by_side_and_verifies(
     assert "strategies, side by side" in out
     assert main(["run", str(small_draft), "--strategy", "warp-drive", "--no-probe"]) == 2
     assert "available:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("tp", "block_mib", "depth"), [(1, 16, 2), (3, 1, 1), (2, 1, 3)])
+def test_read_ahead_on_a_cold_checkpoint_loads_the_same_values_and_counts_its_reads(
+    small_verifier: Path, small_draft: Path, tp: int, block_mib: int, depth: int
+) -> None:
+    """The read-ahead decomposition (a cold shard's next tensor faulted in on another thread) loads exactly what
+    the serial one does, and its reads land on the right shards with their bytes and storage bytes."""
+    from ckptprof.checkpoint import fs
+
+    plans = [build_plan(small_verifier, small_draft, tp=tp, devices="cpu") for _ in range(2)]
+    rank = tp - 1
+    digests, recorders = [], []
+    for read_ahead, plan in zip((True, False), plans, strict=True):
+        dropped = fs.drop_cache([f for m in plan.models for f in m.files])
+        if not dropped.ok:
+            pytest.skip(f"cannot drop the page cache here: {dropped.note}")
+        ctx = LoadContext(rank=rank, tp=tp, device=torch.device("cpu"))
+        for m in plan.models:
+            ctx.allocate(m)
+        rec = Recorder(copy_timer=HostCopyTimer())
+        params = {"read_ahead": True, "block_mib": block_mib, "depth": depth} if read_ahead else {}
+        strategy = get_strategy("sglang", **params)
+        for m in plan.models:
+            with rec.model(m.role):
+                strategy.load_model(ctx, m, rec)
+        digests.append(param_digests(ctx))
+        recorders.append(rec)
+    assert digests[0] == digests[1]
+    ahead, serial = recorders
+    for m_ahead, m_serial in zip(ahead.models, serial.models, strict=True):
+        by_file = {s.file: s for s in m_serial.shards}
+        for s in m_ahead.shards:
+            assert s.status == "ok", s.error
+            twin = by_file[s.file]
+            assert (s.bytes, s.h2d_bytes, s.tensors) == (twin.bytes, twin.h2d_bytes, twin.tensors)
+            assert s.nonresident_bytes > 0  # cold: this shard went through the read-ahead path
+            if s.bytes:
+                assert s.read_s > 0
+    fetched = sum(s.storage_bytes for m in ahead.models for s in m.shards)
+    total = sum(m.total_bytes for m in plans[0].models)
+    if (
+        sum(s.storage_bytes for m in serial.models for s in m.shards) > total // 2
+    ):  # the kernel counts reads here
+        assert fetched > total // 2  # the read-ahead thread's storage bytes are counted on the shards too

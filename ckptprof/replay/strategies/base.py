@@ -76,13 +76,17 @@ class LoadContext:
             return full
         return full.narrow(sl.dim, sl.start, sl.length)
 
-    def copy(self, role: str, name: str, src: torch.Tensor) -> None:
-        """``param.data.copy_(slice)``: synchronous, from pageable host memory."""
+    def destination(self, role: str, name: str) -> torch.Tensor:
+        """The part of the parameter a slice is copied into (all of it but for the last rank of an uneven split)."""
         param = self.params[(role, name)]
         sl = self.slices[(role, name)]
         if sl.dim is not None and sl.length != param.shape[sl.dim]:
-            param = param.narrow(sl.dim, 0, sl.length)  # the last rank of an uneven split
-        param.copy_(src)
+            param = param.narrow(sl.dim, 0, sl.length)
+        return param
+
+    def copy(self, role: str, name: str, src: torch.Tensor) -> None:
+        """``param.data.copy_(slice)``: synchronous, from pageable host memory."""
+        self.destination(role, name).copy_(src)
 
     def checksums(self) -> dict[str, float]:
         """A cheap per-parameter fingerprint to verify that two strategies loaded the same values."""

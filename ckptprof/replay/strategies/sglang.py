@@ -2,39 +2,89 @@
 
 This is ``DefaultModelLoader`` with ``safetensors_weights_iterator`` on one thread, what a server runs without
 ``--weight-loader-disable-mmap``, multithread loading or prefetching.
+
+Decomposing a shard whose bytes are not all cached, with ``read_ahead=true`` (off by default: not yet measured on a
+GPU in this form; a tensor-level first version was, see reports/h200/2026-11-30c-h200x2-run): in SGLang's own
+sequence the kernel's read-ahead fetches the next pages while ``copy_`` copies the resident ones, so storage and
+copies overlap; faulting each tensor in and then copying it, one after the other, times that overlap away (the
+phases of a cold load then add up to 5-30% more than SGLang's wall on the H200 runs). With ``read_ahead``, each
+tensor's slice is copied in blocks of rows (``block_mib``) and one read-ahead thread faults the next ``depth`` blocks
+in (timed as "read", with its own faults and storage bytes) while the rank copies the current one (timed as "h2d"),
+so the storage keeps working during the copies as it does under SGLang. A cached shard is decomposed one tensor
+after the other: there is no read-ahead I/O to overlap with.
 """
 
 from __future__ import annotations
 
 import os
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
 
+import torch
 from safetensors import safe_open
 
 from ckptprof.checkpoint import fs, pickled
 from ckptprof.replay.plan import ModelPlan
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext, replay_tensor
-from ckptprof.replay.touch import read_header_region
+from ckptprof.replay.touch import fault_in, read_header_region
+from ckptprof.session import ShardTiming
+
+
+@dataclass
+class _Block:
+    src: torch.Tensor  # rows of the rank's slice (a view of the mapped file)
+    dest: torch.Tensor  # the same rows of the parameter
+    file_bytes: (
+        int  # this block's part of the tensor's bytes (the serial pass counts the whole tensor as read)
+    )
+    last: bool  # the tensor's last block
 
 
 class SGLangMmap:
     name = "sglang"
     flags = "(default: no flags)"
 
+    def __init__(self, read_ahead: bool = False, block_mib: int = 16, depth: int = 2) -> None:
+        if block_mib < 1 or depth < 1:
+            raise ValueError("block_mib and depth must be at least 1")
+        self.read_ahead = read_ahead
+        self.block_mib = block_mib
+        self.depth = depth
+
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
-        for shard in model.shards:
-            try:
-                nonresident = shard.bytes - fs.resident_bytes(shard.path)
-            except OSError:
-                nonresident = 0
-            try:
-                with rec.shard(os.path.basename(shard.path), nonresident_bytes=nonresident):
-                    if shard.error is not None:
-                        raise ValueError(shard.error)
-                    self._load_shard(ctx, model.role, shard.path, rec)
-            except Exception:
-                continue
+        with ExitStack() as pool_scope:
+            ahead: ThreadPoolExecutor | None = None
+            for shard in model.shards:
+                try:
+                    nonresident = shard.bytes - fs.resident_bytes(shard.path)
+                except OSError:
+                    nonresident = 0
+                try:
+                    with rec.shard(os.path.basename(shard.path), nonresident_bytes=nonresident) as timing:
+                        if shard.error is not None:
+                            raise ValueError(shard.error)
+                        if (
+                            ctx.decompose
+                            and self.read_ahead
+                            and nonresident > 0
+                            and not pickled.is_pickle(shard.path)
+                        ):
+                            if ahead is None:
+                                ahead = pool_scope.enter_context(
+                                    ThreadPoolExecutor(
+                                        max_workers=1, thread_name_prefix="ckptprof-read-ahead"
+                                    )
+                                )
+                            self._load_shard_read_ahead(ctx, model.role, shard.path, rec, timing, ahead)
+                        else:
+                            self._load_shard(ctx, model.role, shard.path, rec)
+                except Exception:
+                    continue
 
     def _load_pickle_shard(self, ctx: LoadContext, role: str, path: str, rec: Recorder) -> None:
         """SGLang's ``pt_weights_iterator`` (``torch.load`` then every item), restricted to weights_only."""
@@ -62,6 +112,75 @@ class SGLangMmap:
                     full = handle.get_tensor(name)
                 replay_tensor(ctx, role, name, full, rec)
                 del full
+
+    def _load_shard_read_ahead(
+        self,
+        ctx: LoadContext,
+        role: str,
+        path: str,
+        rec: Recorder,
+        timing: ShardTiming,
+        ahead: ThreadPoolExecutor,
+    ) -> None:
+        """The decomposed sequence in blocks of rows, the next blocks faulted in (by the read-ahead thread) while
+        this one is copied - at most ``depth`` blocks ahead, like the kernel's read-ahead window."""
+
+        def fault(block: torch.Tensor, nbytes: int) -> None:
+            with rec.read(nbytes, shard=timing):
+                fault_in(block)
+
+        with ExitStack() as stack:
+            with rec.read(0):
+                read_header_region(path)
+            with rec.deserialize():
+                handle = stack.enter_context(safe_open(path, framework="pt", device="cpu"))
+                keys = list(handle.keys())
+            blocks = self._blocks(ctx, role, handle, keys, rec)
+            window: deque[tuple[_Block, Future[None]]] = deque()
+            try:
+                while True:
+                    while len(window) < self.depth:
+                        block = next(blocks, None)
+                        if block is None:
+                            break
+                        window.append((block, ahead.submit(fault, block.src, block.file_bytes)))
+                    if not window:
+                        break
+                    block, job = window.popleft()
+                    job.result()  # storage time the copies could not hide: in the wall, in no phase
+                    with rec.h2d(block.src.numel() * block.src.element_size()):
+                        block.dest.copy_(block.src)
+                    if block.last:
+                        rec.tensor_done()
+            finally:
+                for _, job in window:  # after a failure too: no read-ahead may outlive the mapping
+                    job.exception()
+
+    def _blocks(
+        self, ctx: LoadContext, role: str, handle: Any, keys: list[str], rec: Recorder
+    ) -> Iterator[_Block]:
+        """Each tensor's slice as blocks of whole rows (dim 0) of about ``block_mib``, in SGLang's key order."""
+        limit = self.block_mib * 1024 * 1024
+        for name in keys:
+            with rec.deserialize():
+                full = handle.get_tensor(name)
+                src = ctx.narrow(role, name, full)
+            if src is None:
+                rec.tensor_done()
+                continue
+            dest = ctx.destination(role, name)
+            total = full.numel() * full.element_size()  # counted as read, as the serial pass counts it
+            rows = src.shape[0] if src.dim() > 0 else 0
+            row_bytes = total // max(1, full.shape[0]) if full.dim() > 0 else total
+            step = max(1, limit // max(1, row_bytes))
+            if rows <= step:
+                yield _Block(src, dest, total, last=True)
+                continue
+            for r0 in range(0, rows, step):
+                r1 = min(rows, r0 + step)
+                # The tensor's bytes spread over its blocks in proportion to their rows; they add up to the total.
+                nbytes = total * r1 // rows - total * r0 // rows
+                yield _Block(src.narrow(0, r0, r1 - r0), dest.narrow(0, r0, r1 - r0), nbytes, last=r1 == rows)
 
     def _load_shard_wall_only(self, ctx: LoadContext, role: str, path: str, rec: Recorder) -> None:
         """The faithful pass's loop: SGLang's steps and nothing between them.
