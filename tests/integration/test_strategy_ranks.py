@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -173,3 +174,44 @@ def test_read_ahead_on_a_cold_checkpoint_loads_the_same_values_and_counts_its_re
         sum(s.storage_bytes for m in serial.models for s in m.shards) > total // 2
     ):  # the kernel counts reads here
         assert fetched > total // 2  # the read-ahead thread's storage bytes are counted on the shards too
+
+
+def test_a_read_ahead_failure_fails_its_shard_only(
+    small_draft: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error on the read-ahead thread marks the shard it was reading failed; the other shards still load."""
+    from ckptprof.checkpoint import fs
+    from ckptprof.replay.strategies import sglang as sglang_mod
+
+    plan = build_plan(small_draft, tp=1, devices="cpu")
+    (model,) = plan.models
+    dropped = fs.drop_cache(model.files)
+    if not dropped.ok:
+        pytest.skip(f"cannot drop the page cache here: {dropped.note}")
+    victim = Path(model.files[2]).name
+    real_fault_in = sglang_mod.fault_in
+
+    current = [""]
+
+    def failing(t: torch.Tensor) -> None:
+        if threading.current_thread().name.startswith("ckptprof-read-ahead") and current[0] == victim:
+            raise OSError(5, "Input/output error (injected)")
+        real_fault_in(t)
+
+    real_load = sglang_mod.SGLangMmap._load_shard_read_ahead
+
+    def tracking(self: sglang_mod.SGLangMmap, ctx: LoadContext, role: str, path: str, *rest: object) -> None:
+        current[0] = Path(path).name
+        real_load(self, ctx, role, path, *rest)
+
+    monkeypatch.setattr(sglang_mod, "fault_in", failing)
+    monkeypatch.setattr(sglang_mod.SGLangMmap, "_load_shard_read_ahead", tracking)
+    ctx = LoadContext(rank=0, tp=1, device=torch.device("cpu"))
+    ctx.allocate(model)
+    rec = Recorder(copy_timer=HostCopyTimer())
+    with rec.model(model.role):
+        get_strategy("sglang", read_ahead=True, block_mib=1).load_model(ctx, model, rec)
+    status = {s.file: (s.status, s.error) for s in rec.models[0].shards}
+    assert len(status) == len(model.files)
+    assert status[victim][0] == "failed" and "injected" in (status[victim][1] or "")
+    assert all(st == "ok" for f, (st, _) in status.items() if f != victim)
