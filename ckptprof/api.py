@@ -9,6 +9,7 @@ import datetime as dt
 import os
 import platform
 import socket
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,47 @@ def _prepare_all(plan: ReplayPlan, group: ranks_mod.TorchrunGroup | None) -> lis
     return states
 
 
+def _faithful_passes(
+    session: Session,
+    plan: ReplayPlan,
+    rounds: int,
+    progress: bool,
+    group: ranks_mod.TorchrunGroup | None,
+    say: Printer,
+) -> None:
+    """SGLang's exact sequence, ``rounds`` times, with a decomposed pass (walls only) between two of them."""
+    faithful_walls: dict[tuple[int, str], list[float]] = {}
+    decomposed_walls: dict[tuple[int, str], list[float]] = {
+        (r.rank, m.role): [m.wall_s] for r in session.ranks for m in r.models
+    }
+    fetched: dict[tuple[int, str], int] = {}
+    for i in range(rounds):
+        _prepare_all(plan, group)
+        say(
+            f"faithful pass{f' {i + 1}/{rounds}' if rounds > 1 else ''}: SGLang's exact sequence, no decomposition ..."
+        )
+        for r in _run_ranks(plan, faithful=True, progress=progress, group=group) or []:
+            for m in r.models:
+                faithful_walls.setdefault((r.rank, m.role), []).append(m.wall_s)
+                fetched.setdefault((r.rank, m.role), sum(s.storage_bytes for s in m.shards))
+        if i < rounds - 1:
+            _prepare_all(plan, group)
+            say(f"decomposed pass {i + 2}/{rounds} (walls only) ...")
+            for r in _run_ranks(plan, faithful=False, progress=progress, group=group) or []:
+                for m in r.models:
+                    decomposed_walls.setdefault((r.rank, m.role), []).append(m.wall_s)
+    for r in session.ranks:
+        for m in r.models:
+            walls = faithful_walls.get((r.rank, m.role))
+            if not walls:
+                continue
+            m.faithful_wall_s = statistics.median(walls)
+            m.faithful_storage_bytes = fetched.get((r.rank, m.role))
+            if rounds > 1:
+                m.faithful_walls = walls
+                m.decomposed_walls = decomposed_walls.get((r.rank, m.role))
+
+
 def replay(
     target: str | Path,
     draft: str | Path | None = None,
@@ -143,6 +185,7 @@ def replay(
     order: str = "sorted",
     strategy: str = "sglang",
     faithful: bool = False,
+    faithful_rounds: int = 1,
     probe: bool = True,
     probe_sample_bytes: int = 2 * 10**9,
     expert_parallel: bool = False,
@@ -158,12 +201,16 @@ def replay(
 
     ``strategy`` picks the loading path (``ckptprof.replay.strategies.AVAILABLE``) and ``strategy_params`` its
     parameters; ``verify`` makes each rank return a digest of every loaded parameter; ``ceilings`` reuses
-    ceilings measured by an earlier call instead of probing again.
+    ceilings measured by an earlier call instead of probing again. ``faithful_rounds`` > 1 alternates that many
+    faithful passes with decomposed ones (wall only) and compares medians.
 
     Under torchrun (RANK / WORLD_SIZE set) this process is one rank; rank 0 returns the full session and the
     other ranks return a session holding only the plan's models and config.
     """
     say = log or (lambda _msg: None)
+    if faithful_rounds < 1:
+        raise ValueError(f"faithful_rounds must be at least 1, got {faithful_rounds}")
+    faithful = faithful or faithful_rounds > 1
     group = ranks_mod.TorchrunGroup() if ranks_mod.in_torchrun() else None
     if group is not None:
         if tp not in (1, group.world_size):
@@ -193,6 +240,8 @@ def replay(
     )
     session.environment = environment()
     session.config["launcher"] = "torchrun" if group is not None else "spawn"
+    if faithful:
+        session.config["faithful_rounds"] = faithful_rounds
 
     from ckptprof.replay.strategies import get_strategy
 
@@ -243,15 +292,7 @@ def replay(
             return session
         session.ranks = results
         if faithful:
-            _prepare_all(plan, group)
-            say("faithful pass: SGLang's exact sequence, no decomposition ...")
-            faithful_results = _run_ranks(plan, faithful=True, progress=progress, group=group)
-            for dec, fai in zip(session.ranks, faithful_results or [], strict=False):
-                walls = {m.role: m.wall_s for m in fai.models}
-                fetched = {m.role: sum(s.storage_bytes for s in m.shards) for m in fai.models}
-                for m in dec.models:
-                    m.faithful_wall_s = walls.get(m.role)
-                    m.faithful_storage_bytes = fetched.get(m.role)
+            _faithful_passes(session, plan, faithful_rounds, progress, group, say)
     except ranks_mod.Interrupted as exc:
         session.ranks = exc.results
         session.notes.append("interrupted (Ctrl-C): partial session")

@@ -75,6 +75,10 @@ class RankModel:
     faithful_wall_s: float | None = None
     # Bytes that pass fetched from storage (the kernel's count): a cold faithful pass should match this pass's.
     faithful_storage_bytes: int | None = None
+    # With --faithful-rounds N > 1: every faithful pass's wall (faithful_wall_s is their median), and the walls of
+    # the decomposed passes run in between (this pass's first) - alternated so a drifting machine hits both alike.
+    faithful_walls: list[float] | None = None
+    decomposed_walls: list[float] | None = None
 
 
 @dataclass

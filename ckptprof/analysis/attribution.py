@@ -177,13 +177,15 @@ def checkpoint_bytes(session: Session, role: str | None = None) -> int:
 
 
 def faithful_delta(session: Session) -> float | None:
-    """How far the decomposed walls are from the faithful walls: (decomposed - faithful) / faithful."""
+    """How far the decomposed walls are from the faithful walls: (decomposed - faithful) / faithful.
+
+    With several alternated passes (``--faithful-rounds``) both sides are the medians of their passes."""
     decomposed = 0.0
     faithful = 0.0
     for r in session.ranks:
         for m in r.models:
             if m.faithful_wall_s:
-                decomposed += m.wall_s
+                decomposed += statistics.median(m.decomposed_walls) if m.decomposed_walls else m.wall_s
                 faithful += m.faithful_wall_s
     return (decomposed - faithful) / faithful if faithful > 0 else None
 

@@ -143,6 +143,14 @@ class RunCommand:
             "--faithful", action="store_true", help="also run SGLang's exact sequence and compare walls"
         )
         parser.add_argument(
+            "--faithful-rounds",
+            type=int,
+            default=1,
+            metavar="N",
+            help="with --faithful (implied when N > 1): alternate N faithful passes with decomposed ones and compare "
+            "medians - for a host or disk whose speed drifts between passes (default 1)",
+        )
+        parser.add_argument(
             "--ep", action="store_true", help="expert parallelism: a rank loads only its own MoE experts"
         )
         parser.add_argument(
@@ -209,6 +217,8 @@ class RunCommand:
 
         if args.tp < 1:
             raise UsageError("--tp must be at least 1")
+        if args.faithful_rounds < 1:
+            raise UsageError("--faithful-rounds must be at least 1")
         target = args.target or builtin_checkpoint(args.synth_size, quiet=args.quiet)
         devices = args.devices or default_devices()
         is_rank0 = int(os.environ.get("RANK", "0")) == 0
@@ -253,6 +263,7 @@ class RunCommand:
                     ceilings=ceilings,
                     allow_pickle=args.allow_pickle,
                     faithful=args.faithful,
+                    faithful_rounds=args.faithful_rounds,
                     probe=not args.no_probe,
                     probe_sample_bytes=args.probe_sample,
                     expert_parallel=args.ep,

@@ -114,6 +114,9 @@ def key_metrics(session: Session) -> list[tuple[str, str]]:
     if fetched and isinstance(delta, (int, float)):
         ours, theirs = sum(a for a, _ in fetched), sum(b or 0 for _, b in fetched)
         text += f" (from storage: {human_bytes(ours)} decomposed, {human_bytes(theirs)} faithful)"
+    rounds = session.config.get("faithful_rounds") or 1
+    if rounds > 1 and isinstance(delta, (int, float)):
+        text += f"; medians of {rounds} alternated passes each"
     rows.append(("decomposed vs faithful wall", text))
     return rows
 

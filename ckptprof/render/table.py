@@ -131,7 +131,9 @@ def render(session: Session, slowest: int = 5) -> str:
             extras.append(f"{v['major_faults_per_GB']:.0f} major faults/GB")
         extras.append(f"rank skew {v.get('rank_skew', 1.0):.2f}")
         if v.get("faithful_delta") is not None:
-            extras.append(f"decomposed vs faithful wall {100 * v['faithful_delta']:+.1f}%")
+            rounds = session.config.get("faithful_rounds") or 1
+            medians = f" (medians of {rounds} alternated passes)" if rounds > 1 else ""
+            extras.append(f"decomposed vs faithful wall {100 * v['faithful_delta']:+.1f}%{medians}")
             on_path = v.get("path_shares") or {}
             if on_path.get("storage", 0.0) >= 0.05:  # on a warm load there is nothing to say
                 extras.append(f"storage busy {100 * on_path.get('storage', 0.0):.0f}% of the faithful wall")

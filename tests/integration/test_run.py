@@ -75,6 +75,24 @@ def test_decomposed_phases_sum_close_to_wall(small_draft: Path) -> None:
     assert session.verdict["faithful_delta"] is not None
 
 
+def test_faithful_rounds_alternate_passes_and_compare_medians(small_draft: Path) -> None:
+    session = api.replay(small_draft, tp=2, devices="cpu", cache="cold", probe=False, faithful_rounds=3)
+    assert session.config["faithful"] and session.config["faithful_rounds"] == 3
+    decomposed, faithful = 0.0, 0.0
+    for r in session.ranks:
+        (m,) = r.models
+        assert m.faithful_walls is not None and len(m.faithful_walls) == 3
+        assert m.decomposed_walls is not None and len(m.decomposed_walls) == 3
+        assert m.decomposed_walls[0] == m.wall_s  # the pass with the per-shard data is the first of them
+        assert m.faithful_wall_s == sorted(m.faithful_walls)[1]
+        decomposed += sorted(m.decomposed_walls)[1]
+        faithful += sorted(m.faithful_walls)[1]
+    assert session.verdict["faithful_delta"] == pytest.approx((decomposed - faithful) / faithful, abs=1e-4)
+    with pytest.raises(ValueError, match="faithful_rounds must be at least 1"):
+        api.replay(small_draft, devices="cpu", probe=False, faithful_rounds=0)
+    assert main(["run", str(small_draft), "--faithful-rounds", "0", "--no-probe", "-q"]) == 2
+
+
 def test_a_cold_faithful_pass_fetches_from_storage_like_the_decomposed_one(small_draft: Path) -> None:
     # The faithful check compares two passes: both must start cold, or the comparison flatters SGLang's path.
     session = api.replay(small_draft, tp=1, devices="cpu", cache="cold", probe=False, faithful=True)
