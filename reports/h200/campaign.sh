@@ -2,7 +2,7 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe | deps strategies1 verify strategies8 tune touch bench repeat pyspy verifier
+# steps: env smoke synth tp1 tp8 probe | deps strategies1 verify strategies8 tune touch bench repeat readahead pyspy verifier
 # (deps installs the wheels carried in .whl/: fastsafetensors, py-spy, pytest + pytest-benchmark for bench)
 # (STRATEGIES picks the strategies; STRAT8_DEVICES / STRAT8_CACHES the device specs and cache modes of strategies8;
 #  tune: the pipelined strategy's reader count, TUNE_READERS, and chunk size, TUNE_CHUNKS)
@@ -89,6 +89,16 @@ for s in $STEPS; do
       for cache in cold warm; do
         step "TP1 $cache, faithful check, repeat $i"
         $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache $cache --faithful --no-probe -o "$OUT/repeat$i-tp1-$cache" -q | grep -E "^ +0  cuda|faithful wall"
+      done
+    done
+    ;;
+  readahead)
+    # Does the block read-ahead decomposition keep SGLang's overlap? Medians of 3 alternated passes, both ways.
+    for tpdev in "1 cuda:0" "8 cuda"; do
+      set -- $tpdev
+      for ra in true false; do
+        step "TP$1 on $2 cold, read_ahead=$ra, 3 faithful rounds"
+        $CK run "$DATA/eagle3" --tp $1 --devices $2 --cache cold --faithful-rounds 3 --no-probe --strategy sglang:read_ahead=$ra -o "$OUT/readahead-$ra-tp$1" -q | grep -E "^ +0  cuda|faithful wall"
       done
     done
     ;;
