@@ -288,11 +288,13 @@ def replay(
             if group is not None:
                 spy.stop()
             _collect_py_spy(session, spy)
-        if results is None:  # a non-zero torchrun rank: rank 0 owns the session
-            return session
-        session.ranks = results
+        if results is not None:  # None on a non-zero torchrun rank: rank 0 owns the session
+            session.ranks = results
         if faithful:
+            # Every rank of a torchrun launch takes part in the faithful passes (they meet at barriers).
             _faithful_passes(session, plan, faithful_rounds, progress, group, say)
+        if results is None:
+            return session
     except ranks_mod.Interrupted as exc:
         session.ranks = exc.results
         session.notes.append("interrupted (Ctrl-C): partial session")

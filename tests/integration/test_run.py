@@ -188,6 +188,8 @@ def test_torchrun_two_ranks_on_cpu(small_draft: Path, tmp_path: Path) -> None:
         "--devices",
         "cpu",
         "--no-probe",
+        "--faithful-rounds",  # every rank takes part in the faithful passes too (they meet at barriers)
+        "2",
         "-q",
         "-o",
         str(tmp_path / "tr"),
@@ -199,6 +201,9 @@ def test_torchrun_two_ranks_on_cpu(small_draft: Path, tmp_path: Path) -> None:
     assert [r.rank for r in session.ranks] == [0, 1]
     assert all(r.status == "ok" for r in session.ranks)
     assert session.ranks[0].pid != session.ranks[1].pid
+    for r in session.ranks:
+        (m,) = r.models
+        assert m.faithful_walls is not None and len(m.faithful_walls) == 2 and m.faithful_wall_s
 
 
 def test_python_api_is_ckptprof_replay(small_draft: Path) -> None:
