@@ -300,9 +300,9 @@ def replay(
         session.notes.append("interrupted (Ctrl-C): partial session")
         finish(session)
         raise InterruptedReplay(session) from None
-    finally:
-        if group is not None:
-            group.close()
+    # A torchrun launch's process group stays up for the next replay of this process (`--strategy a,b` replays
+    # each in turn; tearing the group down and up again between them raced the ranks' reconnection to rank 0).
+    # It is destroyed when the process exits.
     finish(session)
     return session
 

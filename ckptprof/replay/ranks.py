@@ -8,6 +8,7 @@ rank 0 over a gloo group; several nodes are torchrun's job, never a home-made la
 
 from __future__ import annotations
 
+import atexit
 import os
 import queue as queue_mod
 import signal
@@ -292,6 +293,7 @@ class TorchrunGroup:
         self.local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", str(self.world_size)))
         if not dist.is_initialized():
             dist.init_process_group(backend="gloo")
+            atexit.register(self.close)  # one group for every replay of this process, gone with it
 
     @property
     def is_main(self) -> bool:

@@ -206,6 +206,22 @@ def test_torchrun_two_ranks_on_cpu(small_draft: Path, tmp_path: Path) -> None:
         assert m.faithful_walls is not None and len(m.faithful_walls) == 2 and m.faithful_wall_s
 
 
+def test_torchrun_replays_several_strategies_in_one_launch(small_draft: Path, tmp_path: Path) -> None:
+    """`--strategy a,b` under torchrun: one process group serves every replay (re-creating it between them raced
+    the ranks' reconnection to rank 0)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29519"]
+    cmd += ["-m", "ckptprof", "run", str(small_draft), "--devices", "cpu", "--no-probe", "-q"]
+    cmd += ["--strategy", "sglang,no-mmap,pipelined", "--verify", "-o", str(tmp_path / "trs")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    session = Session.load(tmp_path / "trs" / "session.json")
+    rows = {row["strategy"]: row for row in session.extra["strategies"]["rows"]}
+    assert set(rows) == {"sglang", "no-mmap", "pipelined"}
+    assert all(row["status"] == "ok" for row in rows.values())
+    assert rows["no-mmap"]["verify"] == rows["pipelined"]["verify"] == "equal"
+
+
 def test_python_api_is_ckptprof_replay(small_draft: Path) -> None:
     import ckptprof
     import ckptprof.replay
