@@ -167,3 +167,13 @@ def test_path_shares_never_exceed_the_faithful_wall() -> None:
     s.ranks[0].models[0].faithful_wall_s = 2.0
     on_path = compute_verdict(s)["path_shares"]
     assert on_path["storage"] == 1.0 and sum(on_path.values()) == 1.0
+
+
+def test_page_cache_wording_follows_how_the_strategy_reads() -> None:
+    s = session(read=2.0, deser=0.05, h2d=0.2, resident=4 * GB)
+    assert (
+        "mmap page faults took" in compute_verdict(s)["summary"]
+    )  # SGLang's default path: faults on the mapping
+    s.config["strategy"] = "pipelined"
+    summary = compute_verdict(s)["summary"]
+    assert "reads from the page cache took" in summary and "page faults" not in summary

@@ -123,6 +123,10 @@ class _Ring:
 
     def _add(self) -> int:
         buf = torch.empty(self.size, dtype=torch.uint8, pin_memory=self.pinned)
+        if not self.pinned:
+            # Fresh host memory faults a page at a time on its first write; pinned memory is already resident.
+            # Touch it here so a ring filled before the load does not page-fault inside the timed reads.
+            buf.zero_()
         self._buffers.append(buf)
         self._events.append(None)
         return len(self._buffers) - 1
@@ -174,14 +178,13 @@ class Pipelined:
 
     # -- set-up ---------------------------------------------------------------------------------------------------
     def prepare(self, ctx: LoadContext, plan: ReplayPlan) -> None:
-        """Pin the ring before the timed load, sized to what the rank can have in flight."""
+        """Allocate (pin, on CUDA) the ring before the timed load, sized to what the rank can have in flight."""
         needed = sum(s.bytes for m in plan.models for s in m.shards)
         ring = self._ring_for(ctx, needed)
-        if ring.pinned:
-            # Failing here would leave this rank outside the start barrier, the others waiting for it: pin what
-            # fits now, the rest lazily inside the load (where a real shortage fails the load itself).
-            with suppress(RuntimeError, MemoryError):
-                ring.fill()
+        # Failing here would leave this rank outside the start barrier, the others waiting for it: allocate what
+        # fits now, the rest lazily inside the load (where a real shortage fails the load itself).
+        with suppress(RuntimeError, MemoryError):
+            ring.fill()
 
     def _ring_for(self, ctx: LoadContext, needed: int) -> _Ring:
         if self._ring is None:
