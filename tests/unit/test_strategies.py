@@ -348,7 +348,28 @@ def test_pipelined_reads_only_its_slices(models: list[ModelPlan]) -> None:
     assert pl_bytes < 0.75 * sg_bytes
 
 
-def test_prefetch_reads_the_ranks_share_of_the_sorted_files(models: list[ModelPlan]) -> None:
+def test_prefetch_reads_the_ranks_share_of_the_sorted_files(
+    models: list[ModelPlan], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ckptprof.replay.strategies.prefetch import SGLangPrefetch
+
+    # The prefetcher stops when the rank's own load is done; on a busy machine it may not have read a byte by
+    # then. So the foreground here waits until the prefetcher has read one file of its share.
+    one_read = threading.Event()
+    real_read_file, real_foreground = SGLangPrefetch._read_file, SGLangPrefetch._foreground
+
+    def read_file(self: SGLangPrefetch, *args: Any) -> None:
+        try:
+            real_read_file(self, *args)
+        finally:
+            one_read.set()
+
+    def foreground(self: SGLangPrefetch, *args: Any) -> None:
+        assert one_read.wait(60), "the prefetcher read nothing in 60 s"
+        real_foreground(self, *args)
+
+    monkeypatch.setattr(SGLangPrefetch, "_read_file", read_file)
+    monkeypatch.setattr(SGLangPrefetch, "_foreground", foreground)
     draft = models[1]
     _, mmap = load([draft], "sglang", {}, 3, 1)
     _, pre = load([draft], "prefetch", {}, 3, 1)
