@@ -39,9 +39,7 @@ from ckptprof.session import ShardTiming
 class _Block:
     src: torch.Tensor  # rows of the rank's slice (a view of the mapped file)
     dest: torch.Tensor  # the same rows of the parameter
-    file_bytes: (
-        int  # this block's part of the tensor's bytes (the serial pass counts the whole tensor as read)
-    )
+    file_bytes: int  # its part of the tensor's bytes (the serial pass counts the whole tensor as read)
     last: bool  # the tensor's last block
 
 
@@ -58,7 +56,14 @@ class SGLangMmap:
 
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
         with ExitStack() as pool_scope:
-            ahead: ThreadPoolExecutor | None = None
+            # A pool starts its thread at the first submit: nothing runs unless a cold shard needs it.
+            ahead = (
+                pool_scope.enter_context(
+                    ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptprof-read-ahead")
+                )
+                if ctx.decompose and self.read_ahead
+                else None
+            )
             for shard in model.shards:
                 try:
                     nonresident = shard.bytes - fs.resident_bytes(shard.path)
@@ -68,18 +73,7 @@ class SGLangMmap:
                     with rec.shard(os.path.basename(shard.path), nonresident_bytes=nonresident) as timing:
                         if shard.error is not None:
                             raise ValueError(shard.error)
-                        if (
-                            ctx.decompose
-                            and self.read_ahead
-                            and nonresident > 0
-                            and not pickled.is_pickle(shard.path)
-                        ):
-                            if ahead is None:
-                                ahead = pool_scope.enter_context(
-                                    ThreadPoolExecutor(
-                                        max_workers=1, thread_name_prefix="ckptprof-read-ahead"
-                                    )
-                                )
+                        if ahead is not None and nonresident > 0 and not pickled.is_pickle(shard.path):
                             self._load_shard_read_ahead(ctx, model.role, shard.path, rec, timing, ahead)
                         else:
                             self._load_shard(ctx, model.role, shard.path, rec)
@@ -101,17 +95,24 @@ class SGLangMmap:
             self._load_shard_wall_only(ctx, role, path, rec)
             return
         with ExitStack() as stack:
-            if ctx.decompose:
-                with rec.read(0):
-                    read_header_region(path)
-            with rec.deserialize():
-                handle = stack.enter_context(safe_open(path, framework="pt", device="cpu"))
-                keys = list(handle.keys())
+            handle, keys = self._open(stack, path, rec, ctx.decompose)
             for name in keys:
                 with rec.deserialize():
                     full = handle.get_tensor(name)
                 replay_tensor(ctx, role, name, full, rec)
                 del full
+
+    @staticmethod
+    def _open(stack: ExitStack, path: str, rec: Recorder, decompose: bool) -> tuple[Any, list[str]]:
+        """``safe_open`` the shard (closed with ``stack``) and list its keys; decomposing, its header is read
+        first under "read", so a cold header's disk round-trip is not blamed on deserialisation."""
+        if decompose:
+            with rec.read(0):
+                read_header_region(path)
+        with rec.deserialize():
+            handle = stack.enter_context(safe_open(path, framework="pt", device="cpu"))
+            keys = list(handle.keys())
+        return handle, keys
 
     def _load_shard_read_ahead(
         self,
@@ -130,11 +131,7 @@ class SGLangMmap:
                 fault_in(block)
 
         with ExitStack() as stack:
-            with rec.read(0):
-                read_header_region(path)
-            with rec.deserialize():
-                handle = stack.enter_context(safe_open(path, framework="pt", device="cpu"))
-                keys = list(handle.keys())
+            handle, keys = self._open(stack, path, rec, decompose=True)
             blocks = self._blocks(ctx, role, handle, keys, rec)
             window: deque[tuple[_Block, Future[None]]] = deque()
             try:
