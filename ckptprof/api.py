@@ -149,6 +149,7 @@ def _faithful_passes(
         (r.rank, m.role): [m.wall_s] for r in session.ranks for m in r.models
     }
     fetched: dict[tuple[int, str], int] = {}
+    busy_fractions: dict[tuple[int, str], list[float]] = {}
     for i in range(rounds):
         _prepare_all(plan, group)
         say(
@@ -158,6 +159,8 @@ def _faithful_passes(
             for m in r.models:
                 faithful_walls.setdefault((r.rank, m.role), []).append(m.wall_s)
                 fetched.setdefault((r.rank, m.role), sum(s.storage_bytes for s in m.shards))
+                if m.disk_busy_s is not None and m.wall_s > 0:
+                    busy_fractions.setdefault((r.rank, m.role), []).append(min(1.0, m.disk_busy_s / m.wall_s))
         if i < rounds - 1:
             _prepare_all(plan, group)
             say(f"decomposed pass {i + 2}/{rounds} (walls only) ...")
@@ -171,6 +174,9 @@ def _faithful_passes(
                 continue
             m.faithful_wall_s = statistics.median(walls)
             m.faithful_storage_bytes = fetched.get((r.rank, m.role))
+            fractions = busy_fractions.get((r.rank, m.role))
+            if fractions and len(fractions) == len(walls):  # every pass sampled the device, or none counts
+                m.faithful_disk_busy_s = statistics.median(fractions) * m.faithful_wall_s
             if rounds > 1:
                 m.faithful_walls = walls
                 m.decomposed_walls = decomposed_walls.get((r.rank, m.role))

@@ -79,6 +79,14 @@ class RankModel:
     # the decomposed passes run in between (this pass's first) - alternated so a drifting machine hits both alike.
     faithful_walls: list[float] | None = None
     decomposed_walls: list[float] | None = None
+    # The block device under the model's files (its /proc/diskstats name; None on NFS, FUSE, tmpfs, overlay) and how
+    # long it had a request in flight during this pass (io_ticks), with the bytes it read: device-wide counts.
+    disk: str | None = None
+    disk_busy_s: float | None = None
+    disk_read_bytes: int | None = None
+    # The same busy time during SGLang's own (faithful) sequence, scaled to faithful_wall_s (the median of the
+    # passes' busy fractions times it): how long storage was really busy on SGLang's path, no decomposition.
+    faithful_disk_busy_s: float | None = None
 
 
 @dataclass

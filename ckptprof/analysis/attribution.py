@@ -71,15 +71,18 @@ class PhaseTotals:
 ZERO_SHARES = {"storage": 0.0, "page_cache": 0.0, "deserialize": 0.0, "h2d": 0.0, "other": 0.0}
 
 
-def overlap_shares(t: PhaseTotals, wall: float, other_s: float | None = None) -> dict[str, float]:
+def overlap_shares(
+    t: PhaseTotals, wall: float, other_s: float | None = None, storage_s: float | None = None
+) -> dict[str, float]:
     """Shares of ``wall``: storage busy time first (at most the wall), the rest in proportion to the other phases.
 
-    ``other_s`` (time outside the phases) defaults to the wall minus the phases. With phases that did not overlap,
-    every phase simply gets its own time over the wall.
+    ``other_s`` (time outside the phases) defaults to the wall minus the phases. ``storage_s`` (how long storage
+    was busy) defaults to the phases' storage time. With phases that did not overlap, every phase simply gets its
+    own time over the wall.
     """
     if wall <= 0:
         return dict(ZERO_SHARES)
-    storage = min(t.storage_read_s, wall)
+    storage = min(t.storage_read_s if storage_s is None else storage_s, wall)
     others = {
         "page_cache": t.read_s - t.storage_read_s,
         "deserialize": t.deserialize_s,
@@ -196,23 +199,45 @@ def slowest_shards(session: Session, n: int = 5) -> list[tuple[int, str, ShardTi
     return rows[:n]
 
 
+def _faithful_models(session: Session, role: str | None) -> list[RankModel]:
+    return [
+        m for r in session.ranks for m in r.models if m.faithful_wall_s and (role is None or m.role == role)
+    ]
+
+
+def path_storage_source(session: Session, role: str | None = None) -> str | None:
+    """Where the storage share of SGLang's own load comes from: the block device's own busy time during the
+    faithful passes ("io_ticks of vda"), or the decomposed pass's storage time where no device could be sampled."""
+    models = _faithful_models(session, role)
+    if not models:
+        return None
+    if all(m.faithful_disk_busy_s is not None for m in models):
+        disks = sorted({m.disk for m in models if m.disk})
+        return f"io_ticks of {', '.join(disks)}"
+    return "decomposed storage time"
+
+
 def path_shares(session: Session, role: str | None = None) -> dict[str, float] | None:
     """Shares of SGLang's own load (the faithful wall), with the overlap credited to storage.
 
     The decomposed pass times each phase alone; in SGLang's sequence the copy of resident pages overlaps the
-    read-ahead of the next ones, so the phases add up to more than its wall. Storage was busy for as long as it
-    took to fetch the bytes (the decomposed pass's storage time, at most the faithful wall); the rest of the
-    faithful wall is what the other phases added on top, split in proportion to their decomposed times. So a
-    storage-bound load reads as such even though its copies, timed alone, are not free. None without --faithful.
+    read-ahead of the next ones, so the phases add up to more than its wall. Storage was busy for as long as the
+    block device had a request in flight during the faithful passes (its io_ticks), measured on SGLang's own
+    sequence; where there is no block device to sample (NFS, FUSE, tmpfs), for as long as the decomposed pass took
+    to fetch the bytes (at most the faithful wall). The rest of the faithful wall is what the other phases added on
+    top, split in proportion to their decomposed times. So a storage-bound load reads as such even though its
+    copies, timed alone, are not free. None without --faithful.
     """
     decomposed = PhaseTotals()
     faithful = 0.0
-    for r in session.ranks:
-        for m in r.models:
-            if m.faithful_wall_s and (role is None or m.role == role):
-                decomposed = decomposed + model_totals(m)
-                faithful += m.faithful_wall_s
+    models = _faithful_models(session, role)
+    for m in models:
+        decomposed = decomposed + model_totals(m)
+        faithful += m.faithful_wall_s or 0.0
     if faithful <= 0 or decomposed.wall_s <= 0:
         return None
+    busy = None
+    if all(m.faithful_disk_busy_s is not None for m in models):
+        busy = sum(m.faithful_disk_busy_s or 0.0 for m in models)
     # "other" is the decomposed pass's time outside its phases, not measured against the faithful wall.
-    return overlap_shares(decomposed, faithful, other_s=decomposed.other_s)
+    return overlap_shares(decomposed, faithful, other_s=decomposed.other_s, storage_s=busy)

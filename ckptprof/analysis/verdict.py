@@ -12,6 +12,7 @@ from ckptprof.analysis.attribution import (
     faithful_delta,
     load_wall,
     path_shares,
+    path_storage_source,
     rank_skew,
     run_totals,
 )
@@ -194,9 +195,11 @@ def compute_verdict(session: Session) -> dict[str, Any]:
     ]
     fdelta = faithful_delta(session)
     on_path = path_shares(session)
+    path_source = path_storage_source(session)
     if bottleneck == "storage" and on_path is not None:
         summary += (
-            f"; storage was busy for {100 * on_path['storage']:.0f}% of SGLang's own load (faithful wall)"
+            f"; storage was busy for {100 * on_path['storage']:.0f}% of SGLang's own load (faithful wall; "
+            f"{path_source})"
         )
     faithful_note = None
     if fdelta is not None and fdelta > 0.05:
@@ -228,6 +231,7 @@ def compute_verdict(session: Session) -> dict[str, Any]:
         "h2d_stand_in": stand_in,
         "faithful_delta": None if fdelta is None else round(fdelta, 4),
         "path_shares": None if on_path is None else {k: round(v, 4) for k, v in on_path.items()},
+        "path_storage_source": path_source,
         "faithful_note": faithful_note,
         "read_GBps": round(read_rate, 4),
         "floor_s": _floor(ckpt, cold, storage_n, pinned, totals.h2d_bytes, n_ranks),

@@ -94,7 +94,8 @@ def key_metrics(session: Session) -> list[tuple[str, str]]:
     if on_path:
         rows.append(
             (
-                "SGLang's own load (faithful wall): storage busy / page cache / deserialize / h2d / other",
+                "SGLang's own load (faithful wall): storage busy / page cache / deserialize / h2d / other"
+                + (f" (storage: {v['path_storage_source']})" if v.get("path_storage_source") else ""),
                 " / ".join(f"{100 * on_path.get(k, 0.0):.0f}%" for k in PATH_SHARE_KEYS),
             )
         )

@@ -136,7 +136,11 @@ def render(session: Session, slowest: int = 5) -> str:
             extras.append(f"decomposed vs faithful wall {100 * v['faithful_delta']:+.1f}%{medians}")
             on_path = v.get("path_shares") or {}
             if on_path.get("storage", 0.0) >= 0.05:  # on a warm load there is nothing to say
-                extras.append(f"storage busy {100 * on_path.get('storage', 0.0):.0f}% of the faithful wall")
+                source = v.get("path_storage_source")
+                extras.append(
+                    f"storage busy {100 * on_path.get('storage', 0.0):.0f}% of the faithful wall"
+                    + (f" ({source})" if source else "")
+                )
         else:
             extras.append("faithful check not run (--faithful)")
         out.append("  " + "; ".join(extras))

@@ -15,6 +15,7 @@ from typing import Any
 import psutil
 import torch
 
+from ckptprof.checkpoint import diskstats
 from ckptprof.replay import memory
 from ckptprof.replay.plan import ReplayPlan
 from ckptprof.replay.recorder import CudaCopyTimer, HostCopyTimer, Recorder, WallOnlyRecorder
@@ -67,15 +68,22 @@ def replay_rank(
             # Set-up a server does before loading (process groups, pinned buffer rings): outside the timed wall,
             # like allocating the parameters.
             prepare(ctx, plan)
+        disks = [diskstats.device_for(model.path) for model in plan.models]
         if wait_for_all is not None:
             wait_for_all()  # like SGLang's TP workers, every rank starts reading at the same moment
         result.rss_before_load_bytes = memory.current_rss_bytes()
         peak_resettable = memory.reset_peak_rss()
         recorder.start()
         started = time.perf_counter()
-        for model in plan.models:
-            with recorder.model(model.role):
+        for model, disk in zip(plan.models, disks, strict=True):
+            before = diskstats.sample(disk) if disk else None
+            with recorder.model(model.role) as timed:
                 strategy.load_model(ctx, model, recorder)
+            after = diskstats.sample(disk) if disk else None
+            if before is not None and after is not None:
+                timed.disk = disk
+                timed.disk_busy_s = after.busy_since(before)
+                timed.disk_read_bytes = after.read_since(before)
         result.wall_s = time.perf_counter() - started
         if peak_resettable:  # read before --verify's digests copy parameters to the host
             result.load_peak_rss_bytes = memory.peak_rss_bytes()

@@ -9,7 +9,8 @@ Compares, on the same warm files and GPU, alternating rounds:
 - ``pread-only``: the page-cache read ceiling with the same threads and buffers, no device copy;
 - ``h2d-pinned``: one pinned buffer copied repeatedly (the PCIe ceiling).
 
-Usage on the device machine (repository root): python3 reports/h200/hostreg_probe.py DIR [THREADS...] > out.json
+Usage on the device machine (repository root), METHODS and ROUNDS optional:
+    METHODS=pread-pinned,pread-only ROUNDS=3 python3 reports/h200/hostreg_probe.py DIR [THREADS...] > out.json
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import torch
 CHUNK = 64 * 1024 * 1024
 PAGE = mmap.PAGESIZE
 REGISTER_READ_ONLY = 8  # cudaHostRegisterReadOnly
-ROUNDS = 3
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+METHODS = os.environ.get("METHODS", "pread-pinned,register,register-only,pread-only").split(",")
 
 
 def chunks(files: list[Path]) -> list[tuple[Path, int, int]]:
@@ -153,10 +155,14 @@ def main() -> None:
     for r in range(ROUNDS):
         for n in threads:
             for name, fn in (
-                ("pread-pinned", lambda n=n: pread_pinned(n, work, dev, True)),
-                ("register", lambda n=n: register(n, work, dev, True, errors)),
-                ("register-only", lambda n=n: register(n, work, dev, False, errors)),
-                ("pread-only", lambda n=n: pread_pinned(n, work, dev, False)),
+                m
+                for m in (
+                    ("pread-pinned", lambda n=n: pread_pinned(n, work, dev, True)),
+                    ("register", lambda n=n: register(n, work, dev, True, errors)),
+                    ("register-only", lambda n=n: register(n, work, dev, False, errors)),
+                    ("pread-only", lambda n=n: pread_pinned(n, work, dev, False)),
+                )
+                if m[0] in METHODS
             ):
                 key = f"{name}/{n}"
                 try:

@@ -104,6 +104,21 @@ def test_a_cold_faithful_pass_fetches_from_storage_like_the_decomposed_one(small
     assert model.faithful_storage_bytes > 0.5 * session.models[0].total_bytes
 
 
+def test_a_faithful_pass_on_a_block_device_records_how_long_it_was_busy(small_draft: Path) -> None:
+    from ckptprof.checkpoint import diskstats
+
+    if diskstats.device_for(small_draft) is None:
+        pytest.skip("no block device under the checkpoint (tmpfs or overlay)")
+    session = api.replay(small_draft, tp=1, devices="cpu", cache="cold", probe=False, faithful_rounds=2)
+    (model,) = session.ranks[0].models
+    assert model.disk == diskstats.device_for(small_draft)
+    assert model.disk_busy_s is not None and model.disk_read_bytes is not None
+    assert model.faithful_wall_s is not None and model.faithful_disk_busy_s is not None
+    # Device-wide busy time, scaled to the faithful wall: never more than it.
+    assert 0 <= model.faithful_disk_busy_s <= model.faithful_wall_s + 1e-9
+    assert session.verdict["path_storage_source"] == f"io_ticks of {model.disk}"
+
+
 def test_bad_shard_is_marked_failed_others_measured(
     small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

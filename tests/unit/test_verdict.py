@@ -161,6 +161,32 @@ def test_path_shares_credit_the_overlap_to_storage() -> None:
     assert decomposed > 2.75 and v["faithful_delta"] > 0
 
 
+def test_path_shares_take_storage_from_the_device_when_it_was_sampled() -> None:
+    # GIVEN the same load, and the disk's own io_ticks: busy 2.6 s of SGLang's 2.75 s (more than the decomposition)
+    s = session(read=2.5, deser=0.1, h2d=0.6, resident=0)
+    m = s.ranks[0].models[0]
+    m.faithful_wall_s = 2.75
+    assert compute_verdict(s)["path_storage_source"] == "decomposed storage time"
+    m.disk, m.faithful_disk_busy_s = "vda", 2.6
+    v = compute_verdict(s)
+    # THEN storage's share is the device's, the rest split as before, and the summary names the device
+    assert abs(v["path_shares"]["storage"] - 2.6 / 2.75) < 1e-3
+    assert abs(sum(v["path_shares"].values()) - 1.0) < 1e-3
+    assert v["path_storage_source"] == "io_ticks of vda"
+    assert "storage was busy for 95% of SGLang's own load (faithful wall; io_ticks of vda)" in v["summary"]
+
+
+def test_path_shares_fall_back_when_one_model_had_no_device() -> None:
+    # A draft on NFS next to a target on a local disk: no device-wide figure for both, so neither is used.
+    s = session(read=2.5, deser=0.1, h2d=0.6, resident=0, ranks=2)
+    for r in s.ranks:
+        r.models[0].faithful_wall_s = 2.75
+    s.ranks[0].models[0].faithful_disk_busy_s = 0.1
+    v = compute_verdict(s)
+    assert v["path_storage_source"] == "decomposed storage time"
+    assert abs(v["path_shares"]["storage"] - 2.5 / 2.75) < 1e-3
+
+
 def test_path_shares_never_exceed_the_faithful_wall() -> None:
     # GIVEN a faithful pass faster than the storage time alone (the disk sped up between passes)
     s = session(read=3.0, deser=0.1, h2d=0.2, resident=0)
