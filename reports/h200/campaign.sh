@@ -2,10 +2,11 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe | deps strategies1 verify strategies8 tune touch bench repeat readahead pyspy verifier
+# steps: env smoke synth tp1 tp8 probe | deps strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe pyspy verifier
 # (deps installs the wheels carried in .whl/: fastsafetensors, py-spy, pytest + pytest-benchmark for bench)
 # (STRATEGIES picks the strategies; STRAT8_DEVICES / STRAT8_CACHES the device specs and cache modes of strategies8;
-#  tune: the pipelined strategy's reader count, TUNE_READERS, and chunk size, TUNE_CHUNKS)
+#  tune: the pipelined strategy's reader count, TUNE_READERS, and chunk size, TUNE_CHUNKS; readahead: RA_TPS and
+#  RA_VARIANTS; tp1/tp8: FAITHFUL, e.g. "--faithful-rounds 3", and TP8_DEVICES)
 # (fastsafetensors travels as a wheel in .whl/, fio with its libraries in .fio/fio.tgz; both optional)
 set -uo pipefail
 OUT=${1:?outdir}; shift
@@ -40,10 +41,10 @@ for s in $STEPS; do
     done
     ;;
   tp8)
-    for devs in cuda:0 cuda; do
+    for devs in ${TP8_DEVICES:-cuda:0 cuda}; do
       for cache in cold warm; do
         step "TP8 on $devs, $cache"
-        $CK run "$DATA/eagle3" --tp 8 --devices $devs --cache $cache --faithful --no-probe -o "$OUT/tp8-${devs/:/}-$cache" -q
+        $CK run "$DATA/eagle3" --tp 8 --devices $devs --cache $cache ${FAITHFUL:---faithful} --no-probe -o "$OUT/tp8-${devs/:/}-$cache" -q
       done
     done
     ;;
@@ -94,11 +95,12 @@ for s in $STEPS; do
     ;;
   readahead)
     # Does the block read-ahead decomposition keep SGLang's overlap? Medians of 3 alternated passes, both ways.
-    for tpdev in "1 cuda:0" "8 cuda"; do
-      set -- $tpdev
-      for ra in true false; do
-        step "TP$1 on $2 cold, read_ahead=$ra, 3 faithful rounds"
-        $CK run "$DATA/eagle3" --tp $1 --devices $2 --cache cold --faithful-rounds 3 --no-probe --strategy sglang:read_ahead=$ra -o "$OUT/readahead-$ra-tp$1" -q | grep -E "^ +0  cuda|faithful wall"
+    # RA_TPS: "TP:DEVICES ..." pairs; RA_VARIANTS: sglang strategy parameters, one run each.
+    for tpdev in ${RA_TPS:-1:cuda:0 8:cuda}; do
+      tp=${tpdev%%:*}; devs=${tpdev#*:}
+      for ra in ${RA_VARIANTS:-read_ahead=true read_ahead=false}; do
+        step "TP$tp on $devs cold, sglang:$ra, 3 faithful rounds"
+        $CK run "$DATA/eagle3" --tp $tp --devices $devs --cache cold --faithful-rounds 3 --no-probe --strategy "sglang:$ra" -o "$OUT/readahead-${ra//[=,:]/-}-tp$tp" -q | grep -E "^ +0  cuda|verdict|faithful wall"
       done
     done
     ;;
@@ -106,6 +108,18 @@ for s in $STEPS; do
     step "TP1 warm and cold, faithful check, pages faulted in by touch (CKPTPROF_FAULT_IN=touch)"
     for cache in warm cold; do
       CKPTPROF_FAULT_IN=touch $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache $cache --faithful --no-probe -o "$OUT/tp1-$cache-touch" -q
+    done
+    ;;
+  plainvspipe)
+    # The pipelined strategy next to a plain pread-into-pinned loop on the same warm files, alternated twice.
+    for i in 1 2; do
+      step "plain pread -> pinned -> H2D loop, 16 and 32 threads, round $i"
+      METHODS=pread-pinned,pread-only ROUNDS=1 python3 reports/h200/hostreg_probe.py "$DATA/eagle3" 16 32 > "$OUT/plain-$i.json" 2>/dev/null
+      python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['gbps'])" "$OUT/plain-$i.json"
+      for readers in ${PIPE_READERS:-16 32}; do
+        step "TP1 cuda:0 warm, pipelined with $readers readers, round $i"
+        $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache warm --strategy pipelined:readers=$readers --no-probe -o "$OUT/pipe$readers-$i" -q | grep -E "^ +0 "
+      done
     done
     ;;
   pyspy)
