@@ -10,6 +10,7 @@ import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -593,6 +594,33 @@ def test_pipelined_loads_through_a_pre_filled_ring(
         digests, rec = out[0]
         assert digests == want
         assert all(s.status == "ok" for m in rec.models for s in m.shards)
+
+
+def test_pipelined_reader_pool_is_set_up_before_the_load_and_serves_both_models(
+    models: list[ModelPlan],
+) -> None:
+    # GIVEN prepare() ran, as the worker runs it before the start barrier
+    want = reference(models, 3, 1)
+    ctx = LoadContext(rank=1, tp=3, device=torch.device("cpu"))
+    for m in models:
+        ctx.allocate(m)
+    strategy = pipelined_mod.Pipelined(readers=3, chunk_mib=1)
+    strategy.prepare(ctx, SimpleNamespace(models=models))  # type: ignore[arg-type]
+    pool = list(strategy._threads)
+    # THEN the readers are already running (their set-up is outside the timed load)
+    assert len(pool) == 3 and all(t.is_alive() for t in pool)
+    # WHEN target then draft load THEN the same threads serve both and the values are sglang's
+    rec = Recorder(copy_timer=HostCopyTimer())
+    rec.start()
+    for m in models:
+        with rec.model(m.role):
+            strategy.load_model(ctx, m, rec)
+    assert strategy._threads == pool and all(t.is_alive() for t in pool)
+    assert param_digests(ctx) == want
+    assert all(s.status == "ok" for m in rec.models for s in m.shards)
+    # AND close() stops them
+    strategy.close()
+    assert not any(t.is_alive() for t in pool)
 
 
 # -- the faithful pass -------------------------------------------------------------------------------------------
