@@ -205,16 +205,32 @@ def _faithful_models(session: Session, role: str | None) -> list[RankModel]:
     ]
 
 
-def path_storage_source(session: Session, role: str | None = None) -> str | None:
-    """Where the storage share of SGLang's own load comes from: the block device's own busy time during the
-    faithful passes ("io_ticks of vda"), or the decomposed pass's storage time where no device could be sampled."""
+def _path_storage(session: Session, role: str | None) -> tuple[float | None, str | None]:
+    """How long storage was busy during SGLang's own load, and where that figure comes from.
+
+    Two measurements, each able to miss part of it: the device's io_ticks during the faithful passes (SGLang's own
+    I/O pattern, but blind to reads held back above the device - a cgroup throttle, a network file system) and the
+    decomposed pass's storage time (alone, with its own I/O pattern). The larger is the better bound of how long
+    storage held the load. (None, source) means: use the decomposed storage time.
+    """
     models = _faithful_models(session, role)
     if not models:
-        return None
-    if all(m.faithful_disk_busy_s is not None for m in models):
-        disks = sorted({m.disk for m in models if m.disk})
-        return f"io_ticks of {', '.join(disks)}"
-    return "decomposed storage time"
+        return None, None
+    if not all(m.faithful_disk_busy_s is not None for m in models):
+        return None, "decomposed storage time"
+    busy = sum(m.faithful_disk_busy_s or 0.0 for m in models)
+    disks = ", ".join(sorted({m.disk for m in models if m.disk}))
+    decomposed = sum(model_totals(m).storage_read_s for m in models)
+    if decomposed > busy:
+        return None, f"decomposed storage time, more than the {busy:.2f} s io_ticks of {disks}"
+    return busy, f"io_ticks of {disks}"
+
+
+def path_storage_source(session: Session, role: str | None = None) -> str | None:
+    """Where the storage share of SGLang's own load comes from: the block device's own busy time during the
+    faithful passes ("io_ticks of vda"), or the decomposed pass's storage time (no device to sample, or it said
+    more than the device)."""
+    return _path_storage(session, role)[1]
 
 
 def path_shares(session: Session, role: str | None = None) -> dict[str, float] | None:
@@ -223,8 +239,8 @@ def path_shares(session: Session, role: str | None = None) -> dict[str, float] |
     The decomposed pass times each phase alone; in SGLang's sequence the copy of resident pages overlaps the
     read-ahead of the next ones, so the phases add up to more than its wall. Storage was busy for as long as the
     block device had a request in flight during the faithful passes (its io_ticks), measured on SGLang's own
-    sequence; where there is no block device to sample (NFS, FUSE, tmpfs), for as long as the decomposed pass took
-    to fetch the bytes (at most the faithful wall). The rest of the faithful wall is what the other phases added on
+    sequence, or as long as the decomposed pass took to fetch the bytes where that is longer or there is no block
+    device to sample (NFS, FUSE, tmpfs) - at most the faithful wall. The rest of the faithful wall is what the other phases added on
     top, split in proportion to their decomposed times. So a storage-bound load reads as such even though its
     copies, timed alone, are not free. None without --faithful.
     """
@@ -236,8 +252,6 @@ def path_shares(session: Session, role: str | None = None) -> dict[str, float] |
         faithful += m.faithful_wall_s or 0.0
     if faithful <= 0 or decomposed.wall_s <= 0:
         return None
-    busy = None
-    if all(m.faithful_disk_busy_s is not None for m in models):
-        busy = sum(m.faithful_disk_busy_s or 0.0 for m in models)
+    busy, _ = _path_storage(session, role)
     # "other" is the decomposed pass's time outside its phases, not measured against the faithful wall.
     return overlap_shares(decomposed, faithful, other_s=decomposed.other_s, storage_s=busy)

@@ -2,7 +2,7 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe | deps strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe pyspy verifier
+# steps: env smoke synth tp1 tp8 probe | deps strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier
 # (deps installs the wheels carried in .whl/: fastsafetensors, py-spy, pytest + pytest-benchmark for bench)
 # (STRATEGIES picks the strategies; STRAT8_DEVICES / STRAT8_CACHES the device specs and cache modes of strategies8;
 #  tune: the pipelined strategy's reader count, TUNE_READERS, and chunk size, TUNE_CHUNKS; readahead: RA_TPS and
@@ -141,6 +141,11 @@ for s in $STEPS; do
       step "verifier + draft, TP8 over both GPUs, $cache"
       $CK run "$DATA/verifier" --draft "$DATA/eagle3" --tp 8 --devices cuda --cache $cache --faithful -o "$OUT/verifier-draft-tp8-$cache" -q
     done
+    ;;
+  throttle)
+    # The issue's disk-bound box: reads from the disk capped at THROTTLE_BPS (default 1.4 GB/s) for this run only.
+    step "TP1 cold on cuda:0, disk reads capped at ${THROTTLE_BPS:-1400000000} B/s, 3 faithful rounds"
+    bash reports/h200/throttle.sh "$DATA/eagle3" ${THROTTLE_BPS:-1400000000} $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache cold --faithful-rounds 3 -o "$OUT/throttled-tp1-cold" -q
     ;;
   probe)
     step probe

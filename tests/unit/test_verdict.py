@@ -176,6 +176,17 @@ def test_path_shares_take_storage_from_the_device_when_it_was_sampled() -> None:
     assert "storage was busy for 95% of SGLang's own load (faithful wall; io_ticks of vda)" in v["summary"]
 
 
+def test_path_shares_keep_the_decomposed_storage_time_when_the_device_saw_less() -> None:
+    # GIVEN reads held back above the device (a cgroup throttle): the disk was busy 0.2 s, fetching took 2.5 s
+    s = session(read=2.5, deser=0.1, h2d=0.6, resident=0)
+    m = s.ranks[0].models[0]
+    m.faithful_wall_s, m.disk, m.faithful_disk_busy_s = 2.75, "vda", 0.2
+    v = compute_verdict(s)
+    # THEN the larger of the two measurements counts, and the source says why
+    assert abs(v["path_shares"]["storage"] - 2.5 / 2.75) < 1e-3
+    assert v["path_storage_source"] == "decomposed storage time, more than the 0.20 s io_ticks of vda"
+
+
 def test_path_shares_fall_back_when_one_model_had_no_device() -> None:
     # A draft on NFS next to a target on a local disk: no device-wide figure for both, so neither is used.
     s = session(read=2.5, deser=0.1, h2d=0.6, resident=0, ranks=2)
