@@ -37,7 +37,7 @@ for s in $STEPS; do
   tp1)
     for cache in cold warm; do
       step "TP1 $cache, faithful check"
-      $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache $cache --faithful -o "$OUT/tp1-$cache" -q
+      $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache $cache ${FAITHFUL:---faithful} -o "$OUT/tp1-$cache" -q
     done
     ;;
   tp8)
