@@ -33,12 +33,25 @@ NOT_SGLANG = ("pipelined",)
 BYPASS_FRACTION = 0.5
 
 
+def strategy_label(config: dict[str, Any]) -> str:
+    """``pipelined`` at its defaults, ``pipelined:readers=32`` with parameters: what tells two runs of one strategy
+    apart (the same spelling `--strategy` takes)."""
+    name = str(config.get("strategy", "?"))
+    params = config.get("strategy_params") or {}
+    return ":".join([name, *(f"{k}={_spell(v)}" for k, v in sorted(params.items()))])
+
+
+def _spell(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 @dataclass
 class StrategyRow:
     strategy: str
     params: dict[str, Any]
     flags: str
     status: str  # ok | failed | unavailable
+    label: str = ""  # strategy plus its parameters: unique within a comparison of variants
     error: str | None = None
     wall_s: float | None = None
     GBps: float | None = None
@@ -72,7 +85,10 @@ class StrategyComparison:
         return None if not states else all(s == "equal" for s in states)
 
     def row(self, strategy: str) -> StrategyRow | None:
-        return next((r for r in self.rows if r.strategy == strategy), None)
+        """The row of ``strategy``: a label (``pipelined:readers=32``) or a name (its first run)."""
+        return next((r for r in self.rows if r.label == strategy), None) or next(
+            (r for r in self.rows if r.strategy == strategy), None
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -154,6 +170,7 @@ def _row(session: Session, reference: Session | None) -> StrategyRow:
         flags=str(config.get("strategy_flags") or DEFAULT_FLAGS.get(name, "")),
         status=status,
         error=error,
+        label=strategy_label(config),
     )
     if session is reference:
         row.verify = "reference"
@@ -199,7 +216,11 @@ def _consistency(sessions: list[Session]) -> list[str]:
 
 def compare_strategies(sessions: list[Session]) -> StrategyComparison:
     """One row per session (strategy), the fastest, its flags, the floor and the value check."""
-    reference = next((s for s in sessions if s.config.get("strategy") == REFERENCE), None)
+    # The reference is SGLang's default path at its defaults (a parameterised sglang variant only when that is absent).
+    candidates = [s for s in sessions if s.config.get("strategy") == REFERENCE]
+    reference = next((s for s in candidates if not s.config.get("strategy_params")), None) or next(
+        iter(candidates), None
+    )
     rows = [_row(s, reference) for s in sessions]
     ok = [r for r in rows if r.status == "ok" and r.wall_s]
     fastest = min(ok, key=lambda r: r.wall_s or 0.0) if ok else None
@@ -210,12 +231,12 @@ def compare_strategies(sessions: list[Session]) -> StrategyComparison:
     warnings = _consistency(sessions)
     for r in rows:
         if r.verify == "differs":
-            warnings.append(f"{r.strategy} loaded different parameter values than {REFERENCE}")
+            warnings.append(f"{r.label} loaded different parameter values than {REFERENCE}")
     return StrategyComparison(
         rows=rows,
-        fastest=None if fastest is None else fastest.strategy,
+        fastest=None if fastest is None else fastest.label,
         fastest_flags=None if fastest is None else fastest.flags,
-        fastest_sglang=None if fastest_sglang is None else fastest_sglang.strategy,
+        fastest_sglang=None if fastest_sglang is None else fastest_sglang.label,
         floor_s=floor,
         summary=_summary(rows, fastest, fastest_sglang, floor),
         warnings=warnings,
@@ -230,19 +251,21 @@ def _summary(
 ) -> str:
     if fastest is None:
         return "no strategy completed"
-    parts = [f"fastest: {fastest.strategy} {fastest.wall_s:.3f} s ({fastest.GBps or 0.0:.2f} GB/s)"]
+    parts = [f"fastest: {fastest.label} {fastest.wall_s:.3f} s ({fastest.GBps or 0.0:.2f} GB/s)"]
     if fastest.x_floor is not None and floor is not None:
         parts[0] += f", {fastest.x_floor:.2f}x the {floor:.3f} s floor"
-    base = next((r for r in rows if r.strategy == REFERENCE), None)
+    base = next((r for r in rows if r.verify == "reference"), None) or next(
+        (r for r in rows if r.label == REFERENCE), None
+    )
     if base is not None and base is not fastest and base.wall_s and fastest.wall_s:
         parts.append(f"{base.wall_s / fastest.wall_s:.2f}x faster than the default ({base.wall_s:.3f} s)")
     if fastest_sglang is not None and fastest_sglang is not fastest:
         parts.append(
-            f"fastest with SGLang flags: {fastest_sglang.strategy} ({fastest_sglang.flags}) {fastest_sglang.wall_s:.3f} s"
+            f"fastest with SGLang flags: {fastest_sglang.label} ({fastest_sglang.flags}) {fastest_sglang.wall_s:.3f} s"
         )
     elif fastest_sglang is fastest:
         parts.append(f"select it with {fastest.flags}")
-    unavailable = [r.strategy for r in rows if r.status == "unavailable"]
+    unavailable = [r.label for r in rows if r.status == "unavailable"]
     if unavailable:
         parts.append(f"unavailable: {', '.join(unavailable)}")
     return "; ".join(parts)

@@ -288,15 +288,17 @@ class RunCommand:
             session.extra["server_log"] = server_log
         verified_ok = True
         if len(sessions) > 1 or args.verify:
-            from ckptprof.analysis.strategies import compare_strategies
+            from ckptprof.analysis.strategies import compare_strategies, strategy_label
 
             comparison = compare_strategies(sessions)
             session.extra["strategies"] = comparison.to_dict()
             verified_ok = comparison.verified is not False
             for other in sessions[1:]:
-                name = other.config.get("strategy", "other")
-                session.artifacts.setdefault("strategy_sessions", {})[name] = str(
-                    other.save(out_dir / f"session-{name}.json")
+                label = strategy_label(other.config)
+                # "pipelined:readers=32" -> session-pipelined_readers-32.json: variants of one strategy never collide
+                stem = label.replace(":", "_").replace("=", "-").replace("/", "-")
+                session.artifacts.setdefault("strategy_sessions", {})[label] = str(
+                    other.save(out_dir / f"session-{stem}.json")
                 )
         saved = session.save(out_dir / "session.json")
         if args.json == "-":

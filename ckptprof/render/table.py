@@ -229,7 +229,7 @@ def strategy_rows(session: Session) -> list[list[str]]:
         shares = r.get("shares") or {}
         rows.append(
             [
-                r["strategy"],
+                r.get("label") or r["strategy"],
                 r["status"] if not r.get("error") else f"{r['status']}: {r['error']}"[:60],
                 "-" if r.get("wall_s") is None else f"{r['wall_s']:.3f}",
                 "-" if r.get("GBps") is None else f"{r['GBps']:.2f}",

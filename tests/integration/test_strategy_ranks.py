@@ -125,7 +125,10 @@ def test_cli_runs_strategies_side_by_side_and_verifies(
         "sglang-mt",
     ]  # --verify puts sglang first
     assert cmp["verified"] is True
-    assert set(session.artifacts["strategy_sessions"]) == {"no-mmap", "sglang-mt"}
+    # each variant's session is saved under its label, so two variants of one strategy never overwrite each other
+    assert [r["label"] for r in cmp["rows"]] == ["sglang", "no-mmap", "sglang-mt:num_threads=2"]
+    assert set(session.artifacts["strategy_sessions"]) == {"no-mmap", "sglang-mt:num_threads=2"}
+    assert (tmp_path / "session-sglang-mt_num_threads-2.json").is_file()
     assert "strategies, side by side" in out
     assert main(["run", str(small_draft), "--strategy", "warp-drive", "--no-probe"]) == 2
     assert "available:" in capsys.readouterr().err

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 
-from ckptprof.analysis.strategies import compare_strategies, floor_seconds
+from ckptprof.analysis.strategies import compare_strategies, floor_seconds, strategy_label
 from ckptprof.checkpoint import fs
 from ckptprof.replay.plan import ModelPlan, plan_model
 from ckptprof.replay.recorder import HostCopyTimer, Recorder, WallOnlyRecorder
@@ -519,6 +519,32 @@ def test_comparison_flags_direct_io_that_bypassed_a_warm_cache_and_mismatched_ru
     assert any("differ in tp" in w for w in cmp.warnings)
     # warm: only the H2D part of the floor is left
     assert cmp.floor_s == pytest.approx(0.01)
+
+
+def test_variants_of_one_strategy_are_told_apart_by_their_parameters() -> None:
+    # GIVEN `--strategy sglang:read_ahead=true,sglang,pipelined,pipelined:readers=32` (a variant listed first)
+    variant = session("sglang", 1.9, SUMS)
+    variant.config["strategy_params"] = {"read_ahead": True}
+    wide = session("pipelined", 0.5, SUMS)
+    wide.config["strategy_params"] = {"readers": 32}
+    cmp = compare_strategies([variant, session("sglang", 2.0, SUMS), session("pipelined", 0.6, SUMS), wide])
+    # THEN every row has its own label, the reference is sglang at its defaults, the fastest is named by label
+    assert [r.label for r in cmp.rows] == [
+        "sglang:read_ahead=true",
+        "sglang",
+        "pipelined",
+        "pipelined:readers=32",
+    ]
+    assert [r.verify for r in cmp.rows] == ["equal", "reference", "equal", "equal"]
+    assert cmp.fastest == "pipelined:readers=32" and cmp.fastest_sglang == "sglang:read_ahead=true"
+    assert (
+        "fastest: pipelined:readers=32" in cmp.summary and "faster than the default (2.000 s)" in cmp.summary
+    )
+    row = cmp.row("pipelined")
+    assert row is not None and row.params == {}
+    assert strategy_label(
+        {"strategy": "pipelined", "strategy_params": {"readers": 8, "direct": "never"}}
+    ) == ("pipelined:direct=never:readers=8")
 
 
 @pytest.fixture(autouse=True)
