@@ -229,7 +229,8 @@ def test_registry_names_flags_and_params() -> None:
     assert FLAGS["prefetch"].startswith("--weight-loader-prefetch-checkpoints")
     assert FLAGS["fastsafetensors"] == "--load-format fastsafetensors"
     assert FLAGS["pipelined"].startswith("not an SGLang flag")
-    assert PARAMS["pipelined"]["readers"] == 16 and PARAMS["prefetch"]["num_threads"] == 4
+    assert PARAMS["pipelined"]["readers"] is None and PARAMS["prefetch"]["num_threads"] == 4  # None: per TP
+    assert [pipelined_mod.default_readers(tp) for tp in (1, 2, 4, 8, 16)] == [16, 16, 8, 4, 4]
     assert parse_spec("sglang-mt:num_threads=16") == ("sglang-mt", {"num_threads": 16})
     assert parse_spec("pipelined:direct=never:chunk_mib=8") == (
         "pipelined",
