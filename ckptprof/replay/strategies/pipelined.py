@@ -44,9 +44,8 @@ from ckptprof.session import ShardTiming
 
 DEFAULT_READERS = 16  # one rank alone (TP1): 16 and 32 readers both reached 29-32 GB/s warm on the H200
 NODE_READERS = 32  # with several ranks, readers per rank = this / ranks, at least MIN_RANK_READERS
-MIN_RANK_READERS = (
-    4  # TP8 on the H200: 4 or 8 readers per rank 2.08-2.10 s cold, 16 readers 2.62 s (scattered)
-)
+# TP8 on the H200: 4 or 8 readers per rank loaded cold in 2.08-2.10 s, 16 readers in 2.62 s (scattered reads)
+MIN_RANK_READERS = 4
 
 
 def default_readers(tp: int) -> int:
