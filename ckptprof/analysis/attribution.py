@@ -205,7 +205,7 @@ def _faithful_models(session: Session, role: str | None) -> list[RankModel]:
     ]
 
 
-def _path_storage(session: Session, role: str | None) -> tuple[float | None, str | None]:
+def _path_storage(models: list[RankModel], decomposed_storage_s: float) -> tuple[float | None, str | None]:
     """How long storage was busy during SGLang's own load, and where that figure comes from.
 
     Two measurements, each able to miss part of it: the device's io_ticks during the faithful passes (SGLang's own
@@ -213,24 +213,30 @@ def _path_storage(session: Session, role: str | None) -> tuple[float | None, str
     decomposed pass's storage time (alone, with its own I/O pattern). The larger is the better bound of how long
     storage held the load. (None, source) means: use the decomposed storage time.
     """
-    models = _faithful_models(session, role)
     if not models:
         return None, None
     if not all(m.faithful_disk_busy_s is not None for m in models):
         return None, "decomposed storage time"
     busy = sum(m.faithful_disk_busy_s or 0.0 for m in models)
     disks = ", ".join(sorted({m.disk for m in models if m.disk}))
-    decomposed = sum(model_totals(m).storage_read_s for m in models)
-    if decomposed > busy:
+    if decomposed_storage_s > busy:
         return None, f"decomposed storage time, more than the {busy:.2f} s io_ticks of {disks}"
     return busy, f"io_ticks of {disks}"
+
+
+def _decomposed_totals(models: list[RankModel]) -> PhaseTotals:
+    total = PhaseTotals()
+    for m in models:
+        total = total + model_totals(m)
+    return total
 
 
 def path_storage_source(session: Session, role: str | None = None) -> str | None:
     """Where the storage share of SGLang's own load comes from: the block device's own busy time during the
     faithful passes ("io_ticks of vda"), or the decomposed pass's storage time (no device to sample, or it said
     more than the device)."""
-    return _path_storage(session, role)[1]
+    models = _faithful_models(session, role)
+    return _path_storage(models, _decomposed_totals(models).storage_read_s)[1]
 
 
 def path_shares(session: Session, role: str | None = None) -> dict[str, float] | None:
@@ -240,18 +246,15 @@ def path_shares(session: Session, role: str | None = None) -> dict[str, float] |
     read-ahead of the next ones, so the phases add up to more than its wall. Storage was busy for as long as the
     block device had a request in flight during the faithful passes (its io_ticks), measured on SGLang's own
     sequence, or as long as the decomposed pass took to fetch the bytes where that is longer or there is no block
-    device to sample (NFS, FUSE, tmpfs) - at most the faithful wall. The rest of the faithful wall is what the other phases added on
-    top, split in proportion to their decomposed times. So a storage-bound load reads as such even though its
-    copies, timed alone, are not free. None without --faithful.
+    device to sample (NFS, FUSE, tmpfs) - at most the faithful wall. The rest of the faithful wall is what the
+    other phases added on top, split in proportion to their decomposed times. So a storage-bound load reads as such
+    even though its copies, timed alone, are not free. None without --faithful.
     """
-    decomposed = PhaseTotals()
-    faithful = 0.0
     models = _faithful_models(session, role)
-    for m in models:
-        decomposed = decomposed + model_totals(m)
-        faithful += m.faithful_wall_s or 0.0
+    decomposed = _decomposed_totals(models)
+    faithful = sum(m.faithful_wall_s or 0.0 for m in models)
     if faithful <= 0 or decomposed.wall_s <= 0:
         return None
-    busy, _ = _path_storage(session, role)
+    busy, _ = _path_storage(models, decomposed.storage_read_s)
     # "other" is the decomposed pass's time outside its phases, not measured against the faithful wall.
     return overlap_shares(decomposed, faithful, other_s=decomposed.other_s, storage_s=busy)

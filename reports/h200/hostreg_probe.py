@@ -146,9 +146,8 @@ def main() -> None:
                 pass
     work = chunks(files)
     dev = torch.empty(CHUNK, dtype=torch.uint8, device="cuda:0")
-    cudart = torch.cuda.cudart()
-    supported = torch.cuda.get_device_properties(0)
-    result: dict = {"bytes": total, "files": len(files), "chunk_mib": CHUNK >> 20, "gpu": supported.name}
+    gpu = torch.cuda.get_device_properties(0).name
+    result: dict = {"bytes": total, "files": len(files), "chunk_mib": CHUNK >> 20, "gpu": gpu}
     errors: list[str] = []
     result["h2d_pinned_gbps"] = round(h2d_pinned(dev), 2)
     runs: dict[str, list[float]] = {}
@@ -174,7 +173,6 @@ def main() -> None:
                 print(f"round {r} {key}: {runs[key][-1]} GB/s", file=sys.stderr, flush=True)
     result["gbps"] = {k: {"median": statistics.median(v), "all": v} for k, v in runs.items()}
     result["errors"] = errors[:20]
-    del cudart
     print(json.dumps(result, indent=1))
 
 

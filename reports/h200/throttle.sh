@@ -5,6 +5,7 @@
 # Usage: bash reports/h200/throttle.sh DIR RATE COMMAND...
 set -uo pipefail
 DIR=${1:?dir}; RATE=${2:?bytes per second}; shift 2
+[ -e "$DIR" ] || { echo "throttle: no such file or directory: $DIR" >&2; exit 2; }
 DEV=$(python3 -c "import os,sys; s=os.stat(sys.argv[1]); print(f'{os.major(s.st_dev)}:{os.minor(s.st_dev)}')" "$DIR")
 CG=/sys/fs/cgroup
 if [ -f $CG/cgroup.controllers ] && grep -qw io $CG/cgroup.controllers; then

@@ -7,9 +7,9 @@ Not an SGLang flag: what a pinned, pipelined loader (fastsafetensors-like) reach
   narrowed on the device, unless each row skips at least ``ROW_READ_MIN_SKIP`` bytes, where one read per row
   is cheaper. Replicated tensors are read whole; tensors of other ranks' experts are not read at all.
 - The ranges of a file are merged (across small gaps) into requests of at most ``chunk_mib`` MiB, read by a pool
-  of ``readers`` threads (default: 16 for one rank; 32 / TP, at least 4, per rank when ranks share the node) with ``os.preadv`` into a ring of buffers: pinned on CUDA, ordinary host memory on CPU.
-  Ring and pool are set up before the timed load (``prepare``), as a server's loader would be, and serve both
-  models.
+  of ``readers`` threads (default: 16 for one rank; 32 / TP, at least 4, per rank when ranks share the node) with
+  ``os.preadv`` into a ring of buffers: pinned on CUDA, ordinary host memory on CPU. Ring and pool are set up
+  before the timed load (``prepare``), as a server's loader would be, and serve both models.
   O_DIRECT (aligned) where it helps and works: ``direct="auto"`` uses it for a file mostly absent from the page
   cache when only this rank reads it (TP 1), and falls back to buffered reads where the file system refuses
   it (EINVAL). A warm page cache is read buffered: O_DIRECT would bypass it and go to storage.
@@ -416,10 +416,10 @@ class Pipelined:
     def _reader(self, ctx: LoadContext, ring: _Ring, ready: threading.Barrier) -> None:
         try:
             if ctx.device.type == "cuda":
-                torch.cuda.set_device(
-                    ctx.device
-                )  # the current device is per thread; a new thread starts on cuda:0
-                torch.cuda.Event().record(self._stream)  # the thread's CUDA state, made before the timed load
+                # The current device is per thread (a new thread starts on cuda:0); the thread's CUDA state is made
+                # here, before the timed load.
+                torch.cuda.set_device(ctx.device)
+                torch.cuda.Event().record(self._stream)
         finally:
             with suppress(threading.BrokenBarrierError):
                 ready.wait(timeout=30)
