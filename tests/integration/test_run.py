@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ckptprof import api
+from ckptprof.analysis.attribution import model_totals
 from ckptprof.cli.main import main
 from ckptprof.session import Session
 
@@ -116,7 +117,16 @@ def test_a_faithful_pass_on_a_block_device_records_how_long_it_was_busy(small_dr
     assert model.faithful_wall_s is not None and model.faithful_disk_busy_s is not None
     # Device-wide busy time, scaled to the faithful wall: never more than it.
     assert 0 <= model.faithful_disk_busy_s <= model.faithful_wall_s + 1e-9
-    assert session.verdict["path_storage_source"] == f"io_ticks of {model.disk}"
+    # The larger of the two storage figures wins; which one depends on the machine (CI's disk is often idle-fast).
+    decomposed_storage = model_totals(model).storage_read_s
+    source = session.verdict["path_storage_source"]
+    if decomposed_storage > model.faithful_disk_busy_s:
+        assert (
+            source
+            == f"decomposed storage time, more than the {model.faithful_disk_busy_s:.2f} s io_ticks of {model.disk}"
+        )
+    else:
+        assert source == f"io_ticks of {model.disk}"
 
 
 def test_bad_shard_is_marked_failed_others_measured(
