@@ -17,7 +17,8 @@ from ckptprof.units import parse_size
 EPILOG = """\
 what is measured, per rank and per shard:
   read         bringing tensor bytes into memory (mmap page faults, touched before the copy)
-  deserialize  safe_open, get_tensor and the TP narrow bookkeeping
+  deserialize  safe_open, get_tensor and the TP narrow bookkeeping (a block that had to wait on
+               storage - a major fault, a block read - counts as read)
   h2d          copying resident bytes into the rank's parameters (CUDA events; a host copy on CPU)
 The session JSON is always saved (default ./ckptprof-runs/<timestamp>/session.json).
 

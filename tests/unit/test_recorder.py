@@ -108,3 +108,82 @@ def test_process_counters_read_this_threads_io_file() -> None:
     assert not counters._thread_io.failed
     assert storage >= int(line.split(":", 1)[1]) and storage == counters.thread_storage_read_bytes()
     assert faults >= 0 and faults <= counters.thread_major_faults()
+
+
+class MarkingCounters(FakeCounters):
+    """Counters that can say whether the calling thread waited on storage (major faults, blocks read)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = 0
+
+    def thread_io_marks(self) -> tuple[int, int]:
+        return self.faults, self.blocks
+
+
+def test_a_deserialize_block_that_waited_on_storage_is_booked_as_read() -> None:
+    # GIVEN a safe_open whose first touch of the mapping pulls read-around in, then a get_tensor that does not
+    clock = FakeClock()
+    counters = MarkingCounters()
+    rec = Recorder(copy_timer=HostCopyTimer(clock), counters=counters, clock=clock)
+    rec.start()
+    with rec.model("draft"), rec.shard("s1.safetensors"):
+        with rec.deserialize():
+            clock.advance(0.3)
+            counters.blocks += 16384  # 8 MiB read from storage in this thread
+        with rec.deserialize():
+            clock.advance(0.01)
+        with rec.deserialize():
+            clock.advance(0.2)
+            counters.faults += 1  # a major fault: the page came from storage
+        with rec.read(1000):
+            clock.advance(0.05)
+    # THEN storage's 0.5 s is read time, the parse alone stays deserialisation, and no bytes are counted twice
+    (shard,) = rec.models[0].shards
+    assert shard.read_s == pytest.approx(0.55)
+    assert shard.deserialize_s == pytest.approx(0.01)
+    assert shard.bytes == 1000
+    assert shard.major_faults == 1
+
+
+def test_counters_that_cannot_tell_leave_deserialize_alone() -> None:
+    rec, clock, counters = make()  # FakeCounters has no thread_io_marks
+    with rec.model("draft"), rec.shard("s"), rec.deserialize():
+        clock.advance(0.3)
+        counters.faults += 1
+    (shard,) = rec.models[0].shards
+    assert shard.deserialize_s == pytest.approx(0.3) and shard.read_s == 0.0
+
+
+def test_a_cold_page_touched_while_deserializing_lands_under_read(tmp_path: os.PathLike[str]) -> None:
+    # GIVEN a file whose pages are not cached, mapped the way safetensors maps a shard
+    import mmap
+    from pathlib import Path
+
+    from ckptprof.checkpoint import fs
+
+    path = Path(tmp_path) / "blob"
+    path.write_bytes(os.urandom(8 * 1024 * 1024))
+    os.sync()
+    if not fs.drop_cache([path]).ok or fs.resident_bytes(path) > 0:
+        pytest.skip("the page cache could not be dropped here")
+    rec = Recorder(copy_timer=HostCopyTimer())
+    rec.start()
+    with (
+        open(path, "rb") as fh,
+        mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
+        rec.model("draft"),
+        rec.shard("blob"),
+    ):
+        # WHEN the first touch of the mapping happens inside a deserialize block
+        with rec.deserialize():
+            first = mapped[4 * 1024 * 1024]
+        # and a second one inside another, now resident
+        with rec.deserialize():
+            again = mapped[4 * 1024 * 1024]
+    assert first == again
+    # THEN the real kernel counters say the first waited on storage: its time is read time
+    (shard,) = rec.models[0].shards
+    assert shard.major_faults >= 1
+    assert shard.read_s > 0
+    assert shard.read_s > shard.deserialize_s
