@@ -143,9 +143,12 @@ for s in $STEPS; do
     done
     ;;
   throttle)
-    # The disk-bound box: reads from the disk capped at THROTTLE_BPS (default 1.4 GB/s) for this run only.
-    step "TP1 cold on cuda:0, disk reads capped at ${THROTTLE_BPS:-1400000000} B/s, 3 faithful rounds"
-    bash reports/h200/throttle.sh "$DATA/eagle3" ${THROTTLE_BPS:-1400000000} $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache cold --faithful-rounds 3 -o "$OUT/throttled-tp1-cold" -q
+    # The disk-bound box: reads from the disk capped at each rate of THROTTLE_BPS (bytes/s, space-separated;
+    # default 1.4 GB/s) for that run only.
+    for BPS in ${THROTTLE_BPS:-1400000000}; do
+      step "TP1 cold on cuda:0, disk reads capped at $BPS B/s, 3 faithful rounds"
+      bash reports/h200/throttle.sh "$DATA/eagle3" $BPS $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache cold --faithful-rounds 3 -o "$OUT/throttled-$BPS-tp1-cold" -q
+    done
     ;;
   probe)
     step probe
