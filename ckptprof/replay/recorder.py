@@ -115,6 +115,8 @@ class ProcessCounters:
         """The calling thread's (major faults, 512-byte blocks read from storage) in one getrusage call - under a
         microsecond, cheap enough to take around every deserialize block. Unlike /proc/thread-self/io this counts
         blocks, not bytes; the recorder only asks whether they moved."""
+        if not hasattr(resource, "RUSAGE_THREAD"):
+            return 0, 0  # only the process's counts here: other threads' reads must not move this one's time
         usage = resource.getrusage(_RUSAGE_THREAD)
         return usage.ru_majflt, usage.ru_inblock
 
