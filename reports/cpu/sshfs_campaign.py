@@ -12,10 +12,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "integration"))
 
-from conftest import sshfs_mounted  # noqa: E402  (the test suite's sshd + sshfs + tbf fixture)
+from conftest import sshfs_mounted
 
-from ckptprof.checkpoint.synth import synthesize  # noqa: E402
-from ckptprof.cli.main import main  # noqa: E402
+from ckptprof.checkpoint.synth import synthesize
+from ckptprof.cli.main import main
 
 
 def run(ckpt: Path, out: Path, cache: str) -> None:
