@@ -12,9 +12,11 @@ import atexit
 import os
 import queue as queue_mod
 import signal
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any
 
@@ -155,6 +157,24 @@ class _Collector:
         return result
 
 
+@contextmanager
+def _main_without_missing_file() -> Iterator[None]:
+    """A spawned child re-imports the parent's ``__main__`` from its ``__file__``; a script read from standard input
+    (``python - <<EOF``) names ``<stdin>``, which the child cannot open, and every rank would die before replaying.
+    The ranks need nothing from ``__main__`` (their entry point lives in this package), so while they start, a
+    ``__file__`` that is not a file is hidden, as it is for ``python -c`` and notebooks."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or os.path.isfile(path):
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
+
+
 def run_spawned(
     plan: ReplayPlan,
     faithful: bool = False,
@@ -176,10 +196,11 @@ def run_spawned(
     ]
     collector = _Collector(plan, progress, barrier)
     try:
-        for rank, p in enumerate(procs):
-            p.start()
-            if on_start is not None and p.pid is not None:
-                on_start(rank, p.pid)
+        with _main_without_missing_file():
+            for rank, p in enumerate(procs):
+                p.start()
+                if on_start is not None and p.pid is not None:
+                    on_start(rank, p.pid)
         _collect(procs, results, barrier, collector)
     except KeyboardInterrupt:
         _stop(procs)

@@ -277,3 +277,19 @@ def test_server_log_is_put_next_to_the_replay(
     assert "server load s" in out
     assert main(["run", str(small_draft), "--no-probe", "-q", "--log", str(tmp_path / "nope.log")]) == 2
     assert "nope.log" in capsys.readouterr().err
+
+
+def test_the_api_runs_from_a_script_read_from_standard_input(small_draft: Path) -> None:
+    # A spawned rank re-imports the parent's __main__ from its __file__, and `python - <<EOF` names '<stdin>'.
+    script = (
+        "from ckptprof import api\n"
+        f"s = api.replay({str(small_draft)!r}, tp=2, devices='cpu', probe=False)\n"
+        "print('ranks', [(r.rank, r.status, len(r.models)) for r in s.ranks])\n"
+        "import __main__; print('main file', __main__.__file__)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-"], input=script, capture_output=True, text=True, timeout=240, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ranks [(0, 'ok', 1), (1, 'ok', 1)]" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+    assert "main file <stdin>" in proc.stdout  # given back to the script once the ranks started
