@@ -86,7 +86,9 @@ def parse_strategies(text: str, verify: bool) -> list[tuple[str, dict[str, objec
         try:
             specs.append(parse_spec(item))
         except (ValueError, TypeError) as exc:
-            raise UsageError(f"--strategy: {exc} (available: {', '.join(AVAILABLE)})") from None
+            # The strategy's own checks ("block_mib ... must be at least 1") do not say which item they refused.
+            named = str(exc).startswith(("strategy ", "unknown strategy "))
+            raise UsageError(f"--strategy{'' if named else f' {item.strip()!r}'}: {exc}") from None
     if not specs:
         raise UsageError("--strategy: name at least one strategy")
     if verify:
@@ -220,6 +222,8 @@ class RunCommand:
             raise UsageError("--tp must be at least 1")
         if args.faithful_rounds < 1:
             raise UsageError("--faithful-rounds must be at least 1")
+        # Checked before anything slow (generating the built-in checkpoint) so a typo fails at once.
+        strategies = parse_strategies(args.strategy, args.verify)
         target = args.target or builtin_checkpoint(args.synth_size, quiet=args.quiet)
         devices = args.devices or default_devices()
         is_rank0 = int(os.environ.get("RANK", "0")) == 0
@@ -243,7 +247,6 @@ class RunCommand:
             os.environ["CKPTPROF_RANK_TIMEOUT_S"] = str(args.rank_timeout)
         else:  # a hang (a stuck NFS server, a wedged driver) must end the run, not the user's patience
             os.environ.setdefault("CKPTPROF_RANK_TIMEOUT_S", "1800")
-        strategies = parse_strategies(args.strategy, args.verify)
         sessions: list[Session] = []
         interrupted = False
         ceilings = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import shutil
 import struct
 import threading
@@ -242,6 +243,42 @@ def test_registry_names_flags_and_params() -> None:
         parse_spec("sglang-mt:threads=4")
     with pytest.raises(ValueError, match="expected NAME:key=value"):
         parse_spec("pipelined:8")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("pipelined:readers=x", "readers='x' is not an int"),
+        ("pipelined:readers=true", "readers=True is not an int"),  # a bool is no count
+        ("sglang:read_ahead=1", "read_ahead=1 is not a bool"),
+        ("pipelined:direct=3", "direct=3 is not a str"),
+        ("fastsafetensors:nogds=2", "nogds=2 is not a bool"),
+    ],
+)
+def test_a_parameter_of_the_wrong_kind_is_refused_by_name(spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_spec(spec)
+
+
+def test_parameters_of_the_right_kind_pass() -> None:
+    assert parse_spec("pipelined:readers=4:direct=never") == ("pipelined", {"readers": 4, "direct": "never"})
+    assert parse_spec("sglang:read_ahead=true") == ("sglang", {"read_ahead": True})
+    assert get_strategy("pipelined", readers=None).name == "pipelined"  # None: the per-TP default
+
+
+def test_the_command_line_names_the_item_a_strategy_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ckptprof.cli.main import main
+
+    # Refused before the built-in checkpoint is generated: a typo must not cost a 512 MB write first.
+    monkeypatch.setenv("CKPTPROF_CACHE", str(tmp_path / "cache"))
+    assert main(["run", "--strategy", "sglang,sglang:block_mib=0", "--no-probe"]) == 2
+    err = capsys.readouterr().err
+    assert "--strategy 'sglang:block_mib=0': block_mib and depth must be at least 1" in err
+    assert main(["run", "--strategy", "pipelined:readers=x", "--no-probe"]) == 2
+    assert "--strategy: strategy 'pipelined': readers='x' is not an int" in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists()
 
 
 # -- every strategy loads the same bytes ------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import types
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -76,8 +78,34 @@ def get_strategy(name: str, **params: Any) -> Strategy:
     if unknown:
         accepted = ", ".join(PARAMS[name]) or "none"
         raise ValueError(f"strategy {name!r} has no parameter {', '.join(unknown)} (accepted: {accepted})")
+    for key, value in params.items():
+        _check_type(name, factory, key, value)
     strategy: Strategy = factory(**params)
     return strategy
+
+
+def _check_type(name: str, factory: Callable[..., Any], key: str, value: Any) -> None:
+    """Refuse a parameter of the wrong kind by name (``pipelined:readers=x``), before it fails deep inside a rank."""
+    signature_owner = getattr(factory, "__init__", factory) if isinstance(factory, type) else factory
+    hint = typing.get_type_hints(signature_owner).get(key)
+    if hint is None:
+        return
+    kinds = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    if value is None and type(None) in kinds:
+        return
+    if isinstance(value, bool):  # a bool is an int to isinstance, never to a user
+        ok = bool in kinds
+    else:
+        ok = any(
+            (kind in (int, float, str) and isinstance(value, kind))
+            or (kind is float and isinstance(value, int))
+            for kind in kinds
+        )
+    if not ok:
+        wanted = " or ".join(getattr(k, "__name__", str(k)) for k in kinds if k is not type(None))
+        raise ValueError(
+            f"strategy {name!r}: {key}={value!r} is not {'an' if wanted[0] in 'aeiou' else 'a'} {wanted}"
+        )
 
 
 FLAGS: dict[str, str] = {name: get_strategy(name).flags for name in AVAILABLE}
@@ -102,7 +130,9 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     for part in parts:
         key, sep, value = part.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"strategy {spec!r}: expected NAME:key=value, got {part!r}")
+            raise ValueError(
+                f"strategy {spec!r}: expected NAME:key=value, got {part!r} (strategies: {', '.join(AVAILABLE)})"
+            )
         params[key.strip()] = _value(value.strip())
     get_strategy(name, **params)  # raises on an unknown name or parameter
     return name, params
