@@ -192,8 +192,10 @@ class Session:
             raise SessionFileError(path, "no such file") from None
         except IsADirectoryError:
             raise SessionFileError(path, "is a directory, not a session JSON file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SessionFileError(path, f"cannot read: {exc}") from None
+        except UnicodeDecodeError:
+            raise SessionFileError(path, "not a session JSON file (binary, not UTF-8 text)") from None
+        except OSError as exc:
+            raise SessionFileError(path, f"cannot read: {exc.strerror or exc}") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

@@ -313,7 +313,7 @@ def plan_tensors(
         )
     if abs(got - size) > 0.01 * size:
         raise UsageError(
-            f"cannot lay out {preset} at {size} bytes with {shards} shards (closest {got}); try a larger --size"
+            f"cannot lay out {preset} at {size} bytes with {shards} shards (closest {got}); try a larger size"
         )
     config["torch_dtype"] = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16"}[
         dtype

@@ -77,3 +77,10 @@ def test_bad_session_files(tmp_path: Path, content: str) -> None:
     with pytest.raises(SessionFileError) as info:
         Session.load(p)
     assert str(p) in str(info.value)
+
+
+def test_a_binary_file_is_named_as_not_a_session(tmp_path: Path) -> None:
+    p = tmp_path / "trace.bin"
+    p.write_bytes(b"\x00\xea\xff" * 100)
+    with pytest.raises(SessionFileError, match=r"not a session JSON file \(binary, not UTF-8 text\)"):
+        Session.load(p)
