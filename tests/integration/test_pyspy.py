@@ -9,22 +9,27 @@ from pathlib import Path
 
 import pytest
 
+from ckptprof.checkpoint.synth import synthesize
 from ckptprof.cli.main import main
 from ckptprof.session import Session
 
 
-def test_py_spy_profiles_every_rank(
-    small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_py_spy_profiles_every_rank(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if shutil.which("py-spy") is None:
         if os.environ.get("CI") == "true":
             pytest.fail("py-spy must be installed in CI (pip install -e '.[spy]')")
         pytest.skip("py-spy is not installed")
+    # Large enough, and cold, for a load of some tenths of a second: py-spy samples at 100 Hz, and the 16 MB test
+    # checkpoint loaded in a sample or two, so a rank's profile could hold no sample inside a phase at all.
+    ckpt = tmp_path / "eagle3"
+    synthesize(ckpt, preset="eagle3-draft", shards=16, size=192_000_000, seed=7)
     out = tmp_path / "run"
     code = main(
         [
             "run",
-            str(small_draft),
+            str(ckpt),
+            "--cache",
+            "cold",
             "--tp",
             "2",
             "--no-probe",
