@@ -231,16 +231,9 @@ def _decomposed_totals(models: list[RankModel]) -> PhaseTotals:
     return total
 
 
-def path_storage_source(session: Session, role: str | None = None) -> str | None:
-    """Where the storage share of SGLang's own load comes from: the block device's own busy time during the
-    faithful passes ("io_ticks of vda"), or the decomposed pass's storage time (no device to sample, or it said
-    more than the device)."""
-    models = _faithful_models(session, role)
-    return _path_storage(models, _decomposed_totals(models).storage_read_s)[1]
-
-
-def path_shares(session: Session, role: str | None = None) -> dict[str, float] | None:
-    """Shares of SGLang's own load (the faithful wall), with the overlap credited to storage.
+def path_attribution(session: Session, role: str | None = None) -> tuple[dict[str, float] | None, str | None]:
+    """Shares of SGLang's own load (the faithful wall), with the overlap credited to storage, and where the storage
+    figure comes from. (None, None) without --faithful.
 
     The decomposed pass times each phase alone; in SGLang's sequence the copy of resident pages overlaps the
     read-ahead of the next ones, so the phases add up to more than its wall. Storage was busy for as long as the
@@ -248,13 +241,24 @@ def path_shares(session: Session, role: str | None = None) -> dict[str, float] |
     sequence, or as long as the decomposed pass took to fetch the bytes where that is longer or there is no block
     device to sample (NFS, FUSE, tmpfs) - at most the faithful wall. The rest of the faithful wall is what the
     other phases added on top, split in proportion to their decomposed times. So a storage-bound load reads as such
-    even though its copies, timed alone, are not free. None without --faithful.
+    even though its copies, timed alone, are not free. The source is "io_ticks of vda" or the decomposed storage
+    time (no device to sample, or it said more than the device).
     """
     models = _faithful_models(session, role)
     decomposed = _decomposed_totals(models)
+    busy, source = _path_storage(models, decomposed.storage_read_s)
     faithful = sum(m.faithful_wall_s or 0.0 for m in models)
     if faithful <= 0 or decomposed.wall_s <= 0:
-        return None
-    busy, _ = _path_storage(models, decomposed.storage_read_s)
+        return None, source
     # "other" is the decomposed pass's time outside its phases, not measured against the faithful wall.
-    return overlap_shares(decomposed, faithful, other_s=decomposed.other_s, storage_s=busy)
+    return overlap_shares(decomposed, faithful, other_s=decomposed.other_s, storage_s=busy), source
+
+
+def path_storage_source(session: Session, role: str | None = None) -> str | None:
+    """Where the storage share of SGLang's own load comes from (see ``path_attribution``)."""
+    return path_attribution(session, role)[1]
+
+
+def path_shares(session: Session, role: str | None = None) -> dict[str, float] | None:
+    """Shares of SGLang's own load (see ``path_attribution``); None without --faithful."""
+    return path_attribution(session, role)[0]

@@ -11,8 +11,7 @@ from ckptprof.analysis.attribution import (
     checkpoint_bytes,
     faithful_delta,
     load_wall,
-    path_shares,
-    path_storage_source,
+    path_attribution,
     rank_skew,
     run_totals,
 )
@@ -194,8 +193,7 @@ def compute_verdict(session: Session) -> dict[str, Any]:
         for p in predictions
     ]
     fdelta = faithful_delta(session)
-    on_path = path_shares(session)
-    path_source = path_storage_source(session)
+    on_path, path_source = path_attribution(session)
     if bottleneck == "storage" and on_path is not None:
         summary += (
             f"; storage was busy for {100 * on_path['storage']:.0f}% of SGLang's own load (faithful wall; "
