@@ -217,10 +217,18 @@ def _path_storage(models: list[RankModel], decomposed_storage_s: float) -> tuple
         return None, None
     if not all(m.faithful_disk_busy_s is not None for m in models):
         return None, "decomposed storage time"
+    # Both figures are summed over every rank's model, so they compare like with like; the text gives the
+    # device's busy time as a share of the faithful wall, which (unlike a sum of seconds over ranks) reads the
+    # same at TP1 and TP8.
     busy = sum(m.faithful_disk_busy_s or 0.0 for m in models)
+    faithful = sum(m.faithful_wall_s or 0.0 for m in models)
     disks = ", ".join(sorted({m.disk for m in models if m.disk}))
     if decomposed_storage_s > busy:
-        return None, f"decomposed storage time, more than the {busy:.2f} s io_ticks of {disks}"
+        busy_share = f"{busy / faithful:.0%}" if faithful > 0 else "n/a"
+        return (
+            None,
+            f"decomposed storage time, more than the io_ticks of {disks} ({busy_share} of the faithful wall)",
+        )
     return busy, f"io_ticks of {disks}"
 
 

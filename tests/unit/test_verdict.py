@@ -184,7 +184,25 @@ def test_path_shares_keep_the_decomposed_storage_time_when_the_device_saw_less()
     v = compute_verdict(s)
     # THEN the larger of the two measurements counts, and the source says why
     assert abs(v["path_shares"]["storage"] - 2.5 / 2.75) < 1e-3
-    assert v["path_storage_source"] == "decomposed storage time, more than the 0.20 s io_ticks of vda"
+    assert (
+        v["path_storage_source"]
+        == "decomposed storage time, more than the io_ticks of vda (7% of the faithful wall)"
+    )
+
+
+def test_the_device_busy_time_of_several_ranks_reads_as_a_share_of_the_faithful_wall() -> None:
+    # GIVEN 8 ranks on one disk, each seeing it busy 2.0 s of its 2.75 s faithful pass, each fetching for 2.5 s
+    s = session(read=2.5, deser=0.1, h2d=0.6, resident=0, ranks=8)
+    for r in s.ranks:
+        m = r.models[0]
+        m.faithful_wall_s, m.disk, m.faithful_disk_busy_s = 2.75, "vda", 2.0
+    v = compute_verdict(s)
+    # THEN the text gives 73% (2.0 / 2.75), not the 16 s summed over ranks, and the decomposed time wins
+    assert (
+        v["path_storage_source"]
+        == "decomposed storage time, more than the io_ticks of vda (73% of the faithful wall)"
+    )
+    assert "16.00 s" not in v["summary"]
 
 
 def test_path_shares_fall_back_when_one_model_had_no_device() -> None:
