@@ -28,6 +28,12 @@ NO_MMAP_FLAG = "--weight-loader-disable-mmap"
 FASTST_FLAG = "--load-format fastsafetensors"
 
 
+# The verdict's free-text caveats, in the order a report prints them.
+VERDICT_NOTES = ("faithful_note", "storage_note")
+# Reads faster than this multiple of the measured storage ceiling mean the ceiling or the storage misled us.
+ABOVE_CEILING = 1.05
+
+
 def _ceiling(ceilings: dict[str, Any], key: str) -> float | None:
     value = ceilings.get(key)
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
@@ -206,6 +212,15 @@ def compute_verdict(session: Session) -> dict[str, Any]:
             "overlaps the page-fault I/O of the next chunk, here they are timed one after the other, so the shares "
             "describe serialised work"
         )
+    storage_note = None
+    if cold >= 0.5 and storage_best and read_rate > ABOVE_CEILING * storage_best:
+        # Nothing should read faster than the ceiling: one of the two figures is not what it claims to be.
+        storage_note = (
+            f"the replay read at {100 * read_rate / storage_best:.0f}% of the cold read ceiling measured in the "
+            "same run: either the probe under-measured this storage (its reads are not SGLang's page faults), or "
+            "the storage lets reads catch up after idle gaps (a token bucket: a cgroup io.max cap, a cloud "
+            "volume's throughput credits) - then storage held SGLang's load for longer than the storage share says"
+        )
     return {
         "bottleneck": bottleneck,
         "secondary": secondary,
@@ -231,6 +246,7 @@ def compute_verdict(session: Session) -> dict[str, Any]:
         "path_shares": None if on_path is None else {k: round(v, 4) for k, v in on_path.items()},
         "path_storage_source": path_source,
         "faithful_note": faithful_note,
+        "storage_note": storage_note,
         "read_GBps": round(read_rate, 4),
         "floor_s": _floor(ckpt, cold, storage_n, pinned, totals.h2d_bytes, n_ranks),
     }

@@ -13,6 +13,7 @@ from tabulate import tabulate
 from ckptprof.analysis.attribution import checkpoint_bytes, load_wall, run_totals, slowest_shards
 from ckptprof.analysis.compare import Comparison, Delta
 from ckptprof.analysis.memory import memory_summary
+from ckptprof.analysis.verdict import VERDICT_NOTES
 from ckptprof.render.table import (
     PY_SPY_HEADERS,
     RANK_HEADERS,
@@ -119,6 +120,7 @@ def key_metrics(session: Session) -> list[tuple[str, str]]:
     if rounds > 1 and isinstance(delta, (int, float)):
         text += f"; medians of {rounds} alternated passes each"
     rows.append(("decomposed vs faithful wall", text))
+    rows += [("caveat", str(v[key])) for key in VERDICT_NOTES if v.get(key)]
     return rows
 
 

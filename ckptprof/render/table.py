@@ -8,6 +8,7 @@ from tabulate import tabulate
 
 from ckptprof.analysis.attribution import model_totals, slowest_shards
 from ckptprof.analysis.memory import memory_summary
+from ckptprof.analysis.verdict import VERDICT_NOTES
 from ckptprof.session import Session
 from ckptprof.units import gbps, human_bytes
 
@@ -147,8 +148,9 @@ def render(session: Session, slowest: int = 5) -> str:
         memory = memory_summary(session)
         if memory:
             out.append(f"  memory: {memory}")
-        if v.get("faithful_note"):
-            out.append(f"  note: {v['faithful_note']}")
+        for key in VERDICT_NOTES:
+            if v.get(key):
+                out.append(f"  note: {v[key]}")
         for rec in v.get("recommendations", []):
             out.append(f"  try: {rec}")
     out.extend(strategy_lines(session))

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from ckptprof.analysis.attribution import rank_skew, run_totals
 from ckptprof.analysis.verdict import compute_verdict
+from ckptprof.render import html, markdown, table
 from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardInfo, ShardTiming
 
 GB = 10**9
@@ -232,3 +233,28 @@ def test_page_cache_wording_follows_how_the_strategy_reads() -> None:
     s.config["strategy"] = "pipelined"
     summary = compute_verdict(s)["summary"]
     assert "reads from the page cache took" in summary and "page faults" not in summary
+
+
+def test_reads_faster_than_the_measured_ceiling_are_called_out() -> None:
+    # GIVEN a cold 4 GB load whose read phase took 2.9 s: 1.38 GB/s, under the 1.45 GB/s ceiling
+    assert compute_verdict(session(read=2.9, deser=0.09, h2d=0.3, resident=0))["storage_note"] is None
+    # WHEN it took 2.5 s instead: 1.60 GB/s, 110% of a ceiling measured in the same run (a token bucket refilled
+    # during the copies, or a probe that under-measured)
+    v = compute_verdict(session(read=2.5, deser=0.09, h2d=0.3, resident=0))
+    # THEN the verdict says the two figures disagree and what each explanation would mean
+    assert v["storage_note"] is not None
+    assert v["storage_note"].startswith(
+        "the replay read at 110% of the cold read ceiling measured in the same run"
+    )
+    assert "token bucket" in v["storage_note"]
+    # AND a warm load, however fast its page-cache reads, is not compared with the storage ceiling
+    assert compute_verdict(session(read=0.2, deser=0.09, h2d=0.3, resident=4 * GB))["storage_note"] is None
+
+
+def test_every_report_format_prints_the_verdict_caveats() -> None:
+    s = session(read=2.5, deser=0.09, h2d=0.3, resident=0)
+    s.verdict = compute_verdict(s)
+    note = s.verdict["storage_note"]
+    assert f"note: {note}" in table.render(s)
+    assert note in markdown.render(s)
+    assert "token bucket" in html.render(s)
