@@ -1,0 +1,107 @@
+"""The replay and the probes on real CUDA devices. Skipped where torch sees no GPU (CI and laptops).
+
+Run on a GPU machine with `python -m pytest -q tests/gpu`. Every check compares values the replay produced with
+values computed independently here: parameter digests against the default strategy loaded on CPU, copy times against
+the host's wall clock, pinned against pageable ceilings.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from ckptprof import api
+from ckptprof.analysis.attribution import model_totals
+from ckptprof.probe import transfer
+from ckptprof.replay.plan import build_plan
+from ckptprof.replay.recorder import CudaCopyTimer
+from ckptprof.replay.strategies import param_digests
+from ckptprof.replay.strategies.base import LoadContext
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def _cpu_digests(checkpoint: Path, tp: int, rank: int) -> dict[str, str]:
+    """The reference values: SGLang's default path, loaded on CPU in this process."""
+    from ckptprof.replay.recorder import HostCopyTimer, Recorder
+    from ckptprof.replay.strategies import get_strategy
+
+    plan = build_plan(checkpoint, tp=tp, devices="cpu")
+    ctx = LoadContext(rank=rank, tp=tp, device=torch.device("cpu"))
+    for m in plan.models:
+        ctx.allocate(m)
+    rec = Recorder(copy_timer=HostCopyTimer())
+    threads = torch.get_num_threads()
+    try:
+        for m in plan.models:
+            with rec.model(m.role):
+                get_strategy("sglang").load_model(ctx, m, rec)
+    finally:
+        torch.set_num_threads(threads)
+    return param_digests(ctx)
+
+
+def test_cuda_events_time_a_host_to_device_copy_within_the_host_wall() -> None:
+    # GIVEN 256 MB in pageable host memory and a buffer on the GPU
+    src = torch.ones(256 * 2**20, dtype=torch.uint8)
+    dst = torch.empty_like(src, device="cuda:0")
+    dst.copy_(src)  # the first copy pays for the context and the staging buffers
+    torch.cuda.synchronize()
+    timer = CudaCopyTimer(torch.device("cuda:0"))
+    # WHEN the timer brackets one copy
+    t0 = time.perf_counter()
+    token = timer.start()
+    dst.copy_(src)
+    span = timer.stop(token)
+    seconds = timer.seconds([span])
+    wall = time.perf_counter() - t0
+    # THEN the copy took real time, no more than the host waited for it, and the bytes arrived
+    assert 0 < seconds <= wall + 1e-3
+    assert 256 * 2**20 / seconds / 1e9 < 200  # no PCIe link moves 200 GB/s: the events did bracket the copy
+    assert int(dst.sum().item()) == 256 * 2**20
+
+
+def test_pinned_copies_beat_pageable_ones_on_every_probed_device() -> None:
+    devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    ceilings = transfer.measure_transfer(devices, nbytes=256 * 2**20)
+    for d in devices:
+        pinned, pageable = ceilings["h2d_pinned_GBps"][d], ceilings["h2d_pageable_GBps"][d]
+        assert pinned > pageable > 0, (d, pinned, pageable)
+
+
+def test_more_ranks_than_gpus_load_sglangs_values_onto_the_gpus(small_draft: Path) -> None:
+    # GIVEN twice as many TP ranks as there are GPUs (round-robin: two rank processes per device)
+    gpus = torch.cuda.device_count()
+    tp = 2 * gpus
+    # WHEN the replay runs cold on every GPU, with the faithful check and value digests
+    session = api.replay(
+        small_draft, tp=tp, devices="cuda", cache="cold", faithful=True, probe=False, verify=True
+    )
+    # THEN every rank finished on its round-robin device with real CUDA copies (not the host stand-in)
+    assert [r.device for r in session.ranks] == [f"cuda:{i % gpus}" for i in range(tp)]
+    assert all(r.status == "ok" for r in session.ranks), [r.error for r in session.ranks]
+    assert session.verdict["h2d_stand_in"] is False
+    for r in session.ranks:
+        (model,) = r.models
+        totals = model_totals(model)
+        assert totals.h2d_s > 0 and totals.h2d_bytes > 0
+        assert model.faithful_wall_s is not None and model.faithful_wall_s > 0
+        # AND each rank holds exactly what SGLang's default path gives that rank, computed on CPU here
+        assert r.checksums == _cpu_digests(small_draft, tp, r.rank), f"rank {r.rank}"
+    assert session.verdict["faithful_delta"] is not None
+
+
+@pytest.mark.parametrize("strategy", ["sglang-mt", "no-mmap", "prefetch", "pipelined"])
+def test_every_strategy_loads_sglangs_values_onto_a_shared_gpu(small_draft: Path, strategy: str) -> None:
+    # GIVEN 2 ranks sharing cuda:0, each loading through one of SGLang's other paths
+    session = api.replay(
+        small_draft, tp=2, devices="cuda:0", cache="warm", strategy=strategy, probe=False, verify=True
+    )
+    # THEN both finished with real CUDA copies and hold what the default path gives them (computed on CPU here)
+    assert all(r.status == "ok" for r in session.ranks), [r.error for r in session.ranks]
+    assert session.verdict["h2d_stand_in"] is False
+    for r in session.ranks:
+        assert r.checksums == _cpu_digests(small_draft, 2, r.rank), f"{strategy} rank {r.rank}"
