@@ -1,10 +1,41 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
 from ckptprof.checkpoint.synth import synthesize
+from ckptprof.replay.plan import ModelPlan
+from ckptprof.replay.recorder import HostCopyTimer, Recorder
+from ckptprof.replay.strategies import get_strategy, param_digests
+from ckptprof.replay.strategies.base import LoadContext
+
+Digests = Callable[[list[ModelPlan], int, int], dict[str, str]]
+
+
+def _sglang_digests(models: list[ModelPlan], tp: int, rank: int) -> dict[str, str]:
+    """The default strategy's values for one rank, loaded on CPU in this process."""
+    ctx = LoadContext(rank=rank, tp=tp, device=torch.device("cpu"))
+    for m in models:
+        ctx.allocate(m)
+    rec = Recorder(copy_timer=HostCopyTimer())
+    strategy = get_strategy("sglang")
+    threads = torch.get_num_threads()
+    try:
+        for m in models:
+            with rec.model(m.role):
+                strategy.load_model(ctx, m, rec)
+    finally:
+        torch.set_num_threads(threads)  # the load pins torch to one thread, as SGLang does
+    return param_digests(ctx)
+
+
+@pytest.fixture(scope="session")
+def sglang_digests() -> Digests:
+    """What every strategy and every device must end with: ``sglang_digests(plan.models, tp, rank)``."""
+    return _sglang_digests
 
 
 @pytest.fixture(scope="session")

@@ -287,6 +287,9 @@ def _exit_reason(code: int) -> str:
 
 
 def _stop(procs: list[Any]) -> None:
+    # A process whose start() failed (or was never reached) has nothing to stop, and joining it would raise
+    # an AssertionError that hides the error that stopped the launch.
+    procs = [p for p in procs if p.pid is not None]
     for p in procs:
         if p.is_alive():
             p.terminate()

@@ -8,6 +8,7 @@ the host's wall clock, pinned against pageable ceilings.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,32 +17,12 @@ import torch
 from ckptprof import api
 from ckptprof.analysis.attribution import model_totals
 from ckptprof.probe import transfer
-from ckptprof.replay.plan import build_plan
+from ckptprof.replay.plan import ModelPlan, build_plan
 from ckptprof.replay.recorder import CudaCopyTimer
-from ckptprof.replay.strategies import param_digests
-from ckptprof.replay.strategies.base import LoadContext
+
+Digests = Callable[[list[ModelPlan], int, int], dict[str, str]]
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-
-
-def _cpu_digests(checkpoint: Path, tp: int, rank: int) -> dict[str, str]:
-    """The reference values: SGLang's default path, loaded on CPU in this process."""
-    from ckptprof.replay.recorder import HostCopyTimer, Recorder
-    from ckptprof.replay.strategies import get_strategy
-
-    plan = build_plan(checkpoint, tp=tp, devices="cpu")
-    ctx = LoadContext(rank=rank, tp=tp, device=torch.device("cpu"))
-    for m in plan.models:
-        ctx.allocate(m)
-    rec = Recorder(copy_timer=HostCopyTimer())
-    threads = torch.get_num_threads()
-    try:
-        for m in plan.models:
-            with rec.model(m.role):
-                get_strategy("sglang").load_model(ctx, m, rec)
-    finally:
-        torch.set_num_threads(threads)
-    return param_digests(ctx)
 
 
 def test_cuda_events_time_a_host_to_device_copy_within_the_host_wall() -> None:
@@ -72,7 +53,9 @@ def test_pinned_copies_beat_pageable_ones_on_every_probed_device() -> None:
         assert pinned > pageable > 0, (d, pinned, pageable)
 
 
-def test_more_ranks_than_gpus_load_sglangs_values_onto_the_gpus(small_draft: Path) -> None:
+def test_more_ranks_than_gpus_load_sglangs_values_onto_the_gpus(
+    small_draft: Path, sglang_digests: Digests
+) -> None:
     # GIVEN twice as many TP ranks as there are GPUs (round-robin: two rank processes per device)
     gpus = torch.cuda.device_count()
     tp = 2 * gpus
@@ -90,12 +73,16 @@ def test_more_ranks_than_gpus_load_sglangs_values_onto_the_gpus(small_draft: Pat
         assert totals.h2d_s > 0 and totals.h2d_bytes > 0
         assert model.faithful_wall_s is not None and model.faithful_wall_s > 0
         # AND each rank holds exactly what SGLang's default path gives that rank, computed on CPU here
-        assert r.checksums == _cpu_digests(small_draft, tp, r.rank), f"rank {r.rank}"
+        assert r.checksums == sglang_digests(build_plan(small_draft, tp=tp).models, tp, r.rank), (
+            f"rank {r.rank}"
+        )
     assert session.verdict["faithful_delta"] is not None
 
 
 @pytest.mark.parametrize("strategy", ["sglang-mt", "no-mmap", "prefetch", "pipelined"])
-def test_every_strategy_loads_sglangs_values_onto_a_shared_gpu(small_draft: Path, strategy: str) -> None:
+def test_every_strategy_loads_sglangs_values_onto_a_shared_gpu(
+    small_draft: Path, strategy: str, sglang_digests: Digests
+) -> None:
     # GIVEN 2 ranks sharing cuda:0, each loading through one of SGLang's other paths
     session = api.replay(
         small_draft, tp=2, devices="cuda:0", cache="warm", strategy=strategy, probe=False, verify=True
@@ -104,4 +91,6 @@ def test_every_strategy_loads_sglangs_values_onto_a_shared_gpu(small_draft: Path
     assert all(r.status == "ok" for r in session.ranks), [r.error for r in session.ranks]
     assert session.verdict["h2d_stand_in"] is False
     for r in session.ranks:
-        assert r.checksums == _cpu_digests(small_draft, 2, r.rank), f"{strategy} rank {r.rank}"
+        assert r.checksums == sglang_digests(build_plan(small_draft, tp=2).models, 2, r.rank), (
+            f"{strategy} {r.rank}"
+        )

@@ -193,3 +193,31 @@ def test_a_hung_rank_is_stopped_by_the_rank_timeout(small_draft: Path, tmp_path:
     session = Session.load(tmp_path / "session.json")
     assert all("no progress for 5 s" in (r.error or "") for r in session.ranks)
     assert any(m.shards for r in session.ranks for m in r.models)
+
+
+def test_a_rank_process_that_cannot_start_raises_its_own_error_and_stops_the_others(
+    small_draft: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import multiprocessing.process
+
+    from ckptprof.replay import ranks
+    from ckptprof.replay.plan import build_plan
+
+    # GIVEN a launch where rank 1's process cannot be created (out of PIDs, out of memory, ...)
+    real_start = multiprocessing.process.BaseProcess.start
+    started: list[multiprocessing.process.BaseProcess] = []
+
+    def start(self: multiprocessing.process.BaseProcess) -> None:
+        if self.name == "rank1":
+            raise OSError(11, "Resource temporarily unavailable")
+        real_start(self)
+        started.append(self)
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start)
+    # WHEN the ranks are spawned
+    with pytest.raises(OSError, match="Resource temporarily unavailable"):
+        ranks.run_spawned(build_plan(small_draft, tp=2, devices="cpu"))
+    # THEN the launch fails with that error (not an AssertionError from joining the unstarted process), and
+    # rank 0, already started and waiting at the barrier, was stopped
+    assert [p.name for p in started] == ["rank0"]
+    assert not started[0].is_alive()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,21 +17,12 @@ from ckptprof.replay.strategies import fastsafetensors as fst_mod
 from ckptprof.replay.strategies.base import LoadContext
 from ckptprof.replay.worker import replay_rank
 
-
-def sglang_digests(models: list[ModelPlan], tp: int, rank: int) -> dict[str, str]:
-    """The reference: the default strategy, loaded in this process."""
-    ctx = LoadContext(rank=rank, tp=tp, device=torch.device("cpu"))
-    for m in models:
-        ctx.allocate(m)
-    rec = Recorder(copy_timer=HostCopyTimer())
-    strategy = get_strategy("sglang")
-    for m in models:
-        with rec.model(m.role):
-            strategy.load_model(ctx, m, rec)
-    return param_digests(ctx)
+Digests = Callable[[list[ModelPlan], int, int], dict[str, str]]
 
 
-def test_replay_rank_verify_returns_digests_equal_to_sglang(small_verifier: Path, small_draft: Path) -> None:
+def test_replay_rank_verify_returns_digests_equal_to_sglang(
+    small_verifier: Path, small_draft: Path, sglang_digests: Digests
+) -> None:
     plan = build_plan(
         small_verifier,
         small_draft,
@@ -53,7 +45,9 @@ def test_replay_rank_verify_returns_digests_equal_to_sglang(small_verifier: Path
     assert unverified.checksums is None
 
 
-def test_fastsafetensors_tp3_in_rank_processes(small_verifier: Path, small_draft: Path) -> None:
+def test_fastsafetensors_tp3_in_rank_processes(
+    small_verifier: Path, small_draft: Path, sglang_digests: Digests
+) -> None:
     """Files spread over 3 rank processes (a gloo group on CPU); each rank ends with sglang's values.
     Without the package every rank reports the strategy unavailable, with the install hint."""
     plan = build_plan(
@@ -83,7 +77,9 @@ def test_fastsafetensors_tp3_in_rank_processes(small_verifier: Path, small_draft
 
 
 @pytest.mark.parametrize("name", ["sglang-mt", "prefetch"])
-def test_threaded_strategies_in_a_rank_process_tp2(small_draft: Path, name: str) -> None:
+def test_threaded_strategies_in_a_rank_process_tp2(
+    small_draft: Path, name: str, sglang_digests: Digests
+) -> None:
     plan = build_plan(small_draft, tp=2, devices="cpu", strategy=name, verify=True)
     results = ranks.run_spawned(plan)
     for r in results:
