@@ -221,6 +221,16 @@ def compute_verdict(session: Session) -> dict[str, Any]:
             "the storage lets reads catch up after idle gaps (a token bucket: a cgroup io.max cap, a cloud "
             "volume's throughput credits) - then storage held SGLang's load for longer than the storage share says"
         )
+        # The slowest rank's faithful walls over all its models (the target, then the draft).
+        faithful_wall = max(
+            (sum(m.faithful_wall_s or 0.0 for m in r.models) for r in session.ranks), default=0.0
+        )
+        if faithful_wall > 0:
+            # Under a throughput cap, this is the cap: the figure to hold against the volume's advertised rate.
+            storage_note += (
+                f"; SGLang's own sequence fetched {fetched / 1e9:.2f} GB in {faithful_wall:.2f} s "
+                f"({fetched / faithful_wall / 1e9:.2f} GB/s)"
+            )
     return {
         "bottleneck": bottleneck,
         "secondary": secondary,

@@ -247,6 +247,13 @@ def test_reads_faster_than_the_measured_ceiling_are_called_out() -> None:
         "the replay read at 110% of the cold read ceiling measured in the same run"
     )
     assert "token bucket" in v["storage_note"]
+    assert "SGLang's own sequence" not in v["storage_note"]  # no --faithful: nothing to say about its rate
+    # AND with the faithful check, the note gives the rate SGLang's own sequence fetched at (a cap shows up here)
+    s = session(read=2.5, deser=0.09, h2d=0.3, resident=0)
+    s.ranks[0].models[0].faithful_wall_s = 4 / 1.4
+    assert compute_verdict(s)["storage_note"].endswith(
+        "; SGLang's own sequence fetched 4.00 GB in 2.86 s (1.40 GB/s)"
+    )
     # AND a warm load, however fast its page-cache reads, is not compared with the storage ceiling
     assert compute_verdict(session(read=0.2, deser=0.09, h2d=0.3, resident=4 * GB))["storage_note"] is None
 
