@@ -217,9 +217,10 @@ def compute_verdict(session: Session) -> dict[str, Any]:
         # Nothing should read faster than the ceiling: one of the two figures is not what it claims to be.
         storage_note = (
             f"the replay read at {100 * read_rate / storage_best:.0f}% of the cold read ceiling measured in the "
-            "same run: either the probe under-measured this storage (its reads are not SGLang's page faults), or "
-            "the storage lets reads catch up after idle gaps (a token bucket: a cgroup io.max cap, a cloud "
-            "volume's throughput credits) - then storage held SGLang's load for longer than the storage share says"
+            "same run: the probe under-measured this storage (its reads are not SGLang's page faults), the "
+            "kernel's read-ahead fetched part of the bytes while other phases were timed, or the storage lets "
+            "reads catch up after idle gaps (a token bucket: a cgroup io.max cap, a cloud volume's throughput "
+            "credits) - in the last two cases storage held SGLang's load for longer than the storage share says"
         )
         # The slowest rank's faithful walls over all its models (the target, then the draft).
         faithful_wall = max(
