@@ -20,6 +20,9 @@ what is measured, per rank and per shard:
   deserialize  safe_open, get_tensor and the TP narrow bookkeeping (a block that had to wait on
                storage - a major fault, a block read - counts as read)
   h2d          copying resident bytes into the rank's parameters (CUDA events; a host copy on CPU)
+With --faithful the verdict also says how long storage held SGLang's own sequence. Under a throughput cap
+(cgroup io.max, a cloud volume's credits) reads catch up between copies and that share reads low; the verdict
+adds a note when the replay read faster than the storage ceiling it measured.
 The session JSON is always saved (default ./ckptprof-runs/<timestamp>/session.json).
 
 examples:
