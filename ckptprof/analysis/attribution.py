@@ -166,6 +166,12 @@ def load_wall(session: Session, role: str | None = None) -> float:
     return max(walls.values()) if walls else 0.0
 
 
+def faithful_load_wall(session: Session) -> float:
+    """``load_wall`` of SGLang's own sequence: the slowest rank's faithful walls over its models; 0.0 without
+    --faithful."""
+    return max((sum(m.faithful_wall_s or 0.0 for m in r.models) for r in session.ranks), default=0.0)
+
+
 def rank_skew(session: Session) -> float:
     """Slowest rank's wall over the median rank's wall (1.0 = perfectly even)."""
     walls = [w for w in rank_walls(session).values() if w > 0]
@@ -205,7 +211,9 @@ def _faithful_models(session: Session, role: str | None) -> list[RankModel]:
     ]
 
 
-def _path_storage(models: list[RankModel], decomposed_storage_s: float) -> tuple[float | None, str | None]:
+def _path_storage(
+    models: list[RankModel], faithful: float, decomposed_storage_s: float
+) -> tuple[float | None, str | None]:
     """How long storage was busy during SGLang's own load, and where that figure comes from.
 
     Two measurements, each able to miss part of it: the device's io_ticks during the faithful passes (SGLang's own
@@ -221,7 +229,6 @@ def _path_storage(models: list[RankModel], decomposed_storage_s: float) -> tuple
     # device's busy time as a share of the faithful wall, which (unlike a sum of seconds over ranks) reads the
     # same at TP1 and TP8.
     busy = sum(m.faithful_disk_busy_s or 0.0 for m in models)
-    faithful = sum(m.faithful_wall_s or 0.0 for m in models)
     disks = ", ".join(sorted({m.disk for m in models if m.disk}))
     if decomposed_storage_s > busy:
         busy_share = f"{busy / faithful:.0%}" if faithful > 0 else "n/a"
@@ -254,8 +261,8 @@ def path_attribution(session: Session, role: str | None = None) -> tuple[dict[st
     """
     models = _faithful_models(session, role)
     decomposed = _decomposed_totals(models)
-    busy, source = _path_storage(models, decomposed.storage_read_s)
     faithful = sum(m.faithful_wall_s or 0.0 for m in models)
+    busy, source = _path_storage(models, faithful, decomposed.storage_read_s)
     if faithful <= 0 or decomposed.wall_s <= 0:
         return None, source
     # "other" is the decomposed pass's time outside its phases, not measured against the faithful wall.

@@ -10,6 +10,7 @@ from typing import Any
 from ckptprof.analysis.attribution import (
     checkpoint_bytes,
     faithful_delta,
+    faithful_load_wall,
     load_wall,
     path_attribution,
     rank_skew,
@@ -222,10 +223,7 @@ def compute_verdict(session: Session) -> dict[str, Any]:
             "reads catch up after idle gaps (a token bucket: a cgroup io.max cap, a cloud volume's throughput "
             "credits) - in the last two cases storage held SGLang's load for longer than the storage share says"
         )
-        # The slowest rank's faithful walls over all its models (the target, then the draft).
-        faithful_wall = max(
-            (sum(m.faithful_wall_s or 0.0 for m in r.models) for r in session.ranks), default=0.0
-        )
+        faithful_wall = faithful_load_wall(session)
         if faithful_wall > 0:
             # Under a throughput cap, this is the cap: the figure to hold against the volume's advertised rate.
             storage_note += (
