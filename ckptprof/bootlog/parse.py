@@ -39,6 +39,7 @@ class Record(NamedTuple):
     rank: str
     message: str
     style: str  # "sglang", "vllm" or "plain": which prefix it carried
+    level: str = ""  # vLLM's level word (INFO, ERROR, ...), when the prefix has one
 
 
 class Bar(NamedTuple):
@@ -53,38 +54,6 @@ class Bar(NamedTuple):
     rank: str
 
 
-# Lines worth a closer look. One regex search over a whole block is far cheaper than visiting every line in
-# Python; everything that matters for phases, bars, failures or framework detection contains one of these.
-CANDIDATE_NEEDLES: tuple[str, ...] = (
-    "ServerArgs(",
-    "Init torch distributed",
-    "Load weight",
-    "KV Cache is allocated",
-    "Memory pool end",
-    "Capture ",
-    "fired up and ready",
-    "%",  # every tqdm frame shows a percentage
-    "Traceback",
-    "Error",
-    "Exception",
-    "is dead",
-    "sigquit",
-    "unexpectedly failed",
-    "Killed",
-    "initialization failed",
-    "failed to start",
-    "LLM engine",
-    "Starting to load model",
-    "Loading weights took",
-    "Model loading took",
-    "KV cache size",
-    "GPU blocks",
-    "Graph capturing finished",
-    "Application startup complete",
-    "Filesystem type for checkpoints",
-)
-_CANDIDATE_RE = re.compile("|".join(re.escape(n) for n in CANDIDATE_NEEDLES).encode())
-
 # ASCII-only digit classes: int() must never see a Unicode digit, and bounded repeats keep int() and the
 # regex engine cheap on hostile input.
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>78]")
@@ -92,17 +61,23 @@ _SGLANG_PREFIX_RE = re.compile(
     r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?)((?: [A-Z][A-Z_]{0,15}\d{1,6})*)\] ?", re.ASCII
 )
 # vLLM's multiprocess workers prefix every line: "(VllmWorker rank=3 pid=123) ", "(Worker_TP3 pid=1) ".
-_WORKER_PREFIX_RE = re.compile(r"\(([A-Za-z][^()\n]{0,80}?) pid=\d{1,10}\) ", re.ASCII)
+_WORKER_PREFIX_RE = re.compile(
+    r"\(([A-Za-z][^()\n]{0,80}?) pid=(\d{1,10})(?:, ip=[^()\s]{1,64})?\) ", re.ASCII
+)
 _VLLM_PREFIX_RE = re.compile(
-    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) \[[^\]\n]{1,120}\] ?",
+    r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) (?:\[[^\]\n]{1,120}(?:\] ?|$))?",
     re.ASCII,
 )
+_TORCH_RANK_RE = re.compile(r"\[rank(\d{1,6})\]: ?", re.ASCII)
 _WORKER_RANK_RE = re.compile(r"rank=(\d{1,6})", re.ASCII)
 _WORKER_TAG_RE = re.compile(r"(?<![A-Za-z])(DP|PP|TP|EP)(\d{1,6})", re.ASCII)
+# tqdm frames: "desc: 40% Completed | 40/64 [00:37<00:14, 1.64it/s]" (SGLang's bar_format), "desc:  40%|####  |
+# 40/64 [...]" (tqdm's default), "desc: 40% 40/64 [...]" (no bar when tqdm is not on a terminal), "  0%|  | 0/13
+# [...]" (no description). A frame cut at the end of a pasted excerpt may lack its closing bracket.
 _BAR_RE = re.compile(
-    r"(?P<desc>[^\r\n]{0,200}?): *(?P<pct>\d{1,3})%(?: Completed \||\|[^|\n]{0,200}\|) *"
+    r"(?:(?P<desc>[^\r\n]{0,200}?): *| *)(?P<pct>\d{1,3})%(?: Completed \||\|[^|\n]{0,1000}\|)? *"
     r"(?P<done>\d{1,12})/(?P<total>\d{1,12}) \[(?P<elapsed>[\d:]{1,16})<(?P<remaining>[\d:?]{1,16})"
-    r"(?:, *(?P<rate>[^\]\n]{0,40}))?\]",
+    r"(?:, *(?P<rate>[^\]\n]{0,40}))?(?:\]|$)",
     re.ASCII,
 )
 _RATE_RE = re.compile(r"(?P<value>[\d.]{1,20})\s*(?P<left>[A-Za-z]*)/(?P<right>[A-Za-z]+)", re.ASCII)
@@ -216,9 +191,9 @@ def looks_binary(block: bytes) -> bool:
     return controls * 100 > len(block)
 
 
-def candidate_lines(block: bytes) -> Iterator[tuple[int, bytes]]:
-    """(offset, line) for each newline-separated line of ``block`` that holds a candidate needle."""
-    search = _CANDIDATE_RE.search
+def candidate_lines(block: bytes, candidates: re.Pattern[bytes]) -> Iterator[tuple[int, bytes]]:
+    """(offset, line) for each newline-separated line of ``block`` in which ``candidates`` finds something."""
+    search = candidates.search
     pos = 0
     while (match := search(block, pos)) is not None:
         start = block.rfind(b"\n", 0, match.start()) + 1
@@ -232,11 +207,16 @@ def candidate_lines(block: bytes) -> Iterator[tuple[int, bytes]]:
         pos = end + 1
 
 
-def last_timestamp_before(block: bytes, end: int, max_lines: int = TIMESTAMP_LOOKBACK_LINES) -> str | None:
-    """The timestamp of the last record that starts a line before offset ``end``, looking a bounded way back."""
+def last_timestamp_before(
+    block: bytes, end: int, max_lines: int | None = TIMESTAMP_LOOKBACK_LINES, floor: int = 0
+) -> str | None:
+    """The timestamp of the last record that starts a line before offset ``end``, looking back ``max_lines``
+    lines (None: all of them) and never before offset ``floor``."""
     stop = end
-    for _ in range(max_lines):
-        if stop <= 0:
+    lines = 0
+    while max_lines is None or lines < max_lines:
+        lines += 1
+        if stop <= floor:
             return None
         start = block.rfind(b"\n", 0, stop - 1) + 1
         match = _LINE_TIMESTAMP_RE.match(block, start)
@@ -295,20 +275,30 @@ def parse_record(text: str) -> Record:
     rank = ""
     worker = _WORKER_PREFIX_RE.match(text)
     if worker is not None:
-        rank = worker_rank_label(worker.group(1))
+        rank = worker_rank_label(worker.group(1), worker.group(2))
         text = text[worker.end() :]
+    elif text.startswith("[rank"):
+        # torch.distributed's own prefix on every line a rank prints while it dies: "[rank3]: Traceback ..."
+        torch_rank = _TORCH_RANK_RE.match(text)
+        if torch_rank is not None:
+            rank = f"rank{int(torch_rank.group(1))}"
+            text = text[torch_rank.end() :]
     vllm = _VLLM_PREFIX_RE.match(text)
     if vllm is not None:
-        return Record(vllm.group(1), rank, text[vllm.end() :], "vllm")
+        return Record(vllm.group(2), rank, text[vllm.end() :], "vllm", vllm.group(1))
     return Record(None, rank, text, "vllm" if worker is not None else "plain")
 
 
-def worker_rank_label(name: str) -> str:
-    """'VllmWorker rank=3' -> 'rank3'; 'Worker_TP3' -> 'TP3'; 'EngineCore_DP1' -> 'DP1'; 'APIServer' -> ''."""
+def worker_rank_label(name: str, pid: str = "") -> str:
+    """'VllmWorker rank=3' -> 'rank3'; 'Worker_TP3' -> 'TP3'; 'EngineCore_DP1' -> 'DP1'; 'APIServer' -> '';
+    a worker with no rank in its name (V0's 'VllmWorkerProcess', Ray's 'RayWorkerWrapper') -> 'pid123'."""
     rank = _WORKER_RANK_RE.search(name)
     if rank is not None:
         return f"rank{int(rank.group(1))}"
-    return " ".join(f"{kind}{int(number)}" for kind, number in _WORKER_TAG_RE.findall(name))
+    tags = " ".join(f"{kind}{int(number)}" for kind, number in _WORKER_TAG_RE.findall(name))
+    if not tags and pid and "Worker" in name:
+        return f"pid{int(pid)}"
+    return tags
 
 
 def parse_bar(text: str) -> tuple[Bar, int] | None:
@@ -317,14 +307,14 @@ def parse_bar(text: str) -> tuple[Bar, int] | None:
     offset = 0
     worker = _WORKER_PREFIX_RE.match(text) if text.startswith("(") else None
     if worker is not None:
-        rank = worker_rank_label(worker.group(1))
+        rank = worker_rank_label(worker.group(1), worker.group(2))
         offset = worker.end()
     match = _BAR_RE.match(text, offset)
     if match is None:
         return None
     done, total = int(match["done"]), int(match["total"])
     bar = Bar(
-        desc=match["desc"].strip(),
+        desc=(match["desc"] or "").strip(),
         done=done,
         total=total,
         rate=parse_rate(match["rate"] or ""),
@@ -394,3 +384,60 @@ def shift_timestamp(timestamp: str, delta_s: float) -> str:
     if fraction:
         text += timestamp[match.start(7) - 1] + f"{moment.microsecond:06d}"[: len(fraction)]
     return text
+
+
+# A tqdm frame in bytes, for runs of frames: its head (ANSI colours, a worker prefix and the description) is
+# matched once, then the frames that repeat that head exactly are matched in one C-level pass.
+_FRAME_HEAD_RE = re.compile(
+    rb"((?:\x1b\[[0-9;?]*[A-Za-z])*(?:\([A-Za-z][^()\r\n]{0,80}? pid=\d{1,10}\)(?:\x1b\[[0-9;?]*[A-Za-z])* )?"
+    rb"[^\r\n%]{0,200}?): *\d{1,3}%"
+)
+_FRAME_TAIL = rb": *\d{1,3}%(?: Completed \||\|[^|\r\n]{0,1000}\|)? *(\d{1,12})/(\d{1,12}) \[[^\]\r\n]{0,80}\][ \t]*(?:\r\n?|\n)"
+_RUN_PATTERNS: dict[bytes, tuple[re.Pattern[bytes], re.Pattern[bytes]]] = {}
+_RUN_PATTERNS_KEPT = 256
+
+Span = tuple[int, int]
+
+
+def bar_runs(block: bytes, start: int) -> tuple[list[tuple[Span, Span]], int] | None:
+    """The run of tqdm frames of one bar that starts the line at ``start``, if it has two frames or more.
+
+    Returns, for each bar in the run (a frame whose count went down or whose total changed starts a new one),
+    the spans of its first and last frame, and the offset where the run ends. A frame followed by anything
+    but a line break (another rank's record glued to it) ends the run and is left to the line reader.
+    """
+    pos = start
+    while block.startswith(b"\r", pos):
+        pos += 1
+    head = _FRAME_HEAD_RE.match(block, pos)
+    if head is None:
+        return None
+    key = head.group(1)
+    patterns = _RUN_PATTERNS.get(key)
+    if patterns is None:
+        if len(_RUN_PATTERNS) >= _RUN_PATTERNS_KEPT:
+            _RUN_PATTERNS.clear()
+        frame = re.escape(key) + _FRAME_TAIL
+        patterns = _RUN_PATTERNS[key] = (re.compile(rb"(?:" + frame + rb")+"), re.compile(frame))
+    run_re, frame_re = patterns
+    run = run_re.match(block, pos)
+    if run is None:
+        return None
+    pieces: list[tuple[Span, Span]] = []
+    first: Span | None = None
+    last: Span = (pos, pos)
+    previous = (-1, -1)
+    frames = 0
+    for match in frame_re.finditer(block, pos, run.end()):
+        done, total = int(match.group(1)), int(match.group(2))
+        if first is None or total != previous[1] or done < previous[0]:
+            if first is not None:
+                pieces.append((first, last))
+            first = match.span()
+        last = match.span()
+        previous = (done, total)
+        frames += 1
+    if first is None or frames < 2:
+        return None
+    pieces.append((first, last))
+    return pieces, run.end()

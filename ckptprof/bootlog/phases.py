@@ -1,9 +1,9 @@
 """What a boot log says the server did: phases per rank, shard progress, failures, and the state at the end.
 
 ``BootLogAnalyzer`` is an incremental state machine fed with blocks of whole lines (parse.py makes them); it
-can report at any point, which is what ``--follow`` needs. Both SGLang boot orders come out of the same rules:
-a rank's n-th ``Load weight begin`` (and n-th KV pool, n-th plain graph capture) belongs to the target when n
-is 1 and to the draft after that, when speculative decoding is on.
+can report at any point, which is what ``--follow`` needs. What each record means lives in the engines' tables
+(sglang.py, vllm.py), which bars mean what in bars.py, the English in words.py; this module only keeps the
+state: which phase is open on which rank, since when, and what failed.
 """
 
 from __future__ import annotations
@@ -11,15 +11,17 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import BinaryIO, TypeAlias
+from dataclasses import dataclass, field, replace
+from typing import BinaryIO
 
+from ckptprof.bootlog import sglang, vllm
+from ckptprof.bootlog.bars import bar_kind
 from ckptprof.bootlog.parse import (
     Bar,
     LineSplitter,
     LogInputError,
     Record,
-    candidate_lines,
+    bar_runs,
     first_timestamp,
     iter_blocks,
     last_timestamp_before,
@@ -29,20 +31,58 @@ from ckptprof.bootlog.parse import (
     split_line,
     timestamp_seconds,
 )
+from ckptprof.bootlog.report import BootReport, FailureReport, PhaseReport, ProgressReport
+from ckptprof.bootlog.rules import Begin, Capture, Configure, End, Engine, Evidence, Fail, Ready, Rule
+from ckptprof.bootlog.words import (
+    PhaseKey,
+    boots_warning,
+    doing_words,
+    done_words,
+    failed_sentence,
+    format_duration,
+    format_ranks,
+    next_step_note,
+    phase_label,
+    rank_sort_key,
+    stall_warning,
+)
+from ckptprof.bootlog.wrappers import unwrap
 
 STATES = ("starting", "init-distributed", "load-weights", "kv-cache", "cuda-graph", "ready", "failed")
+ENGINES: tuple[Engine, ...] = (sglang.ENGINE, vllm.ENGINE)
 # A bar that has not moved for this long while the log's clock went on is reported as stalled.
 STALL_AFTER_S = 120.0
-# Bounds that keep memory flat whatever the input (a hostile log could invent endless ranks or bars).
+# Bounds that keep memory flat whatever the input (a hostile log could invent endless ranks, bars or boots).
 MAX_RANKS = 4096
 MAX_BARS_KEPT = 64
 MAX_FAILURES_KEPT = 256
 MAX_WARNINGS = 40
+BOOTS_KEPT = 16  # the reports of the first and of the last boots; a retry loop can restart thousands of times
 # Timestamps have whole-second resolution unless SGLANG_LOG_MS is set: a logged ``elapsed=`` that agrees with
 # the timestamps within that resolution is the more precise figure.
 TIMESTAMP_RESOLUTION_S = 1.5
+# The phase each bar opens when a log has bars but no boot records (a CI log, a worker's own output).
+_BAR_SLOTS = {"load-weights": "load", "cuda-graph": "graph"}
 
-PhaseKey: TypeAlias = tuple[str, "str | None", "str | None"]  # (name, model, variant)
+# Lines that say something failed, besides the engines' own records.
+FAILURE_NEEDLES: tuple[str, ...] = (
+    "Traceback",
+    "Error",
+    "Exception",
+    "is dead",
+    "sigquit",
+    "unexpectedly failed",
+    "Killed",
+    "initialization failed",
+    "failed to start",
+    "CUDA error",
+    "ERROR ",
+    "CRITICAL ",
+    "During handling of the above exception",
+    "The above exception was the direct cause",
+    "assert ",
+)
+FRAME_NEEDLE = 'File "'
 
 # ASCII-only digits with bounded repeats: int() and float() must stay cheap and finite on hostile input.
 _ELAPSED_RE = re.compile(
@@ -55,19 +95,28 @@ _EXCEPTION_LINE_RE = re.compile(
 )
 _DEATH_RE = re.compile(
     r"\bis dead\b|\bsigquit\b|unexpectedly failed|initialization failed|failed to start|(?:^|\s)Killed(?:\s|$)"
+    # FlashAttention's CHECK_CUDA prints this and exits the process
+    r"|^CUDA error \("
 )
-_INT_ARG_RE = {
-    name: re.compile(rf"\b{name}=(\d{{1,6}})\b", re.ASCII)
-    for name in ("tp_size", "pp_size", "dp_size", "nnodes", "tensor_parallel_size", "pipeline_parallel_size")
-}
+_CHAINED_RE = re.compile(r"During handling of the above exception|The above exception was the direct cause")
+_UNITS_PER_GIB = {"GiB": 1.0, "GB": 1e9 / 2**30, "MiB": 1 / 1024, "MB": 1e6 / 2**30}
+_INT_ARG_RE = re.compile(r"\b(\w{1,40})=(\d{1,6})\b", re.ASCII)
 _SPECULATIVE_RE = re.compile(
     r"\b(?:speculative_algorithm|speculative_config)=(None\b|'[^']*'|\"[^\"]*\"|\{|\w+)"
 )
-_DP_ATTENTION_RE = re.compile(r"\benable_dp_attention=True\b")
-_FILESYSTEM_RE = re.compile(r"Filesystem type for checkpoints: ([\w.-]+)")
 _RANK_NUMBER_RE = re.compile(r"\d+", re.ASCII)
 _PLAIN_LABEL_RE = re.compile(r"([A-Za-z]+)(\d+)", re.ASCII)
 _DESC_DETAIL_RE = re.compile(r"\s*\(.*\)\s*$")
+_DATED_RE = re.compile(r"(\d{4})-\d\d-\d\d ", re.ASCII)
+_YEARLESS_RE = re.compile(r"\d\d-\d\d \d\d:", re.ASCII)
+
+
+def _needles() -> tuple[str, ...]:
+    records = [rule.needle for engine in ENGINES for rule in engine.records]
+    return (*dict.fromkeys(records), *FAILURE_NEEDLES, FRAME_NEEDLE, "%")
+
+
+_CANDIDATE_RE = re.compile("|".join(re.escape(needle) for needle in _needles()).encode())
 
 
 @dataclass
@@ -83,6 +132,8 @@ class PhaseTrack:
     order: int
     slot: str  # which begin/end pair opened it: says which end line is awaited
     spans: dict[str, RankSpan] = field(default_factory=dict)
+    # Opened by a bar alone: replaced by the first phase of the same name that a record opens.
+    provisional: bool = False
 
     @property
     def name(self) -> str:
@@ -91,8 +142,10 @@ class PhaseTrack:
 
 @dataclass
 class RankState:
-    begun: dict[str, int] = field(default_factory=dict)  # how many begins per counter, for the n-th rule
+    begun: dict[str, int] = field(default_factory=dict)  # how many begins per slot, for the n-th rule
     open: dict[str, PhaseKey] = field(default_factory=dict)  # slot -> phase currently open on this rank
+    phases_seen: set[str] = field(default_factory=set)  # names of the phases this rank has begun
+    models_loaded: set[str] = field(default_factory=set)  # whose weights this rank has begun loading
     last_end: str | None = None
     last_event_seq: int = -1
 
@@ -122,88 +175,12 @@ class Failure:
     seq: int
     phase: PhaseKey | None
     after_ready: bool
-
-
-@dataclass(frozen=True)
-class PhaseReport:
-    name: str
-    model: str | None
-    variant: str | None
-    start: str | None
-    end: str | None
-    seconds: float | None
-    ranks: int
-    slowest_rank: str | None
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "model": self.model,
-            "start": self.start,
-            "end": self.end,
-            "seconds": self.seconds,
-            "ranks": self.ranks,
-            "slowest_rank": self.slowest_rank,
-            "variant": self.variant,
-        }
-
-
-@dataclass(frozen=True)
-class ProgressReport:
-    desc: str
-    model: str | None
-    done: int
-    total: int
-    rate: float | None
-    elapsed_s: int | None
-    eta_s: int | None
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "desc": self.desc,
-            "model": self.model,
-            "done": self.done,
-            "total": self.total,
-            "rate": round(self.rate, 3) if self.rate is not None else None,
-            "elapsed_s": self.elapsed_s,
-            "eta_s": self.eta_s,
-        }
-
-
-@dataclass(frozen=True)
-class BootReport:
-    framework: str  # "sglang", "vllm" or "unknown"
-    state: str  # one of STATES
-    phases: tuple[PhaseReport, ...]
-    progress: tuple[ProgressReport, ...]
-    warnings: tuple[str, ...]
-    summary: str
-    first_timestamp: str | None
-    last_timestamp: str | None
-    error: str | None
-    filesystem: str | None = None
-
-    @property
-    def ready(self) -> bool:
-        return self.state == "ready"
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "framework": self.framework,
-            "state": self.state,
-            "ready": self.ready,
-            "phases": [phase.to_json() for phase in self.phases],
-            "progress": [bar.to_json() for bar in self.progress],
-            "warnings": list(self.warnings),
-            "summary": self.summary,
-            "first_timestamp": self.first_timestamp,
-            "last_timestamp": self.last_timestamp,
-            "error": self.error,
-            "filesystem": self.filesystem,
-        }
-
-
-Handler: TypeAlias = Callable[[Record], None]
+    # What the traceback's frames say the process was doing (innermost frame that one of the tables knows).
+    frame_phase: str | None = None
+    frame_model: str | None = None
+    step: str | None = None
+    error_final: bool = False  # a chained traceback's later errors do not replace its root cause
+    source_line: str | None = None  # the code line of the innermost frame, for an error that has no message
 
 
 class BootLogAnalyzer:
@@ -212,40 +189,20 @@ class BootLogAnalyzer:
 
     def __init__(self, stall_after_s: float = STALL_AFTER_S) -> None:
         self.stall_after_s = stall_after_s
-        self._evidence = {"sglang": 0, "vllm": 0}
         self._now: str | None = None  # the latest timestamp read so far: the log's clock
         self._now_s = float("-inf")
+        self._year: str | None = None  # of the last dated timestamp, lent to vLLM's year-less ones
         self._boots = 1
         self._seq = 0
+        self._early_boots: list[BootReport] = []
+        self._late_boots: deque[BootReport] = deque(maxlen=BOOTS_KEPT)
+        self._clock_floor = 0
         self._start_boot(first_ts=None)
-        self._handlers: tuple[tuple[str, Handler], ...] = (
-            ("ServerArgs(", self._on_server_args),
-            ("Init torch distributed begin", self._on_init_begin),
-            ("Init torch distributed ends", self._on_init_end),
-            ("Load weight begin", self._on_load_begin),
-            ("Load weight end", self._on_load_end),
-            ("KV Cache is allocated", self._on_kv_allocated),
-            ("Memory pool end", self._on_memory_pool_end),
-            ("Capture draft extend cuda graph begin", self._on_draft_extend_graph_begin),
-            ("Capture draft extend cuda graph end", self._on_draft_extend_graph_end),
-            ("Capture draft cuda graph begin", self._on_draft_graph_begin),
-            ("Capture draft cuda graph end", self._on_draft_graph_end),
-            ("Capture cuda graph begin", self._on_graph_begin),
-            ("Capture cuda graph end", self._on_graph_end),
-            ("The server is fired up and ready to roll", self._on_sglang_ready),
-            ("LLM engine", self._on_vllm_config),
-            ("Starting to load model", self._on_vllm_load_begin),
-            ("Loading weights took", self._on_vllm_weights_loaded),
-            ("Model loading took", self._on_vllm_model_loaded),
-            ("KV cache size", self._on_vllm_kv),
-            ("GPU blocks", self._on_vllm_kv),
-            ("Graph capturing finished", self._on_vllm_graphs),
-            ("Application startup complete", self._on_vllm_ready),
-            ("Filesystem type for checkpoints", self._on_vllm_filesystem),
-        )
 
     def _start_boot(self, first_ts: str | None) -> None:
         """Forget everything about the previous boot: a log that a restarted server appends to holds several."""
+        self._evidence = {engine.name: 0 for engine in ENGINES}
+        self._styles = {engine.name: 0 for engine in ENGINES}
         self._phases: dict[PhaseKey, PhaseTrack] = {}
         self._ranks: dict[str, RankState] = {}
         self._bars: list[BarTrack] = []
@@ -254,21 +211,31 @@ class BootLogAnalyzer:
         self._bar_cache_seq = -1
         self._failures: list[Failure] = []
         self._recent_failures: deque[Failure] = deque(maxlen=MAX_FAILURES_KEPT // 2)
-        self._awaiting_error: Failure | None = None
+        self._awaiting: dict[str, Failure] = {}  # rank -> traceback whose error line has not come yet
+        self._closed: dict[str, Failure] = {}  # rank -> its last traceback with an error line
+        self._chained: dict[str, Failure] = {}  # rank -> the traceback the next one on that rank continues
+        self._last_traceback: Failure | None = None
         self._speculative: bool | None = None  # None: the log did not say
         self._sizes: dict[str, int] = {}
         self._dp_attention = False
         self._filesystem: str | None = None
+        self._loader: str | None = None
+        self._throughput: float | None = None
         self._first_ts = first_ts
         self._last_phase_end: str | None = None
         self._ready_seq: int | None = None
         self._lead_rank: str | None = None
+        self._record_phases = 0  # phases opened by a boot record (not by a bar alone)
+        self._order = 0
 
-    def _maybe_restart(self, record: Record, only_after_ready: bool = False) -> None:
-        """A configuration line after boot progress means the server was started again."""
-        if self._phases and (self.ready or not only_after_ready):
-            self._boots += 1
-            self._start_boot(first_ts=record.timestamp)
+    def _restart(self, record: Record) -> None:
+        finished = self.report()
+        if len(self._early_boots) < BOOTS_KEPT:
+            self._early_boots.append(finished)
+        else:
+            self._late_boots.append(finished)
+        self._boots += 1
+        self._start_boot(first_ts=record.timestamp)
 
     # ----------------------------------------------------------------------------------------------- input
 
@@ -276,16 +243,53 @@ class BootLogAnalyzer:
         """A block of whole lines (``\\n`` or ``\\r`` terminated), as parse.LineSplitter produces them."""
         if looks_binary(block):
             return
+        block = unwrap(block)
         if self._first_ts is None:
             self._advance_clock(first_timestamp(block))
-        for offset, raw in candidate_lines(block):
-            line = raw.decode("utf-8", "replace")
-            if "%" in line:
-                # A bar frame carries no time of its own: it happened after the record above it.
-                self._advance_clock(last_timestamp_before(block, offset))
-            self.feed_line(line)
+        self._clock_floor = 0
+        search = _CANDIDATE_RE.search
+        pos = 0
+        size = len(block)
+        while (match := search(block, pos)) is not None:
+            # Never before ``pos``: a run of bar frames may have ended inside this physical line.
+            start = max(block.rfind(b"\n", 0, match.start()) + 1, pos)
+            if 0x25 in block[start : match.end()]:  # "%": a bar frame carries no time of its own
+                self._advance_clock(self._timestamp_before(block, start))
+                run_end = self._feed_bar_run(block, start)
+                if run_end is not None:
+                    pos = run_end
+                    continue
+            end = block.find(b"\n", match.end())
+            if end < 0:
+                end = size
+            line = block[start : min(end, start + (64 << 10))]
+            self.feed_line(line.decode("utf-8", "replace"))
+            pos = end + 1
         # Lines the pre-filter skipped still move the log's clock, which stall detection needs.
-        self._advance_clock(last_timestamp_before(block, len(block)))
+        self._advance_clock(last_timestamp_before(block, size))
+
+    def _timestamp_before(self, block: bytes, offset: int) -> str | None:
+        """The newest timestamp between the last look-up and ``offset``: every line is looked at once."""
+        floor, self._clock_floor = self._clock_floor, offset
+        return last_timestamp_before(block, offset, floor=floor)
+
+    def _feed_bar_run(self, block: bytes, start: int) -> int | None:
+        """Consecutive frames of one bar from ``start``: only those that change what is reported are parsed.
+
+        A bar redrawn ten thousand times between two records moves no clock (frames carry no time), so within
+        such a run only each frame that starts a new bar and the last frame before the next one matter.
+        Returns where the run ends, or None when there is no run of at least two frames there.
+        """
+        runs = bar_runs(block, start)
+        if runs is None:
+            return None
+        pieces, run_end = runs
+        for first, last in pieces:
+            self.feed_line(block[first[0] : first[1]].decode("utf-8", "replace"))
+            if last != first:
+                self.feed_line(block[last[0] : last[1]].decode("utf-8", "replace"))
+        self._clock_floor = run_end
+        return run_end
 
     def feed_line(self, line: str) -> None:
         for item in split_line(line):
@@ -302,29 +306,54 @@ class BootLogAnalyzer:
         """Move the log's clock forward only: a look-back may find an older line than a record already read."""
         if timestamp is None or timestamp == self._now:
             return
+        timestamp = self._with_year(timestamp)
         seconds = timestamp_seconds(timestamp)
         if seconds is None:
             return
         if seconds > self._now_s:
             self._now, self._now_s = timestamp, seconds
-        if self._first_ts is None:
+        if self._first_ts is None or (_DATED_RE.match(timestamp) and not _DATED_RE.match(self._first_ts)):
+            # A year-less stamp before the first dated one comes from a foreign logger (vLLM's, imported by an
+            # older SGLang) whose clock the server's own records do not share: the span starts at a dated one.
             self._first_ts = timestamp
+
+    def _with_year(self, timestamp: str) -> str:
+        """vLLM prints no year: next to SGLang's or Ray's dated records it borrows theirs, so the clock compares."""
+        dated = _DATED_RE.match(timestamp)
+        if dated is not None:
+            self._year = dated.group(1)
+            return timestamp
+        if self._year is not None and _YEARLESS_RE.match(timestamp):
+            return f"{self._year}-{timestamp}"
+        return timestamp
 
     def _on_record(self, record: Record) -> None:
         self._advance_clock(record.timestamp)
-        if record.rank not in self._ranks and len(self._ranks) >= MAX_RANKS:
-            record = Record(record.timestamp, "?", record.message, record.style)
-        if record.timestamp is None and self._now is not None:
-            # Untimed lines (uvicorn's, traceback bodies) happened after the last timed one.
-            record = Record(self._now, record.rank, record.message, record.style)
-        if record.style == "vllm" and record.timestamp is not None:
-            self._evidence["vllm"] += 1
+        timestamp = self._with_year(record.timestamp) if record.timestamp else self._now
+        rank = record.rank if record.rank in self._ranks or len(self._ranks) < MAX_RANKS else "?"
+        # Untimed lines (uvicorn's, traceback bodies) happened after the last timed one.
+        record = record._replace(timestamp=timestamp, rank=rank)
+        if record.style in self._styles and record.timestamp is not None:
+            self._styles[record.style] += 1
         message = record.message
-        for needle, handler in self._handlers:
-            if needle in message:
-                handler(record)
+        if FRAME_NEEDLE in message and message.lstrip().startswith(FRAME_NEEDLE):
+            self._on_frame(record)
+            return
+        for engine in self._engines_for(record.style):
+            rule = _first_rule(engine, message)
+            if rule is not None:
+                self._apply(engine, rule, record)
                 break
         self._check_failure(record)
+
+    def _engines_for(self, style: str) -> tuple[Engine, ...]:
+        """A record in one engine's prefix style is read by that engine's table only; an unprefixed line by the
+        table of whichever engine the log has shown so far, then the other's."""
+        for engine in ENGINES:
+            if engine.name == style:
+                return (engine,)
+        leader = self.framework()
+        return tuple(sorted(ENGINES, key=lambda engine: engine.name != leader))
 
     # ------------------------------------------------------------------------------------ phase bookkeeping
 
@@ -337,29 +366,76 @@ class BootLogAnalyzer:
                 self._lead_rank = label
         return state
 
-    def _track(self, key: PhaseKey, slot: str) -> PhaseTrack:
+    def _track(self, key: PhaseKey, slot: str, provisional: bool = False) -> PhaseTrack:
         track = self._phases.get(key)
         if track is None:
-            track = self._phases[key] = PhaseTrack(key, order=len(self._phases), slot=slot)
+            if not provisional:
+                self._drop_provisional(key)
+            self._order += 1
+            track = self._phases[key] = PhaseTrack(key, order=self._order, slot=slot, provisional=provisional)
+        elif not provisional:
+            track.provisional = False
         return track
 
-    def _nth_model(self, rank: RankState, counter: str) -> str:
-        """Target for a rank's first model of this kind, draft for the next (when speculation is on)."""
-        count = rank.begun.get(counter, 0) + 1
-        rank.begun[counter] = count
-        if count == 1 or self._speculative is False:
+    def _drop_provisional(self, key: PhaseKey) -> None:
+        """A phase a bar opened on a guess (target, on whichever rank drew it) gives way to the phase of that name
+        a record names: its bars move over to it."""
+        for other in [track for track in self._phases.values() if track.provisional and track.name == key[0]]:
+            del self._phases[other.key]
+            for rank in self._ranks.values():
+                for slot in [slot for slot, open_key in rank.open.items() if open_key == other.key]:
+                    del rank.open[slot]
+            for bar in self._bars:
+                if bar.phase == other.key:
+                    bar.phase = key
+            self._current_bars = {
+                (desc, key if phase == other.key else phase): bar
+                for (desc, phase), bar in self._current_bars.items()
+            }
+            self._bar_cache.clear()
+
+    def _model(self, rank: RankState, slot: str, phase: str, model: str | None) -> str | None:
+        """Count the rank's begins of ``slot`` and say whose phase this is; "nth" follows ``_nth_model``."""
+        count = rank.begun.get(slot, 0) + 1
+        rank.begun[slot] = count
+        if model == "nth":
+            model = self._nth_model(rank, phase, count)
+        rank.phases_seen.add(phase)
+        if phase == "load-weights" and model is not None:
+            rank.models_loaded.add(model)
+        return model
+
+    def _nth_model(self, rank: RankState, phase: str, count: int) -> str:
+        """The target's the first time, the draft's after that when the server runs speculative decoding.
+
+        Both boot orders follow from it: a load that begins after the rank captured graphs is the draft's (the
+        2025 order), and a pool or graph capture on a rank that has loaded only the draft (a log that starts after
+        the target's load) is the draft's too.
+        """
+        if self._speculative is False:
             return "target"
+        if phase == "load-weights":
+            return "target" if count == 1 and "cuda-graph" not in rank.phases_seen else "draft"
+        if count == 1:
+            loaded: set[str | None] = set(rank.models_loaded) or {
+                key[1]
+                for key, track in self._phases.items()
+                if key[0] == "load-weights" and not track.provisional
+            }
+            return "draft" if loaded == {"draft"} else "target"
         return "draft"
 
     def _touch(self, label: str) -> None:
         self._seq += 1
         self._rank(label).last_event_seq = self._seq
 
-    def _begin(self, record: Record, slot: str, key: PhaseKey, start: str | None = None) -> None:
-        rank = self._rank(record.rank)
-        self._track(key, slot).spans[record.rank] = RankSpan(start=start or record.timestamp)
+    def _begin(
+        self, label: str, slot: str, key: PhaseKey, start: str | None, provisional: bool = False
+    ) -> None:
+        rank = self._rank(label)
+        self._track(key, slot, provisional).spans[label] = RankSpan(start=start)
         rank.open[slot] = key
-        self._touch(record.rank)
+        self._touch(label)
 
     def _end(
         self,
@@ -371,6 +447,8 @@ class BootLogAnalyzer:
         """Close ``slot`` on the record's rank; when its begin was never logged, open it implicitly."""
         rank = self._rank(record.rank)
         key = rank.open.pop(slot, None)
+        if key is not None:
+            self._phases[key].provisional = False  # a record closed it: no longer a guess
         span = self._phases[key].spans.get(record.rank) if key is not None else None
         if span is None:
             span = RankSpan(start=self._implicit_start(record, rank, elapsed_s))
@@ -387,87 +465,82 @@ class BootLogAnalyzer:
             return shift_timestamp(record.timestamp, -elapsed_s)
         return rank.last_end or self._last_phase_end or record.timestamp
 
-    # ------------------------------------------------------------------------------------- SGLang records
+    # ----------------------------------------------------------------------------------------- the tables
 
-    def _on_server_args(self, record: Record) -> None:
-        self._evidence["sglang"] += 5
-        self._maybe_restart(record)
-        self._read_sizes(record.message)
-        self._dp_attention = bool(_DP_ATTENTION_RE.search(record.message))
+    def _apply(self, engine: Engine, rule: Rule, record: Record) -> None:
+        self._evidence[engine.name] += rule.weight
+        action = rule.action
+        if isinstance(action, Begin):
+            self._apply_begin(action, record)
+        elif isinstance(action, End):
+            self._apply_end(engine, action, record)
+        elif isinstance(action, Configure):
+            self._apply_configure(action, record)
+        elif isinstance(action, Ready):
+            if not action.when_leading or self.framework() == engine.name:
+                self._mark_ready(record)
+        elif isinstance(action, Capture):
+            self._apply_capture(action, record)
+        elif isinstance(action, Fail):
+            failure = self._add_failure(record, "death", record.message.strip())
+            failure.phase, failure.step = None, action.step
+        elif not isinstance(action, Evidence):  # pragma: no cover - the tables hold only the types above
+            raise TypeError(f"unknown action {action!r}")
 
-    def _read_sizes(self, text: str) -> None:
-        for name, pattern in _INT_ARG_RE.items():
-            match = pattern.search(text)
-            if match is not None:
-                self._sizes[name] = int(match.group(1))
-        speculative = _SPECULATIVE_RE.search(text)
+    def _apply_begin(self, action: Begin, record: Record) -> None:
+        rank = self._rank(record.rank)
+        if action.unless_open and action.slot in rank.open:
+            return
+        key = (action.phase, self._model(rank, action.slot, action.phase, action.model), action.variant)
+        start = (rank.last_end or record.timestamp) if action.from_last_end else record.timestamp
+        self._record_phases += 1
+        self._begin(record.rank, action.slot, key, start)
+
+    def _apply_end(self, engine: Engine, action: End, record: Record) -> None:
+        rank = self._rank(record.rank)
+        begun = rank.begun.get(action.slot, 0)
+        if action.only_if_open_or_new and action.slot not in rank.open and begun > 0:
+            return
+        if action.only_first and begun > 0:
+            return
+        self._record_phases += 1
+        model = action.model
+        if engine.draft_pattern is not None and action.phase == "load-weights":
+            model = "draft" if engine.draft_pattern.search(record.message) else model
+
+        def implicit(state: RankState) -> PhaseKey:
+            return (action.phase, self._model(state, action.slot, action.phase, model), action.variant)
+
+        self._end(record, action.slot, implicit, _elapsed(record.message))
+
+    def _apply_configure(self, action: Configure, record: Record) -> None:
+        if self._phases and (
+            action.restart == "after-progress" or (action.restart == "after-ready" and self.ready)
+        ):
+            self._restart(record)
+        message = record.message
+        for key, value in _INT_ARG_RE.findall(message):
+            self._sizes.setdefault(key, int(value)) if key in _SIZE_KEYS else None
+        speculative = _SPECULATIVE_RE.search(message)
         if speculative is not None:
             self._speculative = speculative.group(1) != "None"
+        if sglang.DP_ATTENTION_RE.search(message):
+            self._dp_attention = True
 
-    def _sglang(self) -> None:
-        self._evidence["sglang"] += 1
-
-    def _on_init_begin(self, record: Record) -> None:
-        self._sglang()
-        self._begin(record, "init", ("init-distributed", None, None))
-
-    def _on_init_end(self, record: Record) -> None:
-        self._sglang()
-        self._end(record, "init", lambda rank: ("init-distributed", None, None), _elapsed(record.message))
-
-    def _on_load_begin(self, record: Record) -> None:
-        self._sglang()
-        rank = self._rank(record.rank)
-        self._begin(record, "load", ("load-weights", self._nth_model(rank, "load"), None))
-
-    def _on_load_end(self, record: Record) -> None:
-        self._sglang()
-        self._end(record, "load", self._implicit_load_key, _elapsed(record.message))
-
-    def _implicit_load_key(self, rank: RankState) -> PhaseKey:
-        return ("load-weights", self._nth_model(rank, "load"), None)
-
-    def _on_kv_allocated(self, record: Record) -> None:
-        self._sglang()
-        rank = self._rank(record.rank)
-        if "kv" not in rank.open:
-            key = ("kv-cache", self._nth_model(rank, "kv"), None)
-            self._begin(record, "kv", key, start=rank.last_end or record.timestamp)
-
-    def _on_memory_pool_end(self, record: Record) -> None:
-        self._sglang()
-        self._end(record, "kv", lambda rank: ("kv-cache", self._nth_model(rank, "kv"), None))
-
-    def _on_graph_begin(self, record: Record) -> None:
-        self._sglang()
-        rank = self._rank(record.rank)
-        self._begin(record, "graph", ("cuda-graph", self._nth_model(rank, "graph"), None))
-
-    def _on_graph_end(self, record: Record) -> None:
-        self._sglang()
-        implicit = lambda rank: ("cuda-graph", self._nth_model(rank, "graph"), None)  # noqa: E731
-        self._end(record, "graph", implicit, _elapsed(record.message))
-
-    def _on_draft_graph_begin(self, record: Record) -> None:
-        self._sglang()
-        self._begin(record, "graph-draft", ("cuda-graph", "draft", None))
-
-    def _on_draft_graph_end(self, record: Record) -> None:
-        self._sglang()
-        self._end(record, "graph-draft", lambda rank: ("cuda-graph", "draft", None), _elapsed(record.message))
-
-    def _on_draft_extend_graph_begin(self, record: Record) -> None:
-        self._sglang()
-        self._begin(record, "graph-draft-extend", ("cuda-graph", "draft", "extend"))
-
-    def _on_draft_extend_graph_end(self, record: Record) -> None:
-        self._sglang()
-        key: PhaseKey = ("cuda-graph", "draft", "extend")
-        self._end(record, "graph-draft-extend", lambda rank: key, _elapsed(record.message))
-
-    def _on_sglang_ready(self, record: Record) -> None:
-        self._sglang()
-        self._mark_ready(record)
+    def _apply_capture(self, action: Capture, record: Record) -> None:
+        value = action.value
+        match = action.pattern.search(record.message) if action.pattern is not None else None
+        if match is not None:
+            value = match.group(1)
+        if value is None:
+            return
+        if action.field == "filesystem":
+            self._filesystem = value.rstrip(".")
+        elif action.field == "throughput_GiBps":
+            unit = match.group(2) if match is not None and match.lastindex == 2 else "GiB"
+            self._throughput = round(float(value) * _UNITS_PER_GIB.get(unit or "GiB", 1.0), 4)
+        else:
+            self._loader = value
 
     def _mark_ready(self, record: Record) -> None:
         if self._ready_seq is not None:
@@ -479,55 +552,6 @@ class BootLogAnalyzer:
         self._rank(record.rank)
         self._touch(record.rank)
         self._ready_seq = self._seq
-
-    # --------------------------------------------------------------------------------------- vLLM records
-
-    def _vllm(self) -> None:
-        self._evidence["vllm"] += 2
-
-    def _on_vllm_config(self, record: Record) -> None:
-        self._vllm()
-        # Several engine cores (data parallel) each print their config while others already load.
-        self._maybe_restart(record, only_after_ready=True)
-        self._read_sizes(record.message)
-
-    def _on_vllm_load_begin(self, record: Record) -> None:
-        self._vllm()
-        rank = self._rank(record.rank)
-        self._begin(record, "load", ("load-weights", self._nth_model(rank, "load"), None))
-
-    def _on_vllm_weights_loaded(self, record: Record) -> None:
-        self._vllm()
-        self._end(record, "load", self._implicit_load_key, _elapsed(record.message))
-
-    def _on_vllm_model_loaded(self, record: Record) -> None:
-        self._vllm()
-        rank = self._rank(record.rank)
-        # `Loading weights took` usually closed the phase already; this line only closes what is still open.
-        if "load" in rank.open or rank.begun.get("load", 0) == 0:
-            self._end(record, "load", self._implicit_load_key, _elapsed(record.message))
-
-    def _on_vllm_kv(self, record: Record) -> None:
-        self._vllm()
-        rank = self._rank(record.rank)
-        if rank.begun.get("kv", 0) == 0:
-            self._end(record, "kv", lambda state: ("kv-cache", self._nth_model(state, "kv"), None))
-
-    def _on_vllm_graphs(self, record: Record) -> None:
-        self._vllm()
-        implicit = lambda rank: ("cuda-graph", self._nth_model(rank, "graph"), None)  # noqa: E731
-        self._end(record, "graph", implicit, _elapsed(record.message))
-
-    def _on_vllm_ready(self, record: Record) -> None:
-        # Uvicorn prints this line under SGLang too, before its warm-up: only vLLM means "ready" by it.
-        if self._evidence["vllm"] > self._evidence["sglang"]:
-            self._mark_ready(record)
-
-    def _on_vllm_filesystem(self, record: Record) -> None:
-        self._vllm()
-        match = _FILESYSTEM_RE.search(record.message)
-        if match is not None:
-            self._filesystem = match.group(1).rstrip(".")
 
     # ---------------------------------------------------------------------------------- bars and failures
 
@@ -557,40 +581,103 @@ class BootLogAnalyzer:
         identity = self._bar_cache.get(cache_key)
         if identity is None:
             desc = _DESC_DETAIL_RE.sub("", bar.desc) or bar.desc
-            identity = self._bar_cache[cache_key] = (desc, self._phase_for_bar(bar))
+            identity = (desc, self._phase_for_bar(bar))
+            # Opening a phase moved the sequence: cache under the new one.
+            if self._bar_cache_seq != self._seq:
+                self._bar_cache.clear()
+                self._bar_cache_seq = self._seq
+            self._bar_cache[cache_key] = identity
         return identity
 
     def _phase_for_bar(self, bar: Bar) -> PhaseKey | None:
         """The phase a bar belongs to: the one open on the rank drawing it (global rank 0 under SGLang)."""
-        desc = bar.desc.lower()
-        if "shard" in desc or "loading" in desc or "weight" in desc:
-            name = "load-weights"
-        elif "graph" in desc or "capturing" in desc:
-            name = "cuda-graph"
-        else:
+        kind = bar_kind(bar.desc)
+        if kind is None:
             return self._current_key()
+        if kind.loader is not None:
+            self._loader = kind.loader
+        name = kind.phase
         rank = self._ranks.get(bar.rank or self._lead_rank or "")
         candidates = [key for key in rank.open.values() if key[0] == name] if rank else []
         if not candidates:
             candidates = [key for key in self._phases if key[0] == name]
-        return max(candidates, key=lambda key: self._phases[key].order) if candidates else None
+        if candidates:
+            return max(candidates, key=lambda key: self._phases[key].order)
+        if name in _BAR_SLOTS and not self.ready and (kind.opens_phase or self._record_phases == 0):
+            # No record opened this phase (vLLM V1 logs none when capture begins; an excerpt or a CI log may
+            # hold the bar alone): the bar is the evidence, and its time the phase's start.
+            slot = _BAR_SLOTS[name]
+            label = bar.rank or self._lead_rank or ""
+            key = (name, self._model(self._rank(label), slot, name, "nth"), None)
+            self._begin(label, slot, key, self._now, provisional=True)
+            return key
+        return None
 
     def _current_key(self) -> PhaseKey | None:
         tracks = [track for track in self._phases.values() if track.name != "ready"]
         return max(tracks, key=lambda track: track.order).key if tracks else None
 
+    def _on_frame(self, record: Record) -> None:
+        """A traceback frame: what the failing process was doing, innermost frame last."""
+        failure = self._awaiting.get(record.rank) or (None if record.rank else self._last_traceback)
+        if failure is None:
+            # The log starts inside a traceback (an excerpt): its frames still tell what failed.
+            failure = self._add_failure(record, "traceback", "a traceback whose start is not in the log")
+            self._awaiting[record.rank] = failure
+            self._last_traceback = failure
+        engines = [engine for engine in ENGINES if engine.name == self.framework()] or list(ENGINES)
+        for engine in engines:
+            for frame in engine.frames:
+                if frame.needle in record.message:
+                    if frame.phase is not None:
+                        failure.frame_phase = frame.phase
+                        failure.step = frame.step or failure.step
+                    if frame.model is not None:
+                        failure.frame_model = frame.model
+                        failure.step = failure.step or frame.step
+                    break
+
     def _check_failure(self, record: Record) -> None:
         message = record.message
         if "Traceback (most recent call last)" in message:
-            self._awaiting_error = self._add_failure(record, "traceback", message.strip())
+            chained = self._chained.pop(record.rank, None)
+            failure = chained or self._add_failure(record, "traceback", message.strip())
+            self._awaiting[record.rank] = failure
+            self._last_traceback = failure
         elif _EXCEPTION_LINE_RE.match(message):
-            if self._awaiting_error is not None:
-                self._awaiting_error.error = message.strip()
-                self._awaiting_error = None
-            else:
-                self._add_failure(record, "exception", message.strip())
+            self._on_exception_line(record)
         elif _DEATH_RE.search(message):
             self._add_failure(record, "death", message.strip())
+        elif _CHAINED_RE.search(message):
+            # Python prints the root cause first: the traceback that follows continues this one.
+            closed = self._closed.get(record.rank)
+            if closed is not None:
+                self._chained[record.rank] = closed
+        elif message.lstrip().startswith("assert "):
+            awaiting = self._awaiting.get(record.rank) or self._last_traceback
+            if awaiting is not None and not awaiting.error_final:
+                awaiting.source_line = message.strip()[:300]
+        elif (
+            record.level in ("ERROR", "CRITICAL") and record.rank not in self._awaiting and message[:1] != " "
+        ):
+            # vLLM logs its fatal errors at this level; a message cut off by a paste still says one happened.
+            self._add_failure(record, "error-record", message.strip() or f"an {record.level} record")
+
+    def _on_exception_line(self, record: Record) -> None:
+        error = record.message.strip()[:500]
+        awaiting = self._awaiting.pop(record.rank, None)
+        if awaiting is None and not record.rank and self._awaiting:
+            # An untagged error line closes the newest open traceback (torch prints its bodies bare).
+            awaiting = self._awaiting.pop(next(reversed(self._awaiting)))
+        if awaiting is None:
+            self._add_failure(record, "exception", error)
+            return
+        if not awaiting.error_final:
+            if ":" not in error and awaiting.source_line:
+                error = f"{error} at `{awaiting.source_line}`"  # a bare AssertionError says nothing else
+            awaiting.error = error
+            awaiting.error_final = True
+        self._closed[record.rank] = awaiting
 
     def _add_failure(self, record: Record, kind: str, error: str) -> Failure:
         rank = self._ranks.get(record.rank)
@@ -616,6 +703,8 @@ class BootLogAnalyzer:
             return False  # a request failed; the server lives on
         if failure.kind == "death":
             return True
+        if failure.kind == "error-record":
+            return self._seq <= failure.seq  # nothing moved on anywhere after it
         # A traceback the rank survived (it went on to log boot progress) was only a warning.
         if failure.rank in self._ranks and failure.rank:
             later = self._ranks[failure.rank].last_event_seq
@@ -623,20 +712,44 @@ class BootLogAnalyzer:
             later = self._seq
         return later <= failure.seq
 
+    def _fatal(self) -> Failure | None:
+        """The failure that ended the boot: the first fatal one, with the richest traceback among its rank's."""
+        fatal = [failure for failure in self._all_failures() if self._is_fatal(failure)]
+        if not fatal:
+            return None
+        # The most telling first: a traceback whose frames say what was running, then a Python error, then a
+        # bare ERROR record.
+        with_frames = [
+            failure for failure in fatal if failure.frame_phase or failure.frame_model or failure.step
+        ]
+        errors = [failure for failure in fatal if failure.kind != "error-record"]
+        return (with_frames or errors or fatal)[0]
+
     # -------------------------------------------------------------------------------------------- report
 
     def framework(self) -> str:
-        sglang, vllm = self._evidence["sglang"], self._evidence["vllm"]
-        if sglang == 0 and vllm == 0:
-            return "unknown"
-        return "sglang" if sglang >= vllm else "vllm"
+        for counts in (self._evidence, self._styles):
+            best = max(counts, key=lambda name: counts[name])
+            if counts[best] > 0:
+                return best
+        return "unknown"
 
-    def report(self) -> BootReport:
+    @property
+    def boots(self) -> int:
+        return self._boots
+
+    def report(self, boot: int | None = None) -> BootReport:
+        """The report of the last boot, or of boot ``boot`` (1-based; negative counts from the end)."""
+        if boot is not None:
+            index = boot if boot > 0 else self._boots + 1 + boot
+            if index != self._boots:
+                return self._kept_boot(index)
         framework = self.framework()
         now_s = timestamp_seconds(self._now) if self._now else None
         tracks = sorted(self._phases.values(), key=lambda track: track.order)
         expected = self._expected_ranks()
-        fatal = next((failure for failure in self._all_failures() if self._is_fatal(failure)), None)
+        fatal = self._fatal()
+        failure = self._failure_report(fatal) if fatal else None
         current = self._current_key()
         if fatal is not None:
             state = "failed"
@@ -663,12 +776,40 @@ class BootLogAnalyzer:
             phases=tuple(_phase_report(track, now_s) for track in tracks),
             progress=tuple(_progress_report(bar) for bar in self._bars),
             warnings=self._warnings(expected, context),
-            summary=_summary(state, context, fatal),
+            summary=_summary(state, context, failure),
             first_timestamp=self._first_ts,
             last_timestamp=self._now,
             error=fatal.error if fatal else None,
             filesystem=self._filesystem,
+            boots=self._boots,
+            boot=self._boots,
+            loader=self._loader,
+            throughput_GiBps=self._throughput,
+            failure=failure,
         )
+
+    def _kept_boot(self, index: int) -> BootReport:
+        kept = {report.boot: report for report in (*self._early_boots, *self._late_boots)}
+        if index not in kept:
+            known = ", ".join(str(number) for number in [*sorted(kept), self._boots])
+            raise LookupError(f"boot {index} is not in the log or was not kept (boots kept: {known})")
+        report = kept[index]
+        warnings = tuple(w for w in report.warnings if not w.startswith("the log holds"))
+        return _replace_boots(report, self._boots, warnings)
+
+    def _failure_report(self, fatal: Failure) -> FailureReport:
+        recorded = fatal.phase
+        name = fatal.frame_phase or (recorded[0] if recorded else None)
+        model = fatal.frame_model
+        if model is None and recorded is not None and recorded[0] == name:
+            model = recorded[1]
+        if (
+            model is None
+            and name in ("load-weights", "kv-cache", "cuda-graph")
+            and self._speculative is False
+        ):
+            model = "target"
+        return FailureReport(fatal.rank, name, model, fatal.step, fatal.error, fatal.timestamp)
 
     def _expected_ranks(self) -> list[str]:
         """The ranks that should log each phase: those seen, plus those server_args says exist."""
@@ -686,12 +827,19 @@ class BootLogAnalyzer:
         return sorted(expected, key=rank_sort_key)
 
     def _declared_world(self) -> int | None:
-        tp = self._sizes.get("tp_size") or self._sizes.get("tensor_parallel_size")
+        tp = self._size("tp")
         if tp is None:
             return None
-        pp = self._sizes.get("pp_size") or self._sizes.get("pipeline_parallel_size") or 1
-        dp = self._sizes.get("dp_size", 1)
+        pp = self._size("pp") or 1
+        dp = self._size("dp") or 1
         return tp * pp * (1 if self._dp_attention else dp)
+
+    def _size(self, kind: str) -> int | None:
+        for engine in ENGINES:
+            for key in engine.size_keys.get(kind, ()):
+                if key in self._sizes:
+                    return self._sizes[key]
+        return None
 
     def _stalled_bars(self, now_s: float | None) -> list[tuple[BarTrack, float]]:
         if now_s is None:
@@ -716,7 +864,7 @@ class BootLogAnalyzer:
     def _warnings(self, expected: list[str], context: _SummaryContext) -> tuple[str, ...]:
         warnings = [*self._failure_warnings(), *_stall_warnings(context.stalls, self._now)]
         if self._boots > 1:
-            warnings.insert(0, f"the log holds {self._boots} boots; this report covers the last one")
+            warnings.insert(0, boots_warning(self._boots, self._boots))
         warnings += self._missing_rank_warnings(expected)
         if len(warnings) > MAX_WARNINGS:
             extra = len(warnings) - MAX_WARNINGS
@@ -772,6 +920,24 @@ class BootLogAnalyzer:
         return warnings
 
 
+_SIZE_KEYS = frozenset(key for engine in ENGINES for keys in engine.size_keys.values() for key in keys) | {
+    "nnodes"
+}
+
+
+def _first_rule(engine: Engine, message: str) -> Rule | None:
+    for rule in engine.records:
+        if rule.needle in message:
+            return rule
+    return None
+
+
+def _replace_boots(report: BootReport, boots: int, warnings: tuple[str, ...]) -> BootReport:
+    if boots > 1:
+        warnings = (boots_warning(boots, report.boot), *warnings)
+    return replace(report, boots=boots, warnings=warnings)
+
+
 # ------------------------------------------------------------------------------------------- reporting
 
 
@@ -803,80 +969,10 @@ def _is_single_process(track: PhaseTrack, expected: list[str]) -> bool:
     return all(rank == "" for rank in track.spans) and any(expected)
 
 
-def rank_sort_key(label: str) -> tuple[tuple[int, ...], str]:
-    return tuple(int(number) for number in _RANK_NUMBER_RE.findall(label)), label
-
-
-def format_ranks(labels: list[str], limit: int = 8) -> str:
-    shown = [label or "the main process" for label in labels[:limit]]
-    more = f" and {len(labels) - limit} more" if len(labels) > limit else ""
-    return ", ".join(shown) + more
-
-
-def format_duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
-
-
-def phase_label(key: PhaseKey | None) -> str:
-    if key is None:
-        return "boot"
-    name, model, variant = key
-    detail = " ".join(part for part in (model, variant) if part)
-    return f"{name} ({detail})" if detail else name
-
-
-def _model_words(key: PhaseKey) -> str:
-    return " ".join(part for part in (key[1], key[2]) if part)
-
-
-def doing_words(key: PhaseKey) -> str:
-    name, model = key[0], _model_words(key)
-    words = {
-        "init-distributed": "initialising torch.distributed",
-        "load-weights": f"loading {model} weights",
-        "kv-cache": f"allocating the {model} KV cache",
-        "cuda-graph": f"capturing {model} CUDA graphs",
-        "ready": "serving",
-    }
-    return " ".join(words.get(name, name).split())
-
-
-def done_words(key: PhaseKey) -> str:
-    name, model = key[0], _model_words(key)
-    words = {
-        "init-distributed": "torch.distributed initialised",
-        "load-weights": f"{model} weights loaded",
-        "kv-cache": f"{model} KV cache allocated",
-        "cuda-graph": f"{model} CUDA graphs captured",
-    }
-    return " ".join(words.get(name, f"{name} done").split())
-
-
-_SGLANG_END_MARKERS = {
-    "init": "`Init torch distributed ends`",
-    "load": "`Load weight end`",
-    "kv": "`Memory pool end`",
-    "graph": "`Capture cuda graph end`",
-    "graph-draft": "`Capture draft cuda graph end`",
-    "graph-draft-extend": "`Capture draft extend cuda graph end`",
-}
-_VLLM_END_MARKERS = {
-    "load": "`Loading weights took`",
-    "kv": "`GPU KV cache size`",
-    "graph": "`Graph capturing finished`",
-}
-
-
 def end_marker(track: PhaseTrack, framework: str) -> str:
     """The log line that would close ``track``, as the user would grep for it."""
-    markers = _VLLM_END_MARKERS if framework == "vllm" else _SGLANG_END_MARKERS
-    return markers.get(track.slot, "its end")
+    engine = next((engine for engine in ENGINES if engine.name == framework), sglang.ENGINE)
+    return engine.end_markers.get(track.slot, "its end")
 
 
 def _seconds_between(start: str | None, end: str | None) -> float | None:
@@ -941,17 +1037,15 @@ def _progress_report(bar: BarTrack) -> ProgressReport:
 
 def _stall_warnings(stalls: list[tuple[BarTrack, float]], now: str | None) -> list[str]:
     return [
-        f"stalled: '{bar.desc}' ({bar.model or 'unknown model'}) has been at {bar.done}/{bar.total} since "
-        f"{bar.moved_at} while the log went on to {now} ({format_duration(stuck_s)} without progress)"
+        stall_warning(bar.desc, bar.model, bar.done, bar.total, bar.moved_at, now, stuck_s)
         for bar, stuck_s in stalls
     ]
 
 
-def _summary(state: str, context: _SummaryContext, fatal: Failure | None) -> str:
-    if fatal is not None:
-        where = f"while {doing_words(fatal.phase)}" if fatal.phase else "before the first boot phase"
-        who = fatal.rank or "the main process"
-        return f"failed {where}: {who} logged {fatal.error}"
+def _summary(state: str, context: _SummaryContext, failure: FailureReport | None) -> str:
+    if failure is not None:
+        phase = (failure.phase, failure.model, None) if failure.phase else None
+        return failed_sentence(phase, failure.step, failure.rank, failure.error)
     if state == "ready":
         return _ready_summary(context)
     if context.current is None:
@@ -981,7 +1075,8 @@ def _phase_summary(track: PhaseTrack, context: _SummaryContext) -> str:
     expected = context.expected if not _is_single_process(track, context.expected) else list(track.spans)
     expected = expected or list(track.spans)
     ended = [rank for rank in expected if rank in track.spans and track.spans[rank].end is not None]
-    note = _next_step_note(track, context)
+    graph_models = [other.key[1] for other in context.tracks if other.name == "cuda-graph"]
+    note = next_step_note(track.name, track.key[1], graph_models, context.speculative)
     if len(ended) == len(expected):
         report = _phase_report(track, context.now_s)
         took = f" in {format_duration(report.seconds)}" if report.seconds is not None else ""
@@ -1006,46 +1101,34 @@ def _phase_summary(track: PhaseTrack, context: _SummaryContext) -> str:
     return f"{text} - {note}" if note else text
 
 
-def _next_step_note(track: PhaseTrack, context: _SummaryContext) -> str:
-    """What has not happened yet, so nobody mistakes the current step for a later one."""
-    if track.name in ("cuda-graph", "ready"):
-        return ""
-    if track.name == "init-distributed":
-        return "no weights loaded yet"
-    graphs = [other for other in context.tracks if other.name == "cuda-graph"]
-    if not graphs:
-        return "CUDA graph capture has not started"
-    if context.speculative and track.key[1] == "draft" and all(other.key[1] != "draft" for other in graphs):
-        return "target CUDA graphs are captured; draft CUDA graph capture has not started"
-    return ""
-
-
-def analyze_stream(stream: BinaryIO, stall_after_s: float = STALL_AFTER_S, name: str = "-") -> BootReport:
-    """Read a whole stream in bounded chunks and report on it."""
+def analyze_stream(
+    stream: BinaryIO, stall_after_s: float = STALL_AFTER_S, name: str = "-", boot: int | None = None
+) -> BootReport:
+    """Read a whole stream in bounded chunks and report on it (on its last boot, or on boot ``boot``)."""
     analyzer = BootLogAnalyzer(stall_after_s)
     try:
         for block in iter_blocks(stream):
             analyzer.feed_block(block)
     except OSError as exc:  # EIO, a directory that slipped through open(), ...
         raise LogInputError(name, exc.strerror or str(exc)) from None
-    return analyzer.report()
+    return analyzer.report(boot)
 
 
-def analyze_path(path: str, stall_after_s: float = STALL_AFTER_S) -> BootReport:
+def analyze_path(path: str, stall_after_s: float = STALL_AFTER_S, boot: int | None = None) -> BootReport:
     """Report on the log at ``path`` ("-" is standard input). Raises LogInputError when it cannot be read."""
     stream = open_log(path)
     try:
-        return analyze_stream(stream, stall_after_s, name=path)
+        return analyze_stream(stream, stall_after_s, name=path, boot=boot)
     finally:
         if path != "-":
             stream.close()
 
 
-def analyze_bytes(data: bytes, stall_after_s: float = STALL_AFTER_S) -> BootReport:
+def analyze_bytes(data: bytes, stall_after_s: float = STALL_AFTER_S, boot: int | None = None) -> BootReport:
     """Report on a log held in memory (tests, small inputs)."""
     analyzer = BootLogAnalyzer(stall_after_s)
     splitter = LineSplitter()
     for block in (splitter.feed(data), splitter.flush()):
         if block:
             analyzer.feed_block(block)
-    return analyzer.report()
+    return analyzer.report(boot)

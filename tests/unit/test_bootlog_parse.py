@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import random
+import re
 
 import pytest
 
@@ -197,9 +198,15 @@ def test_iter_blocks_reassembles_lines_across_reads() -> None:
     assert all(block.endswith(b"\n") for block in blocks)
 
 
+CANDIDATES = re.compile(rb"Load weight|Killed")
+
+
 def test_candidate_lines_finds_only_lines_with_needles() -> None:
     block = b"[t] Decode batch\n[t TP1] Load weight begin.\nnoise\r\nKilled\n"
-    assert [line for _, line in candidate_lines(block)] == [b"[t TP1] Load weight begin.", b"Killed"]
+    assert [line for _, line in candidate_lines(block, CANDIDATES)] == [
+        b"[t TP1] Load weight begin.",
+        b"Killed",
+    ]
 
 
 def test_last_and_first_timestamp_skip_untimed_lines() -> None:

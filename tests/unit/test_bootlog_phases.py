@@ -219,7 +219,10 @@ def test_a_restarted_server_is_reported_from_its_last_boot() -> None:
     report = analyze_bytes(crashed + restarted)
     assert report.state == "ready"
     assert report.first_timestamp == "2025-11-29 11:00:00"
-    assert report.warnings == ("the log holds 2 boots; this report covers the last one",)
+    assert report.warnings == (
+        "the log holds 2 boots; this report covers the last one (--boot N picks another)",
+    )
+    assert report.boots == 2 and report.boot == 2
     assert len(report.phases) == 8
 
 

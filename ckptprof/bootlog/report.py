@@ -1,0 +1,118 @@
+"""What ``ckptprof log`` reports: plain frozen records, and their JSON (the contract in DESIGN.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PhaseReport:
+    name: str
+    model: str | None
+    variant: str | None
+    start: str | None
+    end: str | None
+    seconds: float | None
+    ranks: int
+    slowest_rank: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "model": self.model,
+            "start": self.start,
+            "end": self.end,
+            "seconds": self.seconds,
+            "ranks": self.ranks,
+            "slowest_rank": self.slowest_rank,
+            "variant": self.variant,
+        }
+
+
+@dataclass(frozen=True)
+class ProgressReport:
+    desc: str
+    model: str | None
+    done: int
+    total: int
+    rate: float | None
+    elapsed_s: int | None
+    eta_s: int | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "desc": self.desc,
+            "model": self.model,
+            "done": self.done,
+            "total": self.total,
+            "rate": round(self.rate, 3) if self.rate is not None else None,
+            "elapsed_s": self.elapsed_s,
+            "eta_s": self.eta_s,
+        }
+
+
+@dataclass(frozen=True)
+class FailureReport:
+    """The failure that ended the boot: who, while doing what, and the error line."""
+
+    rank: str  # the rank's whole tag ("TP3", "DP1 TP3", "rank3"); "" for an untagged process
+    phase: str | None  # the boot phase that was running
+    model: str | None  # "target" or "draft" when known
+    step: str | None  # finer words from the traceback's frames ("draft worker init"), when it had any
+    error: str
+    timestamp: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "rank": self.rank,
+            "phase": self.phase,
+            "model": self.model,
+            "step": self.step,
+            "error": self.error,
+            "timestamp": self.timestamp,
+        }
+
+
+@dataclass(frozen=True)
+class BootReport:
+    framework: str  # "sglang", "vllm" or "unknown"
+    state: str  # one of STATES
+    phases: tuple[PhaseReport, ...]
+    progress: tuple[ProgressReport, ...]
+    warnings: tuple[str, ...]
+    summary: str
+    first_timestamp: str | None
+    last_timestamp: str | None
+    error: str | None
+    filesystem: str | None = None
+    boots: int = 1  # how many server starts the log holds
+    boot: int = 1  # which of them this report is about (1-based)
+    loader: str | None = (
+        None  # the weight loader the log shows ("default", "multithread", "runai_streamer", ...)
+    )
+    throughput_GiBps: float | None = None  # the load's throughput, when the loader logged it
+    failure: FailureReport | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "framework": self.framework,
+            "state": self.state,
+            "ready": self.ready,
+            "phases": [phase.to_json() for phase in self.phases],
+            "progress": [bar.to_json() for bar in self.progress],
+            "warnings": list(self.warnings),
+            "summary": self.summary,
+            "first_timestamp": self.first_timestamp,
+            "last_timestamp": self.last_timestamp,
+            "error": self.error,
+            "filesystem": self.filesystem,
+            "boots": self.boots,
+            "boot": self.boot,
+            "loader": self.loader,
+            "throughput_GiBps": self.throughput_GiBps,
+            "failure": self.failure.to_json() if self.failure else None,
+        }

@@ -1,0 +1,121 @@
+"""The vocabulary of the engine tables: what a log record means to the boot's state machine.
+
+An engine module (sglang.py, vllm.py) lists ``Rule(needle, action)`` pairs; the analyzer finds the first rule
+whose needle the record's message contains and carries out its action. Actions are plain data, so a new
+release's line is one more row in one table and never new code.
+
+Models: ``"nth"`` is the n-th rule, target for a rank's first model of this kind and draft for the next ones
+when the server runs speculative decoding; ``"target"`` and ``"draft"`` are fixed; None for phases that belong to
+no model (torch.distributed, ready).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+Model: TypeAlias = Literal["nth", "target", "draft"] | None
+
+
+@dataclass(frozen=True)
+class Begin:
+    """A phase begins on the record's rank."""
+
+    slot: str  # which begin/end pair: the end that closes it names the same slot
+    phase: str
+    model: Model
+    variant: str | None = None
+    # The record says the phase has already begun: it began when the rank's previous phase ended.
+    from_last_end: bool = False
+    # Begin only when the slot is not already open on the rank (a phase reported by several lines).
+    unless_open: bool = False
+
+
+@dataclass(frozen=True)
+class End:
+    """A phase ends on the record's rank; when its begin was never logged it is opened implicitly."""
+
+    slot: str
+    phase: str
+    model: Model
+    variant: str | None = None
+    # Only when the slot is open or the rank never began one (a second, coarser line closing the same phase).
+    only_if_open_or_new: bool = False
+    # Only a rank's first phase of this slot (a line that every later engine step prints again).
+    only_first: bool = False
+
+
+@dataclass(frozen=True)
+class Configure:
+    """The server's configuration: sizes, speculative decoding, and a restart when boot progress came before."""
+
+    restart: Literal["after-progress", "after-ready", "never"] = "after-progress"
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The server is serving. ``when_leading``: only when this engine leads the evidence (a shared uvicorn line)."""
+
+    when_leading: bool = False
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A fact worth reporting, read from the record with ``pattern`` (group 1): ``field`` names it."""
+
+    field: Literal["filesystem", "throughput_GiBps", "loader"]
+    pattern: re.Pattern[str] | None = None
+    value: str | None = None  # a fixed value (a loader's name), when the line itself is the fact
+
+
+@dataclass(frozen=True)
+class Fail:
+    """The server says the boot failed, in its own words; ``step`` is what it was doing."""
+
+    step: str
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Only says which engine wrote the log."""
+
+
+Action: TypeAlias = Begin | End | Configure | Ready | Capture | Fail | Evidence
+
+
+@dataclass(frozen=True)
+class Rule:
+    needle: str
+    action: Action
+    # How strongly the line says which engine wrote the log.
+    weight: int = 1
+
+
+@dataclass(frozen=True)
+class FrameRule:
+    """A traceback frame (``File "...", line N, in func``) that tells what the crashed process was doing.
+
+    ``needle`` is searched in the frame line (path and function name). ``phase`` is the boot phase that frame
+    belongs to (None: it only says which model); ``model`` the model (None: it does not say); ``step`` words
+    for the report when they say more than the phase's name.
+    """
+
+    needle: str
+    phase: str | None
+    model: Literal["target", "draft"] | None
+    step: str | None  # words finer than the phase's own ("memory profiling"), or None
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    title: str
+    records: tuple[Rule, ...]
+    # slot -> the line a user would grep for when the phase does not end
+    end_markers: dict[str, str]
+    frames: tuple[FrameRule, ...] = ()
+    # server_args keys that give the world size
+    size_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # A load record that names a draft architecture belongs to the draft, whatever the n-th rule says.
+    draft_pattern: re.Pattern[str] | None = None

@@ -1,0 +1,86 @@
+"""What vLLM's boot records mean, V0 (2024) and V1 (2025 on).
+
+Format: ``LEVEL MM-DD HH:MM:SS [file.py:line] message`` (the year is never printed), behind a worker prefix
+``(VllmWorker rank=3 pid=1)``, ``(Worker_TP3 pid=1)``, ``(EngineCore_DP1 pid=1)`` or ``(RayWorkerWrapper pid=1)``
+under multiprocessing or Ray. The drafter (EAGLE, MTP, draft model) loads after the target, in the same
+workers, between ``Loading drafter model...`` and its own ``Loading weights took``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ckptprof.bootlog.rules import Begin, Capture, Configure, End, Engine, Evidence, FrameRule, Ready, Rule
+
+RECORDS: tuple[Rule, ...] = (
+    Rule("vLLM API server version", Configure(restart="after-progress"), weight=3),
+    Rule("LLM engine", Configure(restart="after-ready"), weight=2),
+    Rule("Loading drafter model", Begin("load", "load-weights", "draft"), weight=2),
+    Rule("Starting to load model", Begin("load", "load-weights", "nth"), weight=2),
+    # V0's only load record; vllm-ascend's V1 runner prints it after `Loading weights took` too.
+    Rule(
+        "Loading model weights took", End("load", "load-weights", "nth", only_if_open_or_new=True), weight=2
+    ),
+    Rule("Loading weights took", End("load", "load-weights", "nth"), weight=2),
+    Rule("Model loading took", End("load", "load-weights", "nth", only_if_open_or_new=True), weight=2),
+    Rule("KV cache size", End("kv", "kv-cache", "nth", only_first=True), weight=2),
+    Rule("GPU blocks", End("kv", "kv-cache", "nth", only_first=True), weight=2),  # V0: "# GPU blocks: N"
+    Rule("Capturing the model for CUDA graphs", Begin("graph", "cuda-graph", "nth"), weight=2),  # V0
+    Rule("Graph capturing finished", End("graph", "cuda-graph", "nth"), weight=2),
+    Rule("Application startup complete", Ready(when_leading=True), weight=0),
+    Rule(
+        "Filesystem type for checkpoints",
+        Capture("filesystem", re.compile(r"Filesystem type for checkpoints: ([\w.-]+)")),
+        weight=2,
+    ),
+    Rule(
+        "Overall time to stream",
+        Capture("throughput_GiBps", re.compile(r"\b(\d{1,6}(?:\.\d{1,6})?) ?([GM]i?B)/s", re.ASCII)),
+        weight=0,
+    ),
+    Rule(
+        "Loading safetensors using Fastsafetensor loader",
+        Capture("loader", value="fastsafetensors"),
+        weight=0,
+    ),
+    Rule("EngineCore failed to start", Evidence(), weight=2),
+    Rule("Engine core initialization failed", Evidence(), weight=2),
+)
+
+END_MARKERS = {
+    "load": "`Loading weights took`",
+    "kv": "`GPU KV cache size`",
+    "graph": "`Graph capturing finished`",
+}
+
+FRAMES: tuple[FrameRule, ...] = (
+    FrameRule("init_worker_distributed_environment", "init-distributed", None, None),
+    FrameRule("in init_device", "init-distributed", None, "device initialisation"),
+    FrameRule("in load_model", "load-weights", None, None),
+    FrameRule("in load_weights", "load-weights", None, None),
+    FrameRule("model_loader/", "load-weights", None, None),
+    FrameRule("in determine_available_memory", "kv-cache", None, "memory profiling"),
+    FrameRule("in determine_num_available_blocks", "kv-cache", None, "memory profiling"),
+    FrameRule("in profile_run", "kv-cache", None, "memory profiling"),
+    FrameRule("in _initialize_kv_caches", "kv-cache", None, None),
+    FrameRule("in initialize_from_config", "kv-cache", None, None),
+    FrameRule("in initialize_kv_cache", "kv-cache", None, None),
+    FrameRule("in capture_model", "cuda-graph", None, None),
+    FrameRule("in compile_or_warm_up_model", "cuda-graph", None, "compilation and CUDA graph capture"),
+    FrameRule("spec_decode/", None, "draft", "drafter"),
+    FrameRule("in load_drafter", None, "draft", "drafter load"),
+    FrameRule("drafter", None, "draft", "drafter"),
+)
+
+ENGINE = Engine(
+    name="vllm",
+    title="vLLM",
+    records=RECORDS,
+    end_markers=END_MARKERS,
+    frames=FRAMES,
+    size_keys={
+        "tp": ("tensor_parallel_size", "tp_size"),
+        "pp": ("pipeline_parallel_size", "pp_size"),
+        "dp": ("data_parallel_size", "dp_size"),
+    },
+)

@@ -1,0 +1,92 @@
+"""Every real boot log of the corpus (tests/fixtures/logs/real/) gives the answer a person read from it.
+
+The logs are what SGLang and vLLM users posted in public issues, pull requests and repositories; the expected
+answers were written by reading each log, before ckptprof was run on it (README.md beside them says how).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckptprof.bootlog import BootReport, analyze_path
+from ckptprof.bootlog.bars import bar_kind
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "real"
+LOGS = sorted(REAL.glob("*.log"))
+
+
+def _expected(log: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(log.with_suffix(".expected.json").read_text())
+    return data
+
+
+def _phase_pairs(report: BootReport) -> list[list[str | None]]:
+    """(name, model) of each phase in the order they began; a draft's extend-graph variant is not a new pair."""
+    pairs: list[list[str | None]] = []
+    for phase in report.phases:
+        if [phase.name, phase.model] not in pairs:
+            pairs.append([phase.name, phase.model])
+    return pairs
+
+
+def test_the_corpus_is_as_large_as_the_issue_asks() -> None:
+    engines = [_expected(log)["expect"]["framework"] for log in LOGS]
+    assert len(LOGS) >= 40
+    assert engines.count("sglang") >= 20 and engines.count("vllm") >= 15
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[log.stem for log in LOGS])
+def test_every_expected_file_names_its_source(log: Path) -> None:
+    meta = _expected(log)
+    assert meta["url"].startswith("https://github.com/"), meta["url"]
+    assert meta["source"] and meta["tags"]
+    assert set(meta["expect"]) >= {"framework", "state"}
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[log.stem for log in LOGS])
+def test_real_log_reads_as_a_person_read_it(log: Path) -> None:
+    expect = _expected(log)["expect"]
+    report = analyze_path(str(log))
+    got: dict[str, Any] = {"framework": report.framework, "state": report.state}
+    want: dict[str, Any] = {"framework": expect["framework"], "state": expect["state"]}
+    if "boots" in expect:
+        got["boots"], want["boots"] = report.boots, expect["boots"]
+    if "phases" in expect:
+        got["phases"], want["phases"] = _phase_pairs(report), expect["phases"]
+    if "phase_ranks" in expect:
+        ranks = {f"{phase.name}/{phase.model}": phase.ranks for phase in report.phases}
+        got["phase_ranks"] = {key: ranks.get(key) for key in expect["phase_ranks"]}
+        want["phase_ranks"] = expect["phase_ranks"]
+    if "failure" in expect:
+        failure = report.failure
+        wanted = expect["failure"]
+        got["failure"] = {
+            key: (getattr(failure, key) if failure else None)
+            for key in ("rank", "phase", "model")
+            if key in wanted
+        }
+        want["failure"] = {key: wanted[key] for key in ("rank", "phase", "model") if key in wanted}
+        if "error_contains" in wanted:
+            got["failure"]["error"] = wanted["error_contains"] in (report.error or "") and "ok"
+            want["failure"]["error"] = "ok"
+    if "last_bar" in expect:
+        loads = [
+            bar for bar in report.progress if (kind := bar_kind(bar.desc)) and kind.phase == "load-weights"
+        ]
+        bar = loads[-1] if loads else None
+        got["last_bar"] = {"desc": bar.desc, "done": bar.done, "total": bar.total} if bar else None
+        want["last_bar"] = expect["last_bar"]
+    for key in ("loader", "filesystem"):
+        if key in expect:
+            got[key], want[key] = getattr(report, key), expect[key]
+    if "throughput_GiBps" in expect:
+        got["throughput_GiBps"] = report.throughput_GiBps and round(report.throughput_GiBps, 3)
+        want["throughput_GiBps"] = round(expect["throughput_GiBps"], 3)
+    if "summary_contains" in expect:
+        got["summary"] = [text for text in expect["summary_contains"] if text in report.summary]
+        want["summary"] = expect["summary_contains"]
+    assert got == want, report.summary
