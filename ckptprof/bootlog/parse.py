@@ -11,9 +11,9 @@ import datetime as dt
 import math
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO, NamedTuple, TypeAlias
 
 CHUNK_BYTES = 1 << 20
 # A multi-megabyte line (a dumped tensor, a base64 blob) is kept only up to here: nothing we look for is
@@ -43,15 +43,29 @@ class Record(NamedTuple):
 
 
 class Bar(NamedTuple):
-    """One frame of a tqdm progress bar."""
+    """One frame of a tqdm progress bar. Its timings are kept as written and read only when reported: a log
+    holds millions of frames and only each bar's last one is ever shown."""
 
     desc: str
     done: int
     total: int
-    rate: float | None  # items per second
-    elapsed_s: int | None
-    eta_s: int | None
     rank: str
+    elapsed_text: str = ""
+    remaining_text: str = ""
+    rate_text: str = ""
+
+    @property
+    def rate(self) -> float | None:
+        """Items per second."""
+        return parse_rate(self.rate_text)
+
+    @property
+    def elapsed_s(self) -> int | None:
+        return clock_seconds(self.elapsed_text)
+
+    @property
+    def eta_s(self) -> int | None:
+        return clock_seconds(self.remaining_text)
 
 
 # ASCII-only digit classes: int() must never see a Unicode digit, and bounded repeats keep int() and the
@@ -191,6 +205,28 @@ def looks_binary(block: bytes) -> bool:
     return controls * 100 > len(block)
 
 
+_Trie: TypeAlias = "dict[str, _Trie]"
+
+
+def needle_pattern(needles: Iterable[str]) -> re.Pattern[bytes]:
+    """One regex that finds any of ``needles``, written as a trie ("Load(?:ing|  weight)..."): the regex engine
+    then follows one branch per position instead of trying every needle in turn (twice as fast on real logs)."""
+    tree: _Trie = {}
+    for needle in needles:
+        node = tree
+        for char in needle:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def branch(node: _Trie) -> str:
+        if "" in node:
+            return ""  # a shorter needle already makes the line a candidate
+        alternatives = [re.escape(char) + branch(child) for char, child in sorted(node.items())]
+        return alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
+
+    return re.compile(branch(tree).encode())
+
+
 def candidate_lines(block: bytes, candidates: re.Pattern[bytes]) -> Iterator[tuple[int, bytes]]:
     """(offset, line) for each newline-separated line of ``block`` in which ``candidates`` finds something."""
     search = candidates.search
@@ -314,13 +350,13 @@ def parse_bar(text: str) -> tuple[Bar, int] | None:
         return None
     done, total = int(match["done"]), int(match["total"])
     bar = Bar(
-        desc=(match["desc"] or "").strip(),
-        done=done,
-        total=total,
-        rate=parse_rate(match["rate"] or ""),
-        elapsed_s=clock_seconds(match["elapsed"]),
-        eta_s=clock_seconds(match["remaining"]),
-        rank=rank,
+        (match["desc"] or "").strip(),
+        done,
+        total,
+        rank,
+        match["elapsed"],
+        match["remaining"],
+        match["rate"] or "",
     )
     return bar, match.end()
 

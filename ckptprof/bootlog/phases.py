@@ -12,7 +12,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from ckptprof.bootlog import sglang, vllm
 from ckptprof.bootlog.bars import bar_kind
@@ -26,7 +26,9 @@ from ckptprof.bootlog.parse import (
     iter_blocks,
     last_timestamp_before,
     looks_binary,
+    needle_pattern,
     open_log,
+    parse_record,
     shift_timestamp,
     split_line,
     timestamp_seconds,
@@ -80,7 +82,6 @@ FAILURE_NEEDLES: tuple[str, ...] = (
     "CRITICAL ",
     "During handling of the above exception",
     "The above exception was the direct cause",
-    "assert ",
 )
 FRAME_NEEDLE = 'File "'
 
@@ -93,17 +94,17 @@ _EXCEPTION_LINE_RE = re.compile(
     r"(?:\[rank\d{1,6}\]: ?)?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)(?::\s.*|:?\s*$)",
     re.ASCII,
 )
-_DEATH_RE = re.compile(
-    r"\bis dead\b|\bsigquit\b|unexpectedly failed|initialization failed|failed to start|(?:^|\s)Killed(?:\s|$)"
-    # FlashAttention's CHECK_CUDA prints this and exits the process
-    r"|^CUDA error \("
+# Lines that say a process died. Plain substrings first (a C-level scan each); the regex only confirms.
+_DEATH_WORDS = ("is dead", "sigquit", "unexpectedly failed", "initialization failed", "failed to start")
+_KILLED_RE = re.compile(r"(?<!\S)Killed(?!\S)")  # the shell's word for a SIGKILL, not "OOMKilled"
+# FlashAttention's CHECK_CUDA prints this and exits the process.
+_CUDA_EXIT = "CUDA error ("
+_CHAINED_WORDS = (
+    "above exception"  # "During handling of the above exception", "The above exception was the direct cause"
 )
-_CHAINED_RE = re.compile(r"During handling of the above exception|The above exception was the direct cause")
 _UNITS_PER_GIB = {"GiB": 1.0, "GB": 1e9 / 2**30, "MiB": 1 / 1024, "MB": 1e6 / 2**30}
 _INT_ARG_RE = re.compile(r"\b(\w{1,40})=(\d{1,6})\b", re.ASCII)
-_SPECULATIVE_RE = re.compile(
-    r"\b(?:speculative_algorithm|speculative_config)=(None\b|'[^']*'|\"[^\"]*\"|\{|\w+)"
-)
+_SPECULATIVE_RE = re.compile(r"speculative_(?:algorithm|config)=(None\b|'[^']*'|\"[^\"]*\"|\{|\w+)")
 _RANK_NUMBER_RE = re.compile(r"\d+", re.ASCII)
 _PLAIN_LABEL_RE = re.compile(r"([A-Za-z]+)(\d+)", re.ASCII)
 _DESC_DETAIL_RE = re.compile(r"\s*\(.*\)\s*$")
@@ -116,7 +117,11 @@ def _needles() -> tuple[str, ...]:
     return (*dict.fromkeys(records), *FAILURE_NEEDLES, FRAME_NEEDLE, "%")
 
 
-_CANDIDATE_RE = re.compile("|".join(re.escape(needle) for needle in _needles()).encode())
+# Needles that start with a capital, a digit or punctuation go into one regex; those that start with a small
+# letter are looked for one by one with bytes.find. Small letters are most of a log's text, so the regex would
+# otherwise try a branch at almost every byte: split this way the pre-filter runs twice as fast.
+_CANDIDATE_RE = needle_pattern(needle for needle in _needles() if not needle[0].islower())
+_RARE_NEEDLES = tuple(needle.encode() for needle in _needles() if needle[0].islower())
 
 
 @dataclass
@@ -154,12 +159,16 @@ class RankState:
 class BarTrack:
     desc: str
     phase: PhaseKey | None
-    done: int
-    total: int
-    rate: float | None
-    elapsed_s: int | None
-    eta_s: int | None
+    last: Bar  # the newest frame
     moved_at: str | None
+
+    @property
+    def done(self) -> int:
+        return self.last.done
+
+    @property
+    def total(self) -> int:
+        return self.last.total
 
     @property
     def model(self) -> str | None:
@@ -180,7 +189,6 @@ class Failure:
     frame_model: str | None = None
     step: str | None = None
     error_final: bool = False  # a chained traceback's later errors do not replace its root cause
-    source_line: str | None = None  # the code line of the innermost frame, for an error that has no message
 
 
 class BootLogAnalyzer:
@@ -194,9 +202,11 @@ class BootLogAnalyzer:
         self._year: str | None = None  # of the last dated timestamp, lent to vLLM's year-less ones
         self._boots = 1
         self._seq = 0
-        self._early_boots: list[BootReport] = []
-        self._late_boots: deque[BootReport] = deque(maxlen=BOOTS_KEPT)
+        self._early_boots: list[dict[str, object]] = []
+        self._late_boots: deque[dict[str, object]] = deque(maxlen=BOOTS_KEPT)
         self._clock_floor = 0
+        self._block = b""  # the block being read, and where the current line starts in it
+        self._line_start = 0
         self._start_boot(first_ts=None)
 
     def _start_boot(self, first_ts: str | None) -> None:
@@ -229,7 +239,9 @@ class BootLogAnalyzer:
         self._order = 0
 
     def _restart(self, record: Record) -> None:
-        finished = self.report()
+        # The finished boot's state is kept by reference and reported only if asked for: a retry loop can
+        # restart thousands of times, and building each report would cost more than reading the log.
+        finished = {name: getattr(self, name) for name in _BOOT_STATE}
         if len(self._early_boots) < BOOTS_KEPT:
             self._early_boots.append(finished)
         else:
@@ -247,19 +259,32 @@ class BootLogAnalyzer:
         if self._first_ts is None:
             self._advance_clock(first_timestamp(block))
         self._clock_floor = 0
+        self._block = block
         search = _CANDIDATE_RE.search
+        rare = _rare_line_starts(block)
         pos = 0
         size = len(block)
-        while (match := search(block, pos)) is not None:
-            # Never before ``pos``: a run of bar frames may have ended inside this physical line.
-            start = max(block.rfind(b"\n", 0, match.start()) + 1, pos)
-            if 0x25 in block[start : match.end()]:  # "%": a bar frame carries no time of its own
+        while True:
+            match = search(block, pos)
+            if match is not None:
+                # Never before ``pos``: a run of bar frames may have ended inside this physical line.
+                start, hit_end = max(block.rfind(b"\n", 0, match.start()) + 1, pos), match.end()
+            else:
+                start = hit_end = size
+            while rare and rare[-1] < pos:
+                rare.pop()
+            if rare and rare[-1] < start:
+                start = hit_end = rare.pop()
+            elif match is None:
+                break
+            self._line_start = start
+            if 0x25 in block[start:hit_end]:  # "%": a bar frame carries no time of its own
                 self._advance_clock(self._timestamp_before(block, start))
                 run_end = self._feed_bar_run(block, start)
                 if run_end is not None:
                     pos = run_end
                     continue
-            end = block.find(b"\n", match.end())
+            end = block.find(b"\n", hit_end)
             if end < 0:
                 end = size
             line = block[start : min(end, start + (64 << 10))]
@@ -267,6 +292,13 @@ class BootLogAnalyzer:
             pos = end + 1
         # Lines the pre-filter skipped still move the log's clock, which stall detection needs.
         self._advance_clock(last_timestamp_before(block, size))
+
+    def _line_before(self) -> str:
+        """The physical line before the one being read (a traceback's code line above a bare error)."""
+        block, start = self._block, self._line_start
+        if start <= 0:
+            return ""
+        return block[block.rfind(b"\n", 0, start - 1) + 1 : start].decode("utf-8", "replace").strip()
 
     def _timestamp_before(self, block: bytes, offset: int) -> str | None:
         """The newest timestamp between the last look-up and ``offset``: every line is looked at once."""
@@ -292,6 +324,11 @@ class BootLogAnalyzer:
         return run_end
 
     def feed_line(self, line: str) -> None:
+        if "%" not in line and "\r" not in line and "\x1b" not in line:
+            # Most lines are one plain record: no bar frame to separate, no colours to strip.
+            if not line.isspace() and line:
+                self._on_record(parse_record(line.rstrip("\n")))
+            return
         for item in split_line(line):
             if isinstance(item, Bar):
                 self._on_bar(item)
@@ -306,7 +343,10 @@ class BootLogAnalyzer:
         """Move the log's clock forward only: a look-back may find an older line than a record already read."""
         if timestamp is None or timestamp == self._now:
             return
-        timestamp = self._with_year(timestamp)
+        self._advance_to(self._with_year(timestamp))
+
+    def _advance_to(self, timestamp: str) -> None:
+        """``_advance_clock`` for a timestamp that already has its year."""
         seconds = timestamp_seconds(timestamp)
         if seconds is None:
             return
@@ -319,22 +359,29 @@ class BootLogAnalyzer:
 
     def _with_year(self, timestamp: str) -> str:
         """vLLM prints no year: next to SGLang's or Ray's dated records it borrows theirs, so the clock compares."""
-        dated = _DATED_RE.match(timestamp)
-        if dated is not None:
-            self._year = dated.group(1)
+        if timestamp[4:5] == "-":  # parse.py's timestamps are "YYYY-MM-DD ..." or "MM-DD ..."
+            self._year = timestamp[:4]
             return timestamp
-        if self._year is not None and _YEARLESS_RE.match(timestamp):
+        if self._year is not None and timestamp[2:3] == "-":
             return f"{self._year}-{timestamp}"
         return timestamp
 
     def _on_record(self, record: Record) -> None:
-        self._advance_clock(record.timestamp)
-        timestamp = self._with_year(record.timestamp) if record.timestamp else self._now
-        rank = record.rank if record.rank in self._ranks or len(self._ranks) < MAX_RANKS else "?"
-        # Untimed lines (uvicorn's, traceback bodies) happened after the last timed one.
-        record = record._replace(timestamp=timestamp, rank=rank)
-        if record.style in self._styles and record.timestamp is not None:
-            self._styles[record.style] += 1
+        timestamp = record.timestamp
+        if timestamp is not None:
+            timestamp = self._with_year(timestamp)
+            if timestamp != self._now:
+                self._advance_to(timestamp)
+            if record.style in self._styles:
+                self._styles[record.style] += 1
+        else:
+            timestamp = (
+                self._now
+            )  # untimed lines (uvicorn's, traceback bodies) happened after the last timed one
+        rank = record.rank
+        if rank not in self._ranks and len(self._ranks) >= MAX_RANKS:
+            rank = "?"
+        record = Record(timestamp, rank, record.message, record.style, record.level)
         message = record.message
         if FRAME_NEEDLE in message and message.lstrip().startswith(FRAME_NEEDLE):
             self._on_frame(record)
@@ -349,11 +396,10 @@ class BootLogAnalyzer:
     def _engines_for(self, style: str) -> tuple[Engine, ...]:
         """A record in one engine's prefix style is read by that engine's table only; an unprefixed line by the
         table of whichever engine the log has shown so far, then the other's."""
-        for engine in ENGINES:
-            if engine.name == style:
-                return (engine,)
-        leader = self.framework()
-        return tuple(sorted(ENGINES, key=lambda engine: engine.name != leader))
+        engines = _ENGINES_BY_STYLE.get(style)
+        if engines is not None:
+            return engines
+        return _ENGINES_LED_BY[self.framework()]
 
     # ------------------------------------------------------------------------------------ phase bookkeeping
 
@@ -521,10 +567,11 @@ class BootLogAnalyzer:
         message = record.message
         for key, value in _INT_ARG_RE.findall(message):
             self._sizes.setdefault(key, int(value)) if key in _SIZE_KEYS else None
-        speculative = _SPECULATIVE_RE.search(message)
+        at = message.find("speculative_")  # a server_args line is kilobytes long: find before matching
+        speculative = _SPECULATIVE_RE.search(message, at) if at >= 0 else None
         if speculative is not None:
             self._speculative = speculative.group(1) != "None"
-        if sglang.DP_ATTENTION_RE.search(message):
+        if sglang.DP_ATTENTION in message:
             self._dp_attention = True
 
     def _apply_capture(self, action: Capture, record: Record) -> None:
@@ -560,7 +607,7 @@ class BootLogAnalyzer:
         identity = (desc, phase)
         track = self._current_bars.get(identity)
         if track is None or bar.total != track.total or bar.done < track.done:
-            track = BarTrack(desc, phase, bar.done, bar.total, bar.rate, bar.elapsed_s, bar.eta_s, self._now)
+            track = BarTrack(desc, phase, bar, self._now)
             self._bars.append(track)
             del self._bars[:-MAX_BARS_KEPT]
             if len(self._current_bars) > 4 * MAX_BARS_KEPT:
@@ -569,7 +616,7 @@ class BootLogAnalyzer:
             return
         if bar.done > track.done:
             track.moved_at = self._now
-        track.done, track.rate, track.elapsed_s, track.eta_s = bar.done, bar.rate, bar.elapsed_s, bar.eta_s
+        track.last = bar
 
     def _bar_identity(self, bar: Bar) -> tuple[str, PhaseKey | None]:
         """(normalised description, owning phase), cached until the next phase event: a log can hold
@@ -639,6 +686,8 @@ class BootLogAnalyzer:
 
     def _check_failure(self, record: Record) -> None:
         message = record.message
+        if _FAILURE_GATE_RE.search(message) is None and record.level not in ("ERROR", "CRITICAL"):
+            return  # most records: one C-level scan says none of the checks below can match
         if "Traceback (most recent call last)" in message:
             chained = self._chained.pop(record.rank, None)
             failure = chained or self._add_failure(record, "traceback", message.strip())
@@ -646,17 +695,13 @@ class BootLogAnalyzer:
             self._last_traceback = failure
         elif _EXCEPTION_LINE_RE.match(message):
             self._on_exception_line(record)
-        elif _DEATH_RE.search(message):
+        elif _is_death(message):
             self._add_failure(record, "death", message.strip())
-        elif _CHAINED_RE.search(message):
+        elif _CHAINED_WORDS in message:
             # Python prints the root cause first: the traceback that follows continues this one.
             closed = self._closed.get(record.rank)
             if closed is not None:
                 self._chained[record.rank] = closed
-        elif message.lstrip().startswith("assert "):
-            awaiting = self._awaiting.get(record.rank) or self._last_traceback
-            if awaiting is not None and not awaiting.error_final:
-                awaiting.source_line = message.strip()[:300]
         elif (
             record.level in ("ERROR", "CRITICAL") and record.rank not in self._awaiting and message[:1] != " "
         ):
@@ -673,8 +718,11 @@ class BootLogAnalyzer:
             self._add_failure(record, "exception", error)
             return
         if not awaiting.error_final:
-            if ":" not in error and awaiting.source_line:
-                error = f"{error} at `{awaiting.source_line}`"  # a bare AssertionError says nothing else
+            if ":" not in error:
+                # A bare error (`AssertionError`) says nothing else: the code line above it does.
+                code = self._line_before()
+                if code and not code.startswith(("File ", "^", "~")) and len(code) < 300:
+                    error = f"{error} at `{code}`"
             awaiting.error = error
             awaiting.error_final = True
         self._closed[record.rank] = awaiting
@@ -789,13 +837,21 @@ class BootLogAnalyzer:
         )
 
     def _kept_boot(self, index: int) -> BootReport:
-        kept = {report.boot: report for report in (*self._early_boots, *self._late_boots)}
+        kept = {cast(int, state["_boots"]): state for state in (*self._early_boots, *self._late_boots)}
         if index not in kept:
             known = ", ".join(str(number) for number in [*sorted(kept), self._boots])
             raise LookupError(f"boot {index} is not in the log or was not kept (boots kept: {known})")
-        report = kept[index]
+        current = {name: getattr(self, name) for name in _BOOT_STATE}
+        boots = self._boots
+        try:
+            for name, value in kept[index].items():
+                setattr(self, name, value)
+            report = self.report()
+        finally:
+            for name, value in current.items():
+                setattr(self, name, value)
         warnings = tuple(w for w in report.warnings if not w.startswith("the log holds"))
-        return _replace_boots(report, self._boots, warnings)
+        return _replace_boots(report, boots, warnings)
 
     def _failure_report(self, fatal: Failure) -> FailureReport:
         recorded = fatal.phase
@@ -920,9 +976,70 @@ class BootLogAnalyzer:
         return warnings
 
 
+_ENGINES_BY_STYLE = {engine.name: (engine,) for engine in ENGINES}
+_ENGINES_LED_BY = {
+    leader: tuple(sorted(ENGINES, key=lambda engine: engine.name != leader))
+    for leader in (*_ENGINES_BY_STYLE, "unknown")
+}
+
+# What one boot's report is built from: kept by reference when the server restarts.
+_BOOT_STATE = (
+    "_evidence",
+    "_styles",
+    "_phases",
+    "_ranks",
+    "_bars",
+    "_current_bars",
+    "_failures",
+    "_recent_failures",
+    "_awaiting",
+    "_closed",
+    "_chained",
+    "_last_traceback",
+    "_speculative",
+    "_sizes",
+    "_dp_attention",
+    "_filesystem",
+    "_loader",
+    "_throughput",
+    "_first_ts",
+    "_last_phase_end",
+    "_ready_seq",
+    "_lead_rank",
+    "_record_phases",
+    "_order",
+    "_now",
+    "_now_s",
+    "_boots",
+    "_seq",
+)
+
 _SIZE_KEYS = frozenset(key for engine in ENGINES for keys in engine.size_keys.values() for key in keys) | {
     "nnodes"
 }
+
+
+# Every word that one of _check_failure's branches needs; a record with none of them is not a failure.
+_FAILURE_GATE_RE = re.compile(
+    r"Traceback|Error|Exception|Exit|Interrupt|Failure|is dead|sigquit|failed|Killed|CUDA error|above exception"
+)
+
+
+def _is_death(message: str) -> bool:
+    if message.startswith(_CUDA_EXIT) or any(word in message for word in _DEATH_WORDS):
+        return True
+    return "Killed" in message and _KILLED_RE.search(message) is not None
+
+
+def _rare_line_starts(block: bytes) -> list[int]:
+    """Where the lines holding a rare needle start, last first (the reader pops them in order)."""
+    starts: set[int] = set()
+    for needle in _RARE_NEEDLES:
+        at = block.find(needle)
+        while at >= 0:
+            starts.add(block.rfind(b"\n", 0, at) + 1)
+            at = block.find(needle, at + len(needle))
+    return sorted(starts, reverse=True)
 
 
 def _first_rule(engine: Engine, message: str) -> Rule | None:
@@ -1032,7 +1149,8 @@ def _phase_seconds(
 
 
 def _progress_report(bar: BarTrack) -> ProgressReport:
-    return ProgressReport(bar.desc, bar.model, bar.done, bar.total, bar.rate, bar.elapsed_s, bar.eta_s)
+    last = bar.last
+    return ProgressReport(bar.desc, bar.model, last.done, last.total, last.rate, last.elapsed_s, last.eta_s)
 
 
 def _stall_warnings(stalls: list[tuple[BarTrack, float]], now: str | None) -> list[str]:

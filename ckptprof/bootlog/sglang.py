@@ -86,5 +86,5 @@ ENGINE = Engine(
     draft_pattern=re.compile(r"\btype=\w*(?:Eagle|NextN|MTP)", re.ASCII),
 )
 
-# Used by the analyzer to read ServerArgs(...)
-DP_ATTENTION_RE = re.compile(r"\benable_dp_attention=True\b")
+# In ServerArgs(...): DP attention ranks split one TP group, so the world is not tp * dp.
+DP_ATTENTION = "enable_dp_attention=True"

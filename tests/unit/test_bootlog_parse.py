@@ -104,7 +104,8 @@ def test_parse_bar_reads_sglang_shard_bar() -> None:
     parsed = parse_bar(SHARD_FRAME)
     assert parsed is not None
     bar, end = parsed
-    assert bar == Bar("Loading safetensors checkpoint shards", 40, 64, 1.64, 24, 14, "")
+    assert bar == Bar("Loading safetensors checkpoint shards", 40, 64, "", "00:24", "00:14", "1.64it/s")
+    assert (bar.rate, bar.elapsed_s, bar.eta_s) == (1.64, 24, 14)
     assert end == len(SHARD_FRAME)
 
 
