@@ -8,21 +8,14 @@ from __future__ import annotations
 
 from ckptprof.bootlog.follow import FollowOutcome, follow_log
 from ckptprof.bootlog.parse import LogInputError
-from ckptprof.bootlog.phases import (
-    STATES,
-    BootLogAnalyzer,
-    BootReport,
-    PhaseReport,
-    ProgressReport,
-    analyze_bytes,
-    analyze_path,
-    analyze_stream,
-)
+from ckptprof.bootlog.phases import STATES, BootLogAnalyzer, analyze_bytes, analyze_path, analyze_stream
+from ckptprof.bootlog.report import BootReport, FailureReport, PhaseReport, ProgressReport
 
 __all__ = [
     "STATES",
     "BootLogAnalyzer",
     "BootReport",
+    "FailureReport",
     "FollowOutcome",
     "LogInputError",
     "PhaseReport",

@@ -1,21 +1,28 @@
 """What a boot log says the server did: phases per rank, shard progress, failures, and the state at the end.
 
 ``BootLogAnalyzer`` is an incremental state machine fed with blocks of whole lines (parse.py makes them); it
-can report at any point, which is what ``--follow`` needs. What each record means lives in the engines' tables
-(sglang.py, vllm.py), which bars mean what in bars.py, the English in words.py; this module only keeps the
-state: which phase is open on which rank, since when, and what failed.
+can report at any point, which is what ``--follow`` needs. This module only keeps the state: which phase is
+open on which rank, since when, which bar belongs to it, which boot this is. The rest lives beside it:
+
+- sglang.py, vllm.py: what each engine's records mean, one table row per line a release writes (rules.py
+  says what a row can do);
+- bars.py: which phase and loader a progress bar belongs to;
+- failures.py: tracebacks, error lines and dying processes;
+- wrappers.py: prefixes that log collectors add;
+- summary.py and words.py: the report's sentences.
 """
 
 from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import BinaryIO, cast
 
 from ckptprof.bootlog import sglang, vllm
 from ckptprof.bootlog.bars import bar_kind
+from ckptprof.bootlog.failures import FAILURE_NEEDLES, FRAME_NEEDLE, Failure, FailureTracker, Where
 from ckptprof.bootlog.parse import (
     Bar,
     LineSplitter,
@@ -33,20 +40,22 @@ from ckptprof.bootlog.parse import (
     split_line,
     timestamp_seconds,
 )
-from ckptprof.bootlog.report import BootReport, FailureReport, PhaseReport, ProgressReport
+from ckptprof.bootlog.report import BootReport, FailureReport
 from ckptprof.bootlog.rules import Begin, Capture, Configure, End, Engine, Evidence, Fail, Ready, Rule
+from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan, RankState
+from ckptprof.bootlog.summary import (
+    SummaryContext,
+    build_summary,
+    failure_warnings,
+    missing_rank_warnings,
+    phase_report,
+    progress_report,
+    stall_warnings,
+)
 from ckptprof.bootlog.words import (
     PhaseKey,
     boots_warning,
-    doing_words,
-    done_words,
-    failed_sentence,
-    format_duration,
-    format_ranks,
-    next_step_note,
-    phase_label,
     rank_sort_key,
-    stall_warning,
 )
 from ckptprof.bootlog.wrappers import unwrap
 
@@ -57,50 +66,16 @@ STALL_AFTER_S = 120.0
 # Bounds that keep memory flat whatever the input (a hostile log could invent endless ranks, bars or boots).
 MAX_RANKS = 4096
 MAX_BARS_KEPT = 64
-MAX_FAILURES_KEPT = 256
 MAX_WARNINGS = 40
 BOOTS_KEPT = 16  # the reports of the first and of the last boots; a retry loop can restart thousands of times
-# Timestamps have whole-second resolution unless SGLANG_LOG_MS is set: a logged ``elapsed=`` that agrees with
-# the timestamps within that resolution is the more precise figure.
-TIMESTAMP_RESOLUTION_S = 1.5
 # The phase each bar opens when a log has bars but no boot records (a CI log, a worker's own output).
 _BAR_SLOTS = {"load-weights": "load", "cuda-graph": "graph"}
 
-# Lines that say something failed, besides the engines' own records.
-FAILURE_NEEDLES: tuple[str, ...] = (
-    "Traceback",
-    "Error",
-    "Exception",
-    "is dead",
-    "sigquit",
-    "unexpectedly failed",
-    "Killed",
-    "initialization failed",
-    "failed to start",
-    "CUDA error",
-    "ERROR ",
-    "CRITICAL ",
-    "During handling of the above exception",
-    "The above exception was the direct cause",
-)
-FRAME_NEEDLE = 'File "'
 
 # ASCII-only digits with bounded repeats: int() and float() must stay cheap and finite on hostile input.
 _ELAPSED_RE = re.compile(
     r"(?:elapsed=|Time elapsed: |took |finished in |and )(\d{1,9}(?:\.\d{1,6})?) ?(?:s\b|secs?\b|seconds)",
     re.ASCII,
-)
-_EXCEPTION_LINE_RE = re.compile(
-    r"(?:\[rank\d{1,6}\]: ?)?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)(?::\s.*|:?\s*$)",
-    re.ASCII,
-)
-# Lines that say a process died. Plain substrings first (a C-level scan each); the regex only confirms.
-_DEATH_WORDS = ("is dead", "sigquit", "unexpectedly failed", "initialization failed", "failed to start")
-_KILLED_RE = re.compile(r"(?<!\S)Killed(?!\S)")  # the shell's word for a SIGKILL, not "OOMKilled"
-# FlashAttention's CHECK_CUDA prints this and exits the process.
-_CUDA_EXIT = "CUDA error ("
-_CHAINED_WORDS = (
-    "above exception"  # "During handling of the above exception", "The above exception was the direct cause"
 )
 _UNITS_PER_GIB = {"GiB": 1.0, "GB": 1e9 / 2**30, "MiB": 1 / 1024, "MB": 1e6 / 2**30}
 _INT_ARG_RE = re.compile(r"\b(\w{1,40})=(\d{1,6})\b", re.ASCII)
@@ -109,7 +84,6 @@ _RANK_NUMBER_RE = re.compile(r"\d+", re.ASCII)
 _PLAIN_LABEL_RE = re.compile(r"([A-Za-z]+)(\d+)", re.ASCII)
 _DESC_DETAIL_RE = re.compile(r"\s*\(.*\)\s*$")
 _DATED_RE = re.compile(r"(\d{4})-\d\d-\d\d ", re.ASCII)
-_YEARLESS_RE = re.compile(r"\d\d-\d\d \d\d:", re.ASCII)
 
 
 def _needles() -> tuple[str, ...]:
@@ -122,73 +96,6 @@ def _needles() -> tuple[str, ...]:
 # otherwise try a branch at almost every byte: split this way the pre-filter runs twice as fast.
 _CANDIDATE_RE = needle_pattern(needle for needle in _needles() if not needle[0].islower())
 _RARE_NEEDLES = tuple(needle.encode() for needle in _needles() if needle[0].islower())
-
-
-@dataclass
-class RankSpan:
-    start: str | None
-    end: str | None = None
-    elapsed_s: float | None = None
-
-
-@dataclass
-class PhaseTrack:
-    key: PhaseKey
-    order: int
-    slot: str  # which begin/end pair opened it: says which end line is awaited
-    spans: dict[str, RankSpan] = field(default_factory=dict)
-    # Opened by a bar alone: replaced by the first phase of the same name that a record opens.
-    provisional: bool = False
-
-    @property
-    def name(self) -> str:
-        return self.key[0]
-
-
-@dataclass
-class RankState:
-    begun: dict[str, int] = field(default_factory=dict)  # how many begins per slot, for the n-th rule
-    open: dict[str, PhaseKey] = field(default_factory=dict)  # slot -> phase currently open on this rank
-    phases_seen: set[str] = field(default_factory=set)  # names of the phases this rank has begun
-    models_loaded: set[str] = field(default_factory=set)  # whose weights this rank has begun loading
-    last_end: str | None = None
-    last_event_seq: int = -1
-
-
-@dataclass
-class BarTrack:
-    desc: str
-    phase: PhaseKey | None
-    last: Bar  # the newest frame
-    moved_at: str | None
-
-    @property
-    def done(self) -> int:
-        return self.last.done
-
-    @property
-    def total(self) -> int:
-        return self.last.total
-
-    @property
-    def model(self) -> str | None:
-        return self.phase[1] if self.phase else None
-
-
-@dataclass
-class Failure:
-    rank: str
-    timestamp: str | None
-    error: str
-    kind: str  # "traceback", "exception" or "death"
-    seq: int
-    phase: PhaseKey | None
-    after_ready: bool
-    # What the traceback's frames say the process was doing (innermost frame that one of the tables knows).
-    frame_phase: str | None = None
-    frame_model: str | None = None
-    step: str | None = None
-    error_final: bool = False  # a chained traceback's later errors do not replace its root cause
 
 
 class BootLogAnalyzer:
@@ -219,12 +126,7 @@ class BootLogAnalyzer:
         self._current_bars: dict[tuple[str, PhaseKey | None], BarTrack] = {}
         self._bar_cache: dict[tuple[str, str], tuple[str, PhaseKey | None]] = {}
         self._bar_cache_seq = -1
-        self._failures: list[Failure] = []
-        self._recent_failures: deque[Failure] = deque(maxlen=MAX_FAILURES_KEPT // 2)
-        self._awaiting: dict[str, Failure] = {}  # rank -> traceback whose error line has not come yet
-        self._closed: dict[str, Failure] = {}  # rank -> its last traceback with an error line
-        self._chained: dict[str, Failure] = {}  # rank -> the traceback the next one on that rank continues
-        self._last_traceback: Failure | None = None
+        self._failures = FailureTracker()
         self._speculative: bool | None = None  # None: the log did not say
         self._sizes: dict[str, int] = {}
         self._dp_attention = False
@@ -391,7 +293,7 @@ class BootLogAnalyzer:
             if rule is not None:
                 self._apply(engine, rule, record)
                 break
-        self._check_failure(record)
+        self._failures.on_record(record, lambda: self._where(record), self._line_before)
 
     def _engines_for(self, style: str) -> tuple[Engine, ...]:
         """A record in one engine's prefix style is read by that engine's table only; an unprefixed line by the
@@ -528,7 +430,7 @@ class BootLogAnalyzer:
         elif isinstance(action, Capture):
             self._apply_capture(action, record)
         elif isinstance(action, Fail):
-            failure = self._add_failure(record, "death", record.message.strip())
+            failure = self._failures.add(record, "death", record.message.strip(), self._where(record))
             failure.phase, failure.step = None, action.step
         elif not isinstance(action, Evidence):  # pragma: no cover - the tables hold only the types above
             raise TypeError(f"unknown action {action!r}")
@@ -665,84 +567,16 @@ class BootLogAnalyzer:
         return max(tracks, key=lambda track: track.order).key if tracks else None
 
     def _on_frame(self, record: Record) -> None:
-        """A traceback frame: what the failing process was doing, innermost frame last."""
-        failure = self._awaiting.get(record.rank) or (None if record.rank else self._last_traceback)
-        if failure is None:
-            # The log starts inside a traceback (an excerpt): its frames still tell what failed.
-            failure = self._add_failure(record, "traceback", "a traceback whose start is not in the log")
-            self._awaiting[record.rank] = failure
-            self._last_traceback = failure
         engines = [engine for engine in ENGINES if engine.name == self.framework()] or list(ENGINES)
-        for engine in engines:
-            for frame in engine.frames:
-                if frame.needle in record.message:
-                    if frame.phase is not None:
-                        failure.frame_phase = frame.phase
-                        failure.step = frame.step or failure.step
-                    if frame.model is not None:
-                        failure.frame_model = frame.model
-                        failure.step = failure.step or frame.step
-                    break
+        frames = [frame for engine in engines for frame in engine.frames]
+        self._failures.on_frame(record, frames, lambda: self._where(record))
 
-    def _check_failure(self, record: Record) -> None:
-        message = record.message
-        if _FAILURE_GATE_RE.search(message) is None and record.level not in ("ERROR", "CRITICAL"):
-            return  # most records: one C-level scan says none of the checks below can match
-        if "Traceback (most recent call last)" in message:
-            chained = self._chained.pop(record.rank, None)
-            failure = chained or self._add_failure(record, "traceback", message.strip())
-            self._awaiting[record.rank] = failure
-            self._last_traceback = failure
-        elif _EXCEPTION_LINE_RE.match(message):
-            self._on_exception_line(record)
-        elif _is_death(message):
-            self._add_failure(record, "death", message.strip())
-        elif _CHAINED_WORDS in message:
-            # Python prints the root cause first: the traceback that follows continues this one.
-            closed = self._closed.get(record.rank)
-            if closed is not None:
-                self._chained[record.rank] = closed
-        elif (
-            record.level in ("ERROR", "CRITICAL") and record.rank not in self._awaiting and message[:1] != " "
-        ):
-            # vLLM logs its fatal errors at this level; a message cut off by a paste still says one happened.
-            self._add_failure(record, "error-record", message.strip() or f"an {record.level} record")
-
-    def _on_exception_line(self, record: Record) -> None:
-        error = record.message.strip()[:500]
-        awaiting = self._awaiting.pop(record.rank, None)
-        if awaiting is None and not record.rank and self._awaiting:
-            # An untagged error line closes the newest open traceback (torch prints its bodies bare).
-            awaiting = self._awaiting.pop(next(reversed(self._awaiting)))
-        if awaiting is None:
-            self._add_failure(record, "exception", error)
-            return
-        if not awaiting.error_final:
-            if ":" not in error:
-                # A bare error (`AssertionError`) says nothing else: the code line above it does.
-                code = self._line_before()
-                if code and not code.startswith(("File ", "^", "~")) and len(code) < 300:
-                    error = f"{error} at `{code}`"
-            awaiting.error = error
-            awaiting.error_final = True
-        self._closed[record.rank] = awaiting
-
-    def _add_failure(self, record: Record, kind: str, error: str) -> Failure:
+    def _where(self, record: Record) -> Where:
+        """The phase open on the record's rank (else the boot's newest), for a failure logged there."""
         rank = self._ranks.get(record.rank)
         open_keys = list(rank.open.values()) if rank else []
         phase = max(open_keys, key=lambda key: self._phases[key].order) if open_keys else self._current_key()
-        failure = Failure(
-            record.rank, record.timestamp or self._now, error[:500], kind, self._seq, phase, self.ready
-        )
-        # The first errors are usually the cause and the last ones the verdict: keep both ends, bounded.
-        if len(self._failures) < MAX_FAILURES_KEPT // 2:
-            self._failures.append(failure)
-        else:
-            self._recent_failures.append(failure)
-        return failure
-
-    def _all_failures(self) -> list[Failure]:
-        return [*self._failures, *self._recent_failures]
+        return Where(phase, self._now, self._seq, self.ready)
 
     def _is_fatal(self, failure: Failure) -> bool:
         if self._ready_seq is not None and failure.seq < self._ready_seq:
@@ -762,7 +596,7 @@ class BootLogAnalyzer:
 
     def _fatal(self) -> Failure | None:
         """The failure that ended the boot: the first fatal one, with the richest traceback among its rank's."""
-        fatal = [failure for failure in self._all_failures() if self._is_fatal(failure)]
+        fatal = [failure for failure in self._failures.all() if self._is_fatal(failure)]
         if not fatal:
             return None
         # The most telling first: a traceback whose frames say what was running, then a Python error, then a
@@ -807,7 +641,7 @@ class BootLogAnalyzer:
             state = current[0]
         else:
             state = "starting"
-        context = _SummaryContext(
+        context = SummaryContext(
             framework=framework,
             current=self._phases[current] if current else None,
             tracks=tracks,
@@ -821,10 +655,10 @@ class BootLogAnalyzer:
         return BootReport(
             framework=framework,
             state=state,
-            phases=tuple(_phase_report(track, now_s) for track in tracks),
-            progress=tuple(_progress_report(bar) for bar in self._bars),
+            phases=tuple(phase_report(track, now_s) for track in tracks),
+            progress=tuple(progress_report(bar) for bar in self._bars),
             warnings=self._warnings(expected, context),
-            summary=_summary(state, context, failure),
+            summary=build_summary(state, context, failure),
             first_timestamp=self._first_ts,
             last_timestamp=self._now,
             error=fatal.error if fatal else None,
@@ -838,9 +672,12 @@ class BootLogAnalyzer:
 
     def _kept_boot(self, index: int) -> BootReport:
         kept = {cast(int, state["_boots"]): state for state in (*self._early_boots, *self._late_boots)}
+        if not 1 <= index <= self._boots:
+            raise LookupError(f"the log holds {self._boots} boot{'s' if self._boots > 1 else ''}")
         if index not in kept:
-            known = ", ".join(str(number) for number in [*sorted(kept), self._boots])
-            raise LookupError(f"boot {index} is not in the log or was not kept (boots kept: {known})")
+            raise LookupError(
+                f"boot {index} of {self._boots} was not kept: the first {BOOTS_KEPT} and the last {BOOTS_KEPT + 1} are"
+            )
         current = {name: getattr(self, name) for name in _BOOT_STATE}
         boots = self._boots
         try:
@@ -917,63 +754,19 @@ class BootLogAnalyzer:
             return True
         return any(span.end is None for span in self._phases[key].spans.values())
 
-    def _warnings(self, expected: list[str], context: _SummaryContext) -> tuple[str, ...]:
-        warnings = [*self._failure_warnings(), *_stall_warnings(context.stalls, self._now)]
+    def _warnings(self, expected: list[str], context: SummaryContext) -> tuple[str, ...]:
+        warnings = [
+            *failure_warnings(self._failures.all(), self._is_fatal),
+            *stall_warnings(context.stalls, self._now),
+        ]
         if self._boots > 1:
             warnings.insert(0, boots_warning(self._boots, self._boots))
-        warnings += self._missing_rank_warnings(expected)
+        tracks = sorted(self._phases.values(), key=lambda track: track.order)
+        warnings += missing_rank_warnings(tracks, expected, self.framework())
         if len(warnings) > MAX_WARNINGS:
             extra = len(warnings) - MAX_WARNINGS
             warnings = [*warnings[:MAX_WARNINGS], f"... and {extra} more warnings"]
         return tuple(warnings)
-
-    def _failure_warnings(self) -> list[str]:
-        """One warning per distinct error, naming every rank that logged it."""
-        grouped: dict[str, list[Failure]] = {}
-        for failure in self._all_failures():
-            grouped.setdefault(failure.error, []).append(failure)
-        warnings = []
-        for error, failures in grouped.items():
-            first = failures[0]
-            ranks = format_ranks(sorted({failure.rank for failure in failures}, key=rank_sort_key))
-            where = f" during {phase_label(first.phase)}" if first.phase else ""
-            when = f" at {first.timestamp}" if first.timestamp else ""
-            if any(self._is_fatal(failure) for failure in failures):
-                warnings.append(f"failed: {ranks}{when}{where}: {error}")
-            else:
-                verdict = "after the server was ready" if first.after_ready else "the boot went on"
-                warnings.append(f"error logged by {ranks}{when}{where} ({verdict}): {error}")
-        return warnings
-
-    def _missing_rank_warnings(self, expected: list[str]) -> list[str]:
-        tracks = sorted(self._phases.values(), key=lambda track: track.order)
-        boot_tracks = [track for track in tracks if track.name != "ready"]
-        seen = {rank for track in boot_tracks for rank in track.spans}
-        silent = [rank for rank in expected if rank not in seen]
-        warnings = []
-        if silent:
-            warnings.append(
-                f"{format_ranks(silent)} logged no boot record at all "
-                f"({len(expected) - len(silent)} of {len(expected)} ranks did)"
-            )
-        latest_order = max((track.order for track in boot_tracks), default=-1)
-        for track in boot_tracks:
-            if track.order == latest_order or _is_single_process(track, expected):
-                continue  # the current phase is described by the summary, not warned about
-            absent = [rank for rank in expected if rank not in track.spans and rank not in silent]
-            unfinished = [rank for rank, span in track.spans.items() if span.end is None]
-            label = phase_label(track.key)
-            if absent:
-                warnings.append(
-                    f"{label}: not logged by {format_ranks(absent)} ({len(track.spans)} of {len(expected)} ranks)"
-                )
-            if unfinished:
-                marker = end_marker(track, self.framework())
-                warnings.append(
-                    f"{label}: {marker} never logged by {format_ranks(sorted(unfinished, key=rank_sort_key))} "
-                    "although the boot moved on"
-                )
-        return warnings
 
 
 _ENGINES_BY_STYLE = {engine.name: (engine,) for engine in ENGINES}
@@ -991,11 +784,6 @@ _BOOT_STATE = (
     "_bars",
     "_current_bars",
     "_failures",
-    "_recent_failures",
-    "_awaiting",
-    "_closed",
-    "_chained",
-    "_last_traceback",
     "_speculative",
     "_sizes",
     "_dp_attention",
@@ -1017,18 +805,6 @@ _BOOT_STATE = (
 _SIZE_KEYS = frozenset(key for engine in ENGINES for keys in engine.size_keys.values() for key in keys) | {
     "nnodes"
 }
-
-
-# Every word that one of _check_failure's branches needs; a record with none of them is not a failure.
-_FAILURE_GATE_RE = re.compile(
-    r"Traceback|Error|Exception|Exit|Interrupt|Failure|is dead|sigquit|failed|Killed|CUDA error|above exception"
-)
-
-
-def _is_death(message: str) -> bool:
-    if message.startswith(_CUDA_EXIT) or any(word in message for word in _DEATH_WORDS):
-        return True
-    return "Killed" in message and _KILLED_RE.search(message) is not None
 
 
 def _rare_line_starts(block: bytes) -> list[int]:
@@ -1053,170 +829,6 @@ def _replace_boots(report: BootReport, boots: int, warnings: tuple[str, ...]) ->
     if boots > 1:
         warnings = (boots_warning(boots, report.boot), *warnings)
     return replace(report, boots=boots, warnings=warnings)
-
-
-# ------------------------------------------------------------------------------------------- reporting
-
-
-@dataclass(frozen=True)
-class _SummaryContext:
-    framework: str
-    current: PhaseTrack | None
-    tracks: list[PhaseTrack]
-    expected: list[str]
-    now_s: float | None
-    first_ts: str | None
-    speculative: bool | None
-    stalls: list[tuple[BarTrack, float]]
-    latest_bars: dict[PhaseKey | None, BarTrack]
-
-
-def _elapsed(message: str) -> float | None:
-    match = _ELAPSED_RE.search(message)
-    return float(match.group(1)) if match else None
-
-
-def _is_lead_label(label: str) -> bool:
-    numbers = _RANK_NUMBER_RE.findall(label)
-    return all(int(number) == 0 for number in numbers)
-
-
-def _is_single_process(track: PhaseTrack, expected: list[str]) -> bool:
-    """A record logged once by an untagged process (vLLM's engine core) in a log whose ranks are tagged."""
-    return all(rank == "" for rank in track.spans) and any(expected)
-
-
-def end_marker(track: PhaseTrack, framework: str) -> str:
-    """The log line that would close ``track``, as the user would grep for it."""
-    engine = next((engine for engine in ENGINES if engine.name == framework), sglang.ENGINE)
-    return engine.end_markers.get(track.slot, "its end")
-
-
-def _seconds_between(start: str | None, end: str | None) -> float | None:
-    start_s = timestamp_seconds(start) if start else None
-    end_s = timestamp_seconds(end) if end else None
-    return end_s - start_s if start_s is not None and end_s is not None else None
-
-
-def _earliest(timestamps: Iterable[str | None]) -> str | None:
-    valid = [ts for ts in timestamps if ts and timestamp_seconds(ts) is not None]
-    return min(valid, key=lambda ts: timestamp_seconds(ts) or 0.0) if valid else None
-
-
-def _latest(timestamps: Iterable[str | None]) -> str | None:
-    valid = [ts for ts in timestamps if ts and timestamp_seconds(ts) is not None]
-    return max(valid, key=lambda ts: timestamp_seconds(ts) or 0.0) if valid else None
-
-
-def _rank_seconds(span: RankSpan, now_s: float | None) -> float | None:
-    if span.elapsed_s is not None:
-        return span.elapsed_s
-    if span.end is not None:
-        return _seconds_between(span.start, span.end)
-    start_s = timestamp_seconds(span.start) if span.start else None
-    return now_s - start_s if now_s is not None and start_s is not None else None
-
-
-def _phase_report(track: PhaseTrack, now_s: float | None) -> PhaseReport:
-    spans = list(track.spans.values())
-    start = _earliest(span.start for span in spans)
-    finished = all(span.end is not None for span in spans)
-    end = _latest(span.end for span in spans) if finished else None
-    seconds = _phase_seconds(spans, start, end, now_s, finished)
-    slowest = None
-    if len(track.spans) > 1:
-        durations = {rank: _rank_seconds(span, now_s) for rank, span in track.spans.items()}
-        timed = {rank: value for rank, value in durations.items() if value is not None}
-        # Ranks that all took the same time have no slowest one worth naming.
-        if timed and max(timed.values()) > min(timed.values()):
-            slowest = max(timed, key=lambda rank: timed[rank])
-    name, model, variant = track.key
-    return PhaseReport(name, model, variant, start, end, seconds, len(spans), slowest)
-
-
-def _phase_seconds(
-    spans: list[RankSpan], start: str | None, end: str | None, now_s: float | None, finished: bool
-) -> float | None:
-    if not finished:
-        start_s = timestamp_seconds(start) if start else None
-        return round(now_s - start_s, 2) if now_s is not None and start_s is not None else None
-    wall = _seconds_between(start, end)
-    elapsed = [span.elapsed_s for span in spans if span.elapsed_s is not None]
-    logged = max(elapsed) if elapsed and len(elapsed) == len(spans) else None
-    if logged is not None and (wall is None or abs(wall - logged) <= TIMESTAMP_RESOLUTION_S):
-        return round(logged, 2)
-    return round(wall, 2) if wall is not None else None
-
-
-def _progress_report(bar: BarTrack) -> ProgressReport:
-    last = bar.last
-    return ProgressReport(bar.desc, bar.model, last.done, last.total, last.rate, last.elapsed_s, last.eta_s)
-
-
-def _stall_warnings(stalls: list[tuple[BarTrack, float]], now: str | None) -> list[str]:
-    return [
-        stall_warning(bar.desc, bar.model, bar.done, bar.total, bar.moved_at, now, stuck_s)
-        for bar, stuck_s in stalls
-    ]
-
-
-def _summary(state: str, context: _SummaryContext, failure: FailureReport | None) -> str:
-    if failure is not None:
-        phase = (failure.phase, failure.model, None) if failure.phase else None
-        return failed_sentence(phase, failure.step, failure.rank, failure.error)
-    if state == "ready":
-        return _ready_summary(context)
-    if context.current is None:
-        if context.framework == "unknown":
-            return "no SGLang or vLLM boot records found"
-        return "starting: no rank has begun a boot phase yet"
-    return _phase_summary(context.current, context)
-
-
-def _ready_summary(context: _SummaryContext) -> str:
-    ready = next((track for track in context.tracks if track.name == "ready"), None)
-    ready_at = _latest(span.end for span in ready.spans.values()) if ready else None
-    total = _seconds_between(context.first_ts, ready_at)
-    text = "ready: the server reported ready"
-    if total is not None:
-        text += f" {format_duration(total)} after the first log record"
-    boot = [_phase_report(track, context.now_s) for track in context.tracks if track.name != "ready"]
-    timed = [phase for phase in boot if phase.seconds is not None]
-    if timed:
-        longest = max(timed, key=lambda phase: phase.seconds or 0.0)
-        key = (longest.name, longest.model, longest.variant)
-        text += f"; longest phase: {phase_label(key)} {format_duration(longest.seconds or 0.0)}"
-    return text
-
-
-def _phase_summary(track: PhaseTrack, context: _SummaryContext) -> str:
-    expected = context.expected if not _is_single_process(track, context.expected) else list(track.spans)
-    expected = expected or list(track.spans)
-    ended = [rank for rank in expected if rank in track.spans and track.spans[rank].end is not None]
-    graph_models = [other.key[1] for other in context.tracks if other.name == "cuda-graph"]
-    note = next_step_note(track.name, track.key[1], graph_models, context.speculative)
-    if len(ended) == len(expected):
-        report = _phase_report(track, context.now_s)
-        took = f" in {format_duration(report.seconds)}" if report.seconds is not None else ""
-        text = f"{done_words(track.key)} on {len(ended)} of {len(expected)} ranks{took}; nothing newer logged yet"
-        return f"{text} - {note}" if note else text
-    details = []
-    bar = context.latest_bars.get(track.key)
-    if bar is not None:
-        unit = "shards read" if track.name == "load-weights" else "done"
-        details.append(f"{bar.done}/{bar.total} {unit}")
-    marker = end_marker(track, context.framework)
-    pending = len(expected) - len(ended)
-    details.append(
-        f"{marker} not yet logged on {pending} of {len(expected)} ranks"
-        if len(expected) > 1
-        else f"{marker} not yet logged"
-    )
-    text = f"{doing_words(track.key)}: {', '.join(details)}"
-    stuck = next((stuck_s for stalled, stuck_s in context.stalls if stalled.phase == track.key), None)
-    if stuck is not None:
-        text += f"; the bar has not moved for {format_duration(stuck)}"
-    return f"{text} - {note}" if note else text
 
 
 def analyze_stream(
@@ -1250,3 +862,13 @@ def analyze_bytes(data: bytes, stall_after_s: float = STALL_AFTER_S, boot: int |
         if block:
             analyzer.feed_block(block)
     return analyzer.report(boot)
+
+
+def _elapsed(message: str) -> float | None:
+    match = _ELAPSED_RE.search(message)
+    return float(match.group(1)) if match else None
+
+
+def _is_lead_label(label: str) -> bool:
+    numbers = _RANK_NUMBER_RE.findall(label)
+    return all(int(number) == 0 for number in numbers)

@@ -18,14 +18,41 @@ class LogFileError(CkptprofError):
     """The log cannot be read; the message names the file (exit 2)."""
 
 
+EPILOG = """\
+what it reads:
+  SGLang's records (2024 releases to 0.5.x: Load weight begin/end, KV Cache is allocated, Capture cuda graph,
+  the EAGLE draft's second load and its draft graphs) and vLLM's (V0 and V1: Starting to load model,
+  Loading weights took, Loading drafter model, GPU KV cache size / # GPU blocks, Graph capturing finished),
+  the loaders' bars (default, Multi-thread, fastsafetensors, Run:ai Model Streamer with its GiB/s), rank tags
+  (TP3, DP1 TP3, PP1 TP0 EP0; vLLM's worker prefixes), tracebacks (the frames name the phase and the model),
+  behind the prefixes that kubectl --timestamps, GitHub Actions, docker compose, journald and TorchServe add.
+  A file holding several boots (a restart, a retry loop) is reported on its last one; --boot picks another.
+
+exit status:
+  0 the boot is going on or the server is ready; 1 the boot failed (with --follow also: timed out, or the
+  input ended before ready); 2 the file cannot be read or the arguments are wrong.
+
+examples:
+  ckptprof log /var/log/sglang/server.log
+  kubectl logs --timestamps pod/sglang-0 | ckptprof log -
+  ckptprof log server.log --boot 1 --json
+  ckptprof log -f server.log --timeout 1800
+"""
+
+
+class BootChoiceError(CkptprofError):
+    """--boot names a boot the log does not hold (exit 2)."""
+
+
 class LogCommand:
     name = "log"
     help = (
         "Read an SGLang or vLLM boot log: phases per rank (init, weights, KV cache, CUDA graphs), shard "
-        "progress, stalls and crashes, and what the server is doing now."
+        "progress, stalls and crashes, and what the server is doing now. Exit 1 when the boot failed."
     )
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.epilog = EPILOG
         parser.add_argument("file", help="the server's log file, or - for standard input")
         parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
         parser.add_argument(
@@ -43,6 +70,14 @@ class LogCommand:
             help="with --follow: give up (exit 1) after this long without the server becoming ready",
         )
         parser.add_argument(
+            "--boot",
+            type=int,
+            default=None,
+            metavar="N",
+            help="when the log holds several boots: report on boot N (1 is the first, -1 the last; default the "
+            "last)",
+        )
+        parser.add_argument(
             "--stall-after",
             type=float,
             default=STALL_AFTER_S,
@@ -52,6 +87,8 @@ class LogCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         exit_code = 0
+        if args.follow and args.boot is not None:
+            raise BootChoiceError("--boot reads a finished log; it cannot be used with --follow")
         try:
             if args.follow:
                 outcome = follow_log(args.file, timeout_s=args.timeout, stall_after_s=args.stall_after)
@@ -63,9 +100,12 @@ class LogCommand:
                 elif outcome.reason == "ended":
                     print("ckptprof log: the log ended before the server was ready", file=sys.stderr)
             else:
-                report = analyze_path(args.file, stall_after_s=args.stall_after)
+                report = analyze_path(args.file, stall_after_s=args.stall_after, boot=args.boot)
+                exit_code = 1 if report.state == "failed" else 0
         except LogInputError as exc:
             raise LogFileError(str(exc)) from None
+        except LookupError as exc:
+            raise BootChoiceError(f"{args.file}: --boot {args.boot}: {exc}") from None
         if args.json:
             print(json.dumps(report.to_json(), indent=1))
         else:
@@ -76,15 +116,42 @@ class LogCommand:
 def render_text(report: BootReport, source: str) -> str:
     name = "standard input" if source == "-" else source
     framework = {"sglang": "SGLang", "vllm": "vLLM"}.get(report.framework, "unrecognised")
-    lines = [f"{name}: {framework} boot log, {_span_words(report)}", ""]
+    which = f" (boot {report.boot} of {report.boots})" if report.boots > 1 else ""
+    lines = [f"{name}: {framework} boot log{which}, {_span_words(report)}", ""]
     if report.phases:
         lines += [_phases_table(report), ""]
     if report.progress:
         lines += ["progress bars (the last frame of each):", _progress_table(report), ""]
+    loading = _loader_words(report)
+    if loading:
+        lines += [loading, ""]
     lines.append(f"state: {report.state} - {report.summary}")
+    if report.failure is not None:
+        lines.append(_failure_words(report))
     if report.warnings:
         lines += ["", "warnings:", *(f"  - {warning}" for warning in report.warnings)]
     return "\n".join(lines)
+
+
+def _loader_words(report: BootReport) -> str:
+    parts = []
+    if report.loader:
+        parts.append(f"weights loader: {report.loader}")
+    if report.throughput_GiBps is not None:
+        parts.append(f"throughput it logged: {report.throughput_GiBps:.2f} GiB/s")
+    if report.filesystem:
+        parts.append(f"checkpoint file system: {report.filesystem}")
+    return "; ".join(parts)
+
+
+def _failure_words(report: BootReport) -> str:
+    failure = report.failure
+    assert failure is not None
+    where = " ".join(
+        part for part in (failure.phase, f"({failure.model})" if failure.model else None) if part
+    )
+    step = f", {failure.step}" if failure.step else ""
+    return f"failure: {failure.rank or 'the main process'} in {where or 'no boot phase'}{step}"
 
 
 def _span_words(report: BootReport) -> str:

@@ -56,11 +56,55 @@ def test_human_report_shows_phases_progress_and_state(capsys: pytest.CaptureFixt
     assert "state: load-weights - loading draft weights: 40/64 shards read" in out
 
 
-def test_human_report_lists_warnings(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["log", str(LOGS / "sglang_tp8_eagle3_crash.log")]) == 0
+def test_human_report_lists_warnings_and_a_failed_boot_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    """GIVEN a boot that crashed WHEN read once (not followed) THEN exit 1, as --follow does."""
+    assert main(["log", str(LOGS / "sglang_tp8_eagle3_crash.log")]) == 1
     out = capsys.readouterr().out
     assert "state: failed - failed while loading draft weights: TP3 logged torch.OutOfMemoryError" in out
+    assert "failure: TP3 in load-weights (draft)" in out
     assert "warnings:\n  - failed: TP3" in out
+
+
+def test_boot_picks_an_earlier_boot_of_a_restarted_server(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """GIVEN two real boots appended to one file (a crash, then a server that came up) WHEN --boot picks one
+    THEN that boot is reported, the header says which of how many, and the exit status is that boot's."""
+    real = LOGS / "real"
+    log = tmp_path / "server.log"
+    log.write_bytes(
+        (real / "sglang-sglang-25118.log").read_bytes()
+        + (real / "sglang-llms-in-clouds-qwq32b-tp4.log").read_bytes()
+    )
+    assert main(["log", str(log)]) == 0
+    last = capsys.readouterr().out
+    assert "(boot 2 of 2)" in last and "state: ready" in last
+    assert "the log holds 2 boots; this report covers the last one" in last
+    code, first = run_json(capsys, str(log), "--boot", "1")
+    assert code == 1
+    assert (first["state"], first["boot"], first["boots"]) == ("failed", 1, 2)
+    assert first["failure"] == {
+        "rank": "DP3 TP3",
+        "phase": "kv-cache",
+        "model": "target",
+        "step": None,
+        "error": "AssertionError at `assert self.store_dtype == torch.uint8`",
+        "timestamp": "2026-05-13 02:15:18",
+    }
+    assert main(["log", str(log), "--boot", "-2", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["boot"] == 1
+
+
+@pytest.mark.parametrize("boot", ["3", "0", "-3"])
+def test_boot_outside_the_log_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], boot: str) -> None:
+    assert main(["log", SEED, "--boot", boot]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith("the log holds 1 boot") and len(err.strip().splitlines()) == 1
+
+
+def test_boot_and_follow_together_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["log", SEED, "--follow", "--boot", "1"]) == 2
+    assert "--boot reads a finished log" in capsys.readouterr().err
 
 
 def test_stdin_is_read_with_a_dash(

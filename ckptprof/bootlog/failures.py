@@ -1,0 +1,198 @@
+"""What a failing server writes: Python tracebacks and their error lines, the words of a dying process, and the
+gate that lets the rest of the log past in one C-level scan. Pure functions on text; phases.py keeps the state."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ckptprof.bootlog.parse import Record
+from ckptprof.bootlog.rules import FrameRule
+from ckptprof.bootlog.words import PhaseKey
+
+# The first failures are usually the cause and the last ones the verdict: both ends are kept, this many in all.
+MAX_FAILURES_KEPT = 256
+
+# Lines that say something failed, besides the engines' own records.
+FAILURE_NEEDLES: tuple[str, ...] = (
+    "Traceback",
+    "Error",
+    "Exception",
+    "is dead",
+    "sigquit",
+    "unexpectedly failed",
+    "Killed",
+    "initialization failed",
+    "failed to start",
+    "CUDA error",
+    "ERROR ",
+    "CRITICAL ",
+    "During handling of the above exception",
+    "The above exception was the direct cause",
+)
+FRAME_NEEDLE = 'File "'
+
+EXCEPTION_LINE_RE = re.compile(
+    r"(?:\[rank\d{1,6}\]: ?)?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)(?::\s.*|:?\s*$)",
+    re.ASCII,
+)
+# Each word is found with str.find (C speed on kilobyte-long server_args lines); those that could sit inside a
+# longer name ("custom_sigquit_handler", "OOMKilled") are then confirmed as whole words.
+DEATH_WORDS: dict[str, re.Pattern[str] | None] = {
+    "is dead": re.compile(r"\bis dead\b"),
+    "sigquit": re.compile(r"(?<![\w])sigquit(?![\w])"),
+    "unexpectedly failed": None,
+    "initialization failed": None,
+    "failed to start": None,
+    "Killed": re.compile(r"(?<!\S)Killed(?!\S)"),  # the shell's word for a SIGKILL
+}
+# FlashAttention's CHECK_CUDA prints this and exits the process.
+CUDA_EXIT = "CUDA error ("
+CHAINED_WORDS = (
+    "above exception"  # "During handling of the above exception", "The above exception was the direct cause"
+)
+
+
+# Every word that one of _check_failure's branches needs; a record with none of them is not a failure.
+FAILURE_GATE_RE = re.compile(
+    r"Traceback|Error|Exception|Exit|Interrupt|Failure|is dead|sigquit|failed|Killed|CUDA error|above exception"
+)
+
+
+def is_death(message: str) -> bool:
+    if message.startswith(CUDA_EXIT):
+        return True
+    for word, whole in DEATH_WORDS.items():
+        at = message.find(word)
+        if at >= 0 and (whole is None or whole.search(message, max(at - 1, 0)) is not None):
+            return True
+    return False
+
+
+def may_be_failure(message: str, level: str) -> bool:
+    """False for the records none of the failure checks can match (nearly all of them)."""
+    return level in ("ERROR", "CRITICAL") or FAILURE_GATE_RE.search(message) is not None
+
+
+@dataclass
+class Failure:
+    rank: str
+    timestamp: str | None
+    error: str
+    kind: str  # "traceback", "exception", "death" or "error-record"
+    seq: int
+    phase: PhaseKey | None
+    after_ready: bool
+    # What the traceback's frames say the process was doing (innermost frame that one of the tables knows).
+    frame_phase: str | None = None
+    frame_model: str | None = None
+    step: str | None = None
+    error_final: bool = False  # a chained traceback's later errors do not replace its root cause
+
+
+class Where(NamedTuple):
+    """Where the boot stood when a failure was logged."""
+
+    phase: PhaseKey | None  # the phase open on the failing rank (or the boot's newest)
+    timestamp: str | None
+    seq: int  # the analyzer's event counter
+    ready: bool
+
+
+class FailureTracker:
+    """The failures of one boot: tracebacks per rank with their frames and error lines (a chained traceback's
+    root cause kept), bare error records, the words of a dying process. Memory is bounded."""
+
+    def __init__(self) -> None:
+        self._first: list[Failure] = []
+        self._recent: deque[Failure] = deque(maxlen=MAX_FAILURES_KEPT // 2)
+        self._awaiting: dict[str, Failure] = {}  # rank -> traceback whose error line has not come yet
+        self._closed: dict[str, Failure] = {}  # rank -> its last traceback with an error line
+        self._chained: dict[str, Failure] = {}  # rank -> the traceback the next one on that rank continues
+        self._last_traceback: Failure | None = None
+
+    def all(self) -> list[Failure]:
+        return [*self._first, *self._recent]
+
+    def add(self, record: Record, kind: str, error: str, where: Where) -> Failure:
+        failure = Failure(
+            record.rank,
+            record.timestamp or where.timestamp,
+            error[:500],
+            kind,
+            where.seq,
+            where.phase,
+            where.ready,
+        )
+        if len(self._first) < MAX_FAILURES_KEPT // 2:
+            self._first.append(failure)
+        else:
+            self._recent.append(failure)
+        return failure
+
+    def on_frame(self, record: Record, frames: Iterable[FrameRule], where: Callable[[], Where]) -> None:
+        """A traceback frame: what the failing process was doing, innermost frame last."""
+        failure = self._awaiting.get(record.rank) or (None if record.rank else self._last_traceback)
+        if failure is None:
+            # The log starts inside a traceback (an excerpt): its frames still tell what failed.
+            failure = self.add(record, "traceback", "a traceback whose start is not in the log", where())
+            self._awaiting[record.rank] = failure
+            self._last_traceback = failure
+        for frame in frames:
+            if frame.needle in record.message:
+                if frame.phase is not None:
+                    failure.frame_phase = frame.phase
+                    failure.step = frame.step or failure.step
+                if frame.model is not None:
+                    failure.frame_model = frame.model
+                    failure.step = failure.step or frame.step
+                return
+
+    def on_record(self, record: Record, where: Callable[[], Where], line_before: Callable[[], str]) -> None:
+        """Any other record: a traceback's start or error line, a death, an ERROR record."""
+        message = record.message
+        if not may_be_failure(message, record.level):
+            return  # most records: one C-level scan says none of the checks below can match
+        if "Traceback (most recent call last)" in message:
+            chained = self._chained.pop(record.rank, None)
+            failure = chained or self.add(record, "traceback", message.strip(), where())
+            self._awaiting[record.rank] = failure
+            self._last_traceback = failure
+        elif EXCEPTION_LINE_RE.match(message):
+            self._on_exception_line(record, where, line_before)
+        elif is_death(message):
+            self.add(record, "death", message.strip(), where())
+        elif CHAINED_WORDS in message:
+            # Python prints the root cause first: the traceback that follows continues this one.
+            closed = self._closed.get(record.rank)
+            if closed is not None:
+                self._chained[record.rank] = closed
+        elif (
+            record.level in ("ERROR", "CRITICAL") and record.rank not in self._awaiting and message[:1] != " "
+        ):
+            # vLLM logs its fatal errors at this level; a message cut off by a paste still says one happened.
+            self.add(record, "error-record", message.strip() or f"an {record.level} record", where())
+
+    def _on_exception_line(
+        self, record: Record, where: Callable[[], Where], line_before: Callable[[], str]
+    ) -> None:
+        error = record.message.strip()[:500]
+        awaiting = self._awaiting.pop(record.rank, None)
+        if awaiting is None and not record.rank and self._awaiting:
+            # An untagged error line closes the newest open traceback (torch prints its bodies bare).
+            awaiting = self._awaiting.pop(next(reversed(self._awaiting)))
+        if awaiting is None:
+            self.add(record, "exception", error, where())
+            return
+        if not awaiting.error_final:
+            if ":" not in error:
+                # A bare error (`AssertionError`) says nothing else: the code line above it does.
+                code = line_before()
+                if code and not code.startswith(("File ", "^", "~")) and len(code) < 300:
+                    error = f"{error} at `{code}`"
+            awaiting.error = error
+            awaiting.error_final = True
+        self._closed[record.rank] = awaiting

@@ -1,0 +1,59 @@
+"""The analyzer's records of one boot: phases and their spans per rank, ranks, bars and failures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ckptprof.bootlog.parse import Bar
+from ckptprof.bootlog.words import PhaseKey
+
+
+@dataclass
+class RankSpan:
+    start: str | None
+    end: str | None = None
+    elapsed_s: float | None = None
+
+
+@dataclass
+class PhaseTrack:
+    key: PhaseKey
+    order: int
+    slot: str  # which begin/end pair opened it: says which end line is awaited
+    spans: dict[str, RankSpan] = field(default_factory=dict)
+    # Opened by a bar alone: replaced by the first phase of the same name that a record opens.
+    provisional: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.key[0]
+
+
+@dataclass
+class RankState:
+    begun: dict[str, int] = field(default_factory=dict)  # how many begins per slot, for the n-th rule
+    open: dict[str, PhaseKey] = field(default_factory=dict)  # slot -> phase currently open on this rank
+    phases_seen: set[str] = field(default_factory=set)  # names of the phases this rank has begun
+    models_loaded: set[str] = field(default_factory=set)  # whose weights this rank has begun loading
+    last_end: str | None = None
+    last_event_seq: int = -1
+
+
+@dataclass
+class BarTrack:
+    desc: str
+    phase: PhaseKey | None
+    last: Bar  # the newest frame
+    moved_at: str | None
+
+    @property
+    def done(self) -> int:
+        return self.last.done
+
+    @property
+    def total(self) -> int:
+        return self.last.total
+
+    @property
+    def model(self) -> str | None:
+        return self.phase[1] if self.phase else None

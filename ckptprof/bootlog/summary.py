@@ -1,0 +1,232 @@
+"""The report's sentences and tables from the analyzer's records: phase times, the state's one-line summary,
+and what has not happened yet. Reads the state (state.py); changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ckptprof.bootlog import sglang, vllm
+from ckptprof.bootlog.failures import Failure
+from ckptprof.bootlog.parse import timestamp_seconds
+from ckptprof.bootlog.report import FailureReport, PhaseReport, ProgressReport
+from ckptprof.bootlog.rules import Engine
+from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan
+from ckptprof.bootlog.words import (
+    PhaseKey,
+    doing_words,
+    done_words,
+    failed_sentence,
+    format_duration,
+    format_ranks,
+    next_step_note,
+    phase_label,
+    rank_sort_key,
+    stall_warning,
+)
+
+ENGINES: tuple[Engine, ...] = (sglang.ENGINE, vllm.ENGINE)
+# Timestamps have whole-second resolution unless SGLANG_LOG_MS is set: a logged ``elapsed=`` that agrees with
+# the timestamps within that resolution is the more precise figure.
+TIMESTAMP_RESOLUTION_S = 1.5
+
+
+@dataclass(frozen=True)
+class SummaryContext:
+    framework: str
+    current: PhaseTrack | None
+    tracks: list[PhaseTrack]
+    expected: list[str]
+    now_s: float | None
+    first_ts: str | None
+    speculative: bool | None
+    stalls: list[tuple[BarTrack, float]]
+    latest_bars: dict[PhaseKey | None, BarTrack]
+
+
+def is_single_process(track: PhaseTrack, expected: list[str]) -> bool:
+    """A record logged once by an untagged process (vLLM's engine core) in a log whose ranks are tagged."""
+    return all(rank == "" for rank in track.spans) and any(expected)
+
+
+def end_marker(track: PhaseTrack, framework: str) -> str:
+    """The log line that would close ``track``, as the user would grep for it."""
+    engine = next((engine for engine in ENGINES if engine.name == framework), sglang.ENGINE)
+    return engine.end_markers.get(track.slot, "its end")
+
+
+def seconds_between(start: str | None, end: str | None) -> float | None:
+    start_s = timestamp_seconds(start) if start else None
+    end_s = timestamp_seconds(end) if end else None
+    return end_s - start_s if start_s is not None and end_s is not None else None
+
+
+def _earliest(timestamps: Iterable[str | None]) -> str | None:
+    valid = [ts for ts in timestamps if ts and timestamp_seconds(ts) is not None]
+    return min(valid, key=lambda ts: timestamp_seconds(ts) or 0.0) if valid else None
+
+
+def _latest(timestamps: Iterable[str | None]) -> str | None:
+    valid = [ts for ts in timestamps if ts and timestamp_seconds(ts) is not None]
+    return max(valid, key=lambda ts: timestamp_seconds(ts) or 0.0) if valid else None
+
+
+def _rank_seconds(span: RankSpan, now_s: float | None) -> float | None:
+    if span.elapsed_s is not None:
+        return span.elapsed_s
+    if span.end is not None:
+        return seconds_between(span.start, span.end)
+    start_s = timestamp_seconds(span.start) if span.start else None
+    return now_s - start_s if now_s is not None and start_s is not None else None
+
+
+def phase_report(track: PhaseTrack, now_s: float | None) -> PhaseReport:
+    spans = list(track.spans.values())
+    start = _earliest(span.start for span in spans)
+    finished = all(span.end is not None for span in spans)
+    end = _latest(span.end for span in spans) if finished else None
+    seconds = _phase_seconds(spans, start, end, now_s, finished)
+    slowest = None
+    if len(track.spans) > 1:
+        durations = {rank: _rank_seconds(span, now_s) for rank, span in track.spans.items()}
+        timed = {rank: value for rank, value in durations.items() if value is not None}
+        # Ranks that all took the same time have no slowest one worth naming.
+        if timed and max(timed.values()) > min(timed.values()):
+            slowest = max(timed, key=lambda rank: timed[rank])
+    name, model, variant = track.key
+    return PhaseReport(name, model, variant, start, end, seconds, len(spans), slowest)
+
+
+def _phase_seconds(
+    spans: list[RankSpan], start: str | None, end: str | None, now_s: float | None, finished: bool
+) -> float | None:
+    if not finished:
+        start_s = timestamp_seconds(start) if start else None
+        return round(now_s - start_s, 2) if now_s is not None and start_s is not None else None
+    wall = seconds_between(start, end)
+    elapsed = [span.elapsed_s for span in spans if span.elapsed_s is not None]
+    logged = max(elapsed) if elapsed and len(elapsed) == len(spans) else None
+    if logged is not None and (wall is None or abs(wall - logged) <= TIMESTAMP_RESOLUTION_S):
+        return round(logged, 2)
+    return round(wall, 2) if wall is not None else None
+
+
+def progress_report(bar: BarTrack) -> ProgressReport:
+    last = bar.last
+    return ProgressReport(bar.desc, bar.model, last.done, last.total, last.rate, last.elapsed_s, last.eta_s)
+
+
+def stall_warnings(stalls: list[tuple[BarTrack, float]], now: str | None) -> list[str]:
+    return [
+        stall_warning(bar.desc, bar.model, bar.done, bar.total, bar.moved_at, now, stuck_s)
+        for bar, stuck_s in stalls
+    ]
+
+
+def build_summary(state: str, context: SummaryContext, failure: FailureReport | None) -> str:
+    if failure is not None:
+        phase = (failure.phase, failure.model, None) if failure.phase else None
+        return failed_sentence(phase, failure.step, failure.rank, failure.error)
+    if state == "ready":
+        return _ready_summary(context)
+    if context.current is None:
+        if context.framework == "unknown":
+            return "no SGLang or vLLM boot records found"
+        return "starting: no rank has begun a boot phase yet"
+    return _phase_summary(context.current, context)
+
+
+def _ready_summary(context: SummaryContext) -> str:
+    ready = next((track for track in context.tracks if track.name == "ready"), None)
+    ready_at = _latest(span.end for span in ready.spans.values()) if ready else None
+    total = seconds_between(context.first_ts, ready_at)
+    text = "ready: the server reported ready"
+    if total is not None:
+        text += f" {format_duration(total)} after the first log record"
+    boot = [phase_report(track, context.now_s) for track in context.tracks if track.name != "ready"]
+    timed = [phase for phase in boot if phase.seconds is not None]
+    if timed:
+        longest = max(timed, key=lambda phase: phase.seconds or 0.0)
+        key = (longest.name, longest.model, longest.variant)
+        text += f"; longest phase: {phase_label(key)} {format_duration(longest.seconds or 0.0)}"
+    return text
+
+
+def _phase_summary(track: PhaseTrack, context: SummaryContext) -> str:
+    expected = context.expected if not is_single_process(track, context.expected) else list(track.spans)
+    expected = expected or list(track.spans)
+    ended = [rank for rank in expected if rank in track.spans and track.spans[rank].end is not None]
+    graph_models = [other.key[1] for other in context.tracks if other.name == "cuda-graph"]
+    note = next_step_note(track.name, track.key[1], graph_models, context.speculative)
+    if len(ended) == len(expected):
+        report = phase_report(track, context.now_s)
+        took = f" in {format_duration(report.seconds)}" if report.seconds is not None else ""
+        text = f"{done_words(track.key)} on {len(ended)} of {len(expected)} ranks{took}; nothing newer logged yet"
+        return f"{text} - {note}" if note else text
+    details = []
+    bar = context.latest_bars.get(track.key)
+    if bar is not None:
+        unit = "shards read" if track.name == "load-weights" else "done"
+        details.append(f"{bar.done}/{bar.total} {unit}")
+    marker = end_marker(track, context.framework)
+    pending = len(expected) - len(ended)
+    details.append(
+        f"{marker} not yet logged on {pending} of {len(expected)} ranks"
+        if len(expected) > 1
+        else f"{marker} not yet logged"
+    )
+    text = f"{doing_words(track.key)}: {', '.join(details)}"
+    stuck = next((stuck_s for stalled, stuck_s in context.stalls if stalled.phase == track.key), None)
+    if stuck is not None:
+        text += f"; the bar has not moved for {format_duration(stuck)}"
+    return f"{text} - {note}" if note else text
+
+
+def failure_warnings(failures: list[Failure], is_fatal: Callable[[Failure], bool]) -> list[str]:
+    """One warning per distinct error, naming every rank that logged it."""
+    grouped: dict[str, list[Failure]] = {}
+    for failure in failures:
+        grouped.setdefault(failure.error, []).append(failure)
+    warnings = []
+    for error, same in grouped.items():
+        first = same[0]
+        ranks = format_ranks(sorted({failure.rank for failure in same}, key=rank_sort_key))
+        where = f" during {phase_label(first.phase)}" if first.phase else ""
+        when = f" at {first.timestamp}" if first.timestamp else ""
+        if any(is_fatal(failure) for failure in same):
+            warnings.append(f"failed: {ranks}{when}{where}: {error}")
+        else:
+            verdict = "after the server was ready" if first.after_ready else "the boot went on"
+            warnings.append(f"error logged by {ranks}{when}{where} ({verdict}): {error}")
+    return warnings
+
+
+def missing_rank_warnings(tracks: list[PhaseTrack], expected: list[str], framework: str) -> list[str]:
+    """Ranks that logged nothing, and finished phases that some rank never logged or never ended."""
+    boot_tracks = [track for track in tracks if track.name != "ready"]
+    seen = {rank for track in boot_tracks for rank in track.spans}
+    silent = [rank for rank in expected if rank not in seen]
+    warnings = []
+    if silent:
+        warnings.append(
+            f"{format_ranks(silent)} logged no boot record at all "
+            f"({len(expected) - len(silent)} of {len(expected)} ranks did)"
+        )
+    latest_order = max((track.order for track in boot_tracks), default=-1)
+    for track in boot_tracks:
+        if track.order == latest_order or is_single_process(track, expected):
+            continue  # the current phase is described by the summary, not warned about
+        absent = [rank for rank in expected if rank not in track.spans and rank not in silent]
+        unfinished = [rank for rank, span in track.spans.items() if span.end is None]
+        label = phase_label(track.key)
+        if absent:
+            warnings.append(
+                f"{label}: not logged by {format_ranks(absent)} ({len(track.spans)} of {len(expected)} ranks)"
+            )
+        if unfinished:
+            marker = end_marker(track, framework)
+            warnings.append(
+                f"{label}: {marker} never logged by {format_ranks(sorted(unfinished, key=rank_sort_key))} "
+                "although the boot moved on"
+            )
+    return warnings

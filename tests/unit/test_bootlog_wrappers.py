@@ -1,0 +1,72 @@
+"""Logs as collectors hand them over: every line of a real boot log behind kubectl's, GitHub Actions', docker
+compose's, journald's, a pod viewer's or TorchServe's prefix reads exactly as the log itself does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ckptprof.bootlog import BootReport, analyze_bytes
+from ckptprof.bootlog.wrappers import unwrap
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "real"
+# A log per engine and shape: SGLang TP4 to ready with a bar, vLLM V1 TP4 with coloured worker prefixes and
+# carriage-return bars, an SGLang crash with a traceback, vLLM V0 with its worker processes.
+LOGS = (
+    "sglang-llms-in-clouds-qwq32b-tp4.log",
+    "vllm-multiagentsdebate-qwen25-tp4.log",
+    "sglang-sglang-25118.log",
+    "vllm-mlcommons-inference-2267.log",
+)
+
+WRAPPERS: dict[str, Callable[[int], bytes]] = {
+    "kubectl --timestamps": lambda i: f"2025-12-18T08:{i // 60 % 60:02d}:{i % 60:02d}.{i:09d}Z ".encode(),
+    "github actions": lambda i: f"2025-12-18T08:24:{i % 60:02d}.{i % 10**7:07d}Z ".encode(),
+    "pod viewer": lambda i: f"[2025-12-18T16:24:{i % 60:02d}+08:00] sglang-0 >> ".encode(),
+    "docker compose": lambda i: b"sglang-1  | ",
+    "journald": lambda i: f"Dec 18 16:24:{i % 60:02d} gpu-node-3 python3[41234]: ".encode(),
+    "torchserve": lambda i: (
+        f"2024-09-13T22:25:{i % 60:02d},258 [INFO ] W-9000-model_1.0-stdout MODEL_LOG - ".encode()
+    ),
+    "journald around compose": lambda i: f"Dec 18 16:24:{i % 60:02d} host dockerd[7]: vllm-2  | ".encode(),
+}
+
+
+def _wrap(data: bytes, prefix: Callable[[int], bytes]) -> bytes:
+    return b"".join(prefix(index) + line for index, line in enumerate(data.splitlines(keepends=True)))
+
+
+def _answer(report: BootReport) -> dict[str, object]:
+    data = report.to_json()
+    del data["first_timestamp"], data["last_timestamp"]
+    return data
+
+
+@pytest.mark.parametrize("wrapper", list(WRAPPERS))
+@pytest.mark.parametrize("name", LOGS)
+def test_a_wrapped_real_log_reads_as_the_log_itself(name: str, wrapper: str) -> None:
+    data = (REAL / name).read_bytes()
+    wrapped = _wrap(data, WRAPPERS[wrapper])
+    assert _answer(analyze_bytes(wrapped)) == _answer(analyze_bytes(data))
+
+
+@pytest.mark.parametrize("wrapper", list(WRAPPERS))
+def test_unwrap_gives_back_the_servers_own_bytes(wrapper: str) -> None:
+    data = (REAL / "sglang-llms-in-clouds-qwq32b-tp4.log").read_bytes()
+    assert unwrap(_wrap(data, WRAPPERS[wrapper])) == data
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"[2025-03-08 12:29:21 TP0] Load weight begin. avail mem=23.60 GB\n",
+        b"INFO 11-29 10:00:03 [gpu_model_runner.py:1932] Starting to load model /data/m...\n",
+        b"(VllmWorker rank=1 pid=4201) INFO 11-29 10:00:34 [default_loader.py:262] Loading weights took 30.90 s\n",
+        b"Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:00<00:00,  2.32it/s]\n",
+        b"2025-12-18 08:24:02,123 - INFO - a line of some other logger\n",
+    ],
+)
+def test_the_servers_own_lines_are_never_taken_for_a_wrapper(line: bytes) -> None:
+    assert unwrap(b"x\n" + line) == b"x\n" + line
