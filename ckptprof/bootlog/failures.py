@@ -91,12 +91,14 @@ class Failure:
     frame_model: str | None = None
     step: str | None = None
     error_final: bool = False  # a chained traceback's later errors do not replace its root cause
+    after: bool = False  # ``phase`` had ended everywhere when it failed
 
 
 class Where(NamedTuple):
     """Where the boot stood when a failure was logged."""
 
     phase: PhaseKey | None  # the phase open on the failing rank (or the boot's newest)
+    after: bool  # that phase had ended on every rank: the failure came after it
     timestamp: str | None
     seq: int  # the analyzer's event counter
     ready: bool
@@ -126,6 +128,7 @@ class FailureTracker:
             where.seq,
             where.phase,
             where.ready,
+            after=where.after,
         )
         if len(self._first) < MAX_FAILURES_KEPT // 2:
             self._first.append(failure)

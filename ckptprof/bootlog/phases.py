@@ -55,6 +55,7 @@ from ckptprof.bootlog.summary import (
 from ckptprof.bootlog.words import (
     PhaseKey,
     boots_warning,
+    done_words,
     rank_sort_key,
 )
 from ckptprof.bootlog.wrappers import unwrap
@@ -78,7 +79,6 @@ _ELAPSED_RE = re.compile(
     re.ASCII,
 )
 _UNITS_PER_GIB = {"GiB": 1.0, "GB": 1e9 / 2**30, "MiB": 1 / 1024, "MB": 1e6 / 2**30}
-_INT_ARG_RE = re.compile(r"\b(\w{1,40})=(\d{1,6})\b", re.ASCII)
 _SPECULATIVE_RE = re.compile(r"speculative_(?:algorithm|config)=(None\b|'[^']*'|\"[^\"]*\"|\{|\w+)")
 _RANK_NUMBER_RE = re.compile(r"\d+", re.ASCII)
 _PLAIN_LABEL_RE = re.compile(r"([A-Za-z]+)(\d+)", re.ASCII)
@@ -274,12 +274,9 @@ class BootLogAnalyzer:
             timestamp = self._with_year(timestamp)
             if timestamp != self._now:
                 self._advance_to(timestamp)
-            if record.style in self._styles:
-                self._styles[record.style] += 1
         else:
-            timestamp = (
-                self._now
-            )  # untimed lines (uvicorn's, traceback bodies) happened after the last timed one
+            # Untimed lines (uvicorn's, traceback bodies) happened after the last timed one.
+            timestamp = self._now
         rank = record.rank
         if rank not in self._ranks and len(self._ranks) >= MAX_RANKS:
             rank = "?"
@@ -293,6 +290,9 @@ class BootLogAnalyzer:
             if rule is not None:
                 self._apply(engine, rule, record)
                 break
+        # Counted after the record's own rule ran: a record that restarts the boot belongs to the new one.
+        if record.style in self._styles and record.timestamp is not None:
+            self._styles[record.style] += 1
         self._failures.on_record(record, lambda: self._where(record), self._line_before)
 
     def _engines_for(self, style: str) -> tuple[Engine, ...]:
@@ -416,7 +416,6 @@ class BootLogAnalyzer:
     # ----------------------------------------------------------------------------------------- the tables
 
     def _apply(self, engine: Engine, rule: Rule, record: Record) -> None:
-        self._evidence[engine.name] += rule.weight
         action = rule.action
         if isinstance(action, Begin):
             self._apply_begin(action, record)
@@ -434,6 +433,8 @@ class BootLogAnalyzer:
             failure.phase, failure.step = None, action.step
         elif not isinstance(action, Evidence):  # pragma: no cover - the tables hold only the types above
             raise TypeError(f"unknown action {action!r}")
+        # Counted after the action: a configuration line that restarts the boot is evidence for the new one.
+        self._evidence[engine.name] += rule.weight
 
     def _apply_begin(self, action: Begin, record: Record) -> None:
         rank = self._rank(record.rank)
@@ -467,8 +468,9 @@ class BootLogAnalyzer:
         ):
             self._restart(record)
         message = record.message
-        for key, value in _INT_ARG_RE.findall(message):
-            self._sizes.setdefault(key, int(value)) if key in _SIZE_KEYS else None
+        for key in _SIZE_KEYS:
+            if key not in self._sizes and (size := _int_arg(message, key)) is not None:
+                self._sizes[key] = size
         at = message.find("speculative_")  # a server_args line is kilobytes long: find before matching
         speculative = _SPECULATIVE_RE.search(message, at) if at >= 0 else None
         if speculative is not None:
@@ -575,8 +577,17 @@ class BootLogAnalyzer:
         """The phase open on the record's rank (else the boot's newest), for a failure logged there."""
         rank = self._ranks.get(record.rank)
         open_keys = list(rank.open.values()) if rank else []
-        phase = max(open_keys, key=lambda key: self._phases[key].order) if open_keys else self._current_key()
-        return Where(phase, self._now, self._seq, self.ready)
+        if open_keys:
+            return Where(
+                max(open_keys, key=lambda key: self._phases[key].order),
+                False,
+                self._now,
+                self._seq,
+                self.ready,
+            )
+        phase = self._current_key()
+        after = phase is not None and not self._phase_still_open(phase)
+        return Where(phase, after, self._now, self._seq, self.ready)
 
     def _is_fatal(self, failure: Failure) -> bool:
         if self._ready_seq is not None and failure.seq < self._ready_seq:
@@ -628,6 +639,10 @@ class BootLogAnalyzer:
                 return self._kept_boot(index)
         framework = self.framework()
         now_s = timestamp_seconds(self._now) if self._now else None
+        ready = self._phases.get(("ready", None, None))
+        ready_at = next((span.end for span in ready.spans.values()), None) if ready else None
+        # A phase whose end was never logged in a boot that came up ended, at the latest, when it was ready.
+        until_s = timestamp_seconds(ready_at) if ready_at else now_s
         tracks = sorted(self._phases.values(), key=lambda track: track.order)
         expected = self._expected_ranks()
         fatal = self._fatal()
@@ -655,7 +670,7 @@ class BootLogAnalyzer:
         return BootReport(
             framework=framework,
             state=state,
-            phases=tuple(phase_report(track, now_s) for track in tracks),
+            phases=tuple(phase_report(track, until_s) for track in tracks),
             progress=tuple(progress_report(bar) for bar in self._bars),
             warnings=self._warnings(expected, context),
             summary=build_summary(state, context, failure),
@@ -692,6 +707,14 @@ class BootLogAnalyzer:
 
     def _failure_report(self, fatal: Failure) -> FailureReport:
         recorded = fatal.phase
+        step = fatal.step
+        error = fatal.error
+        if fatal.kind == "traceback" and not fatal.error_final:
+            error += " (the log ends before its error line)"
+        if fatal.after and fatal.frame_phase is None and recorded is not None:
+            # Nothing was running on that rank: the newest phase had ended everywhere.
+            step = step or f"after {done_words(recorded)}"
+            return FailureReport(fatal.rank, None, fatal.frame_model, step, error, fatal.timestamp)
         name = fatal.frame_phase or (recorded[0] if recorded else None)
         model = fatal.frame_model
         if model is None and recorded is not None and recorded[0] == name:
@@ -702,7 +725,7 @@ class BootLogAnalyzer:
             and self._speculative is False
         ):
             model = "target"
-        return FailureReport(fatal.rank, name, model, fatal.step, fatal.error, fatal.timestamp)
+        return FailureReport(fatal.rank, name, model, step, error, fatal.timestamp)
 
     def _expected_ranks(self) -> list[str]:
         """The ranks that should log each phase: those seen, plus those server_args says exist."""
@@ -802,9 +825,25 @@ _BOOT_STATE = (
     "_seq",
 )
 
-_SIZE_KEYS = frozenset(key for engine in ENGINES for keys in engine.size_keys.values() for key in keys) | {
-    "nnodes"
-}
+_SIZE_KEYS = sorted(
+    {key for engine in ENGINES for keys in engine.size_keys.values() for key in keys} | {"nnodes"}
+)
+_DIGITS_RE = re.compile(r"\d{1,6}\b", re.ASCII)
+
+
+def _int_arg(message: str, key: str) -> int | None:
+    """The number after ``key=`` where ``key`` is a whole name (``tp_size=8``, not ``attn_tp_size=2``).
+
+    str.find per key: a regex over a 14 kB server_args line costs more than the whole rest of a boot."""
+    needle = key + "="
+    at = message.find(needle)
+    while at >= 0:
+        before = message[at - 1 : at]
+        if not (before.isalnum() or before == "_"):
+            digits = _DIGITS_RE.match(message, at + len(needle))
+            return int(digits.group()) if digits else None
+        at = message.find(needle, at + 1)
+    return None
 
 
 def _rare_line_starts(block: bytes) -> list[int]:

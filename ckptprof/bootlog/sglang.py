@@ -42,6 +42,17 @@ RECORDS: tuple[Rule, ...] = (
     Rule("Capture draft cuda graph end", End("graph-draft", "cuda-graph", "draft")),
     Rule("Capture cuda graph begin", Begin("graph", "cuda-graph", "nth")),
     Rule("Capture cuda graph end", End("graph", "cuda-graph", "nth")),
+    # DFLASH speculative decoding (2026 releases): a graph set per model and pass.
+    Rule(
+        "Capture target prefill CUDA graph begin", Begin("graph-prefill", "cuda-graph", "target", "prefill")
+    ),
+    Rule("Capture target prefill CUDA graph end", End("graph-prefill", "cuda-graph", "target", "prefill")),
+    Rule("Capture target verify CUDA graph begin", Begin("graph-verify", "cuda-graph", "target", "verify")),
+    Rule("Capture target verify CUDA graph end", End("graph-verify", "cuda-graph", "target", "verify")),
+    Rule(
+        "Capture draft verify CUDA graph begin", Begin("graph-draft-verify", "cuda-graph", "draft", "verify")
+    ),
+    Rule("Capture draft verify CUDA graph end", End("graph-draft-verify", "cuda-graph", "draft", "verify")),
     Rule("The server is fired up and ready to roll", Ready()),
     Rule("Loading safetensors using Fastsafetensor loader", Capture("loader", value="fastsafetensors")),
     Rule("Scheduler hit an exception", Evidence()),
@@ -56,6 +67,9 @@ END_MARKERS = {
     "graph": "`Capture cuda graph end`",
     "graph-draft": "`Capture draft cuda graph end`",
     "graph-draft-extend": "`Capture draft extend cuda graph end`",
+    "graph-prefill": "`Capture target prefill CUDA graph end`",
+    "graph-verify": "`Capture target verify CUDA graph end`",
+    "graph-draft-verify": "`Capture draft verify CUDA graph end`",
 }
 
 # Innermost match wins: a traceback lists the outermost frame first.

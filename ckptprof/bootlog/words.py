@@ -73,10 +73,12 @@ def done_words(key: PhaseKey) -> str:
 def failed_sentence(phase: PhaseKey | None, step: str | None, who: str, error: str) -> str:
     if phase is not None:
         where = f"while {doing_words(phase)}"
+    elif step is not None and step.startswith("after "):
+        where = step
     elif step is not None:
         where = f"during {step}"
     else:
-        where = "before the first boot phase"
+        where = "with no boot phase logged before it"
     if step is not None and phase is not None:
         where += f" ({step})"
     return f"failed {where}: {who or 'the main process'} logged {error}"

@@ -335,3 +335,12 @@ def test_multi_megabyte_line_is_read_in_bounded_memory(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert report.state == "ready"
     assert peak < 5_000_000, f"peak {peak / 1e6:.1f} MB"
+
+
+def test_a_restart_that_has_logged_only_its_configuration_is_already_that_engines_boot() -> None:
+    """GIVEN a crashed boot and then only the restarted server's `server_args=ServerArgs(...)` line THEN the new
+    boot is SGLang's, starting (the configuration line counts for the boot it opens)."""
+    crashed = (LOGS / "sglang_tp8_eagle3_crash.log").read_bytes()
+    restart = b"[2025-11-29 12:00:00] server_args=ServerArgs(model_path='/data/m', tp_size=8)\n"
+    report = analyze_bytes(crashed + restart)
+    assert (report.framework, report.state, report.boots) == ("sglang", "starting", 2)
