@@ -133,6 +133,7 @@ class BootLogAnalyzer:
         self._filesystem: str | None = None
         self._loader: str | None = None
         self._throughput: float | None = None
+        self._prefetch: str | None = None
         self._first_ts = first_ts
         self._last_phase_end: str | None = None
         self._ready_seq: int | None = None
@@ -417,6 +418,8 @@ class BootLogAnalyzer:
 
     def _apply(self, engine: Engine, rule: Rule, record: Record) -> None:
         action = rule.action
+        if rule.pattern is not None and isinstance(action, (Begin, End)):
+            action = _with_variant(action, rule, record.message)
         if isinstance(action, Begin):
             self._apply_begin(action, record)
         elif isinstance(action, End):
@@ -487,6 +490,8 @@ class BootLogAnalyzer:
             return
         if action.field == "filesystem":
             self._filesystem = value.rstrip(".")
+        elif action.field == "prefetch":
+            self._prefetch = value
         elif action.field == "throughput_GiBps":
             unit = match.group(2) if match is not None and match.lastindex == 2 else "GiB"
             self._throughput = round(float(value) * _UNITS_PER_GIB.get(unit or "GiB", 1.0), 4)
@@ -682,6 +687,7 @@ class BootLogAnalyzer:
             boot=self._boots,
             loader=self._loader,
             throughput_GiBps=self._throughput,
+            prefetch=self._prefetch,
             failure=failure,
         )
 
@@ -813,6 +819,7 @@ _BOOT_STATE = (
     "_filesystem",
     "_loader",
     "_throughput",
+    "_prefetch",
     "_first_ts",
     "_last_phase_end",
     "_ready_seq",
@@ -859,9 +866,19 @@ def _rare_line_starts(block: bytes) -> list[int]:
 
 def _first_rule(engine: Engine, message: str) -> Rule | None:
     for rule in engine.records:
-        if rule.needle in message:
+        if rule.needle in message and (rule.pattern is None or rule.pattern.search(message) is not None):
             return rule
     return None
+
+
+def _with_variant(action: Begin | End, rule: Rule, message: str) -> Begin | End:
+    """A patterned rule's action for this record: its variant (and so its slot) read from the record."""
+    match = rule.pattern.search(message) if rule.pattern is not None else None
+    variant = match.groupdict().get("variant") if match is not None else None
+    if not variant:
+        return action
+    variant = variant.lower()
+    return replace(action, slot=f"{action.slot}-{variant}", variant=variant)
 
 
 def _replace_boots(report: BootReport, boots: int, warnings: tuple[str, ...]) -> BootReport:

@@ -91,6 +91,9 @@ class BootReport:
         None  # the weight loader the log shows ("default", "multithread", "runai_streamer", ...)
     )
     throughput_GiBps: float | None = None  # the load's throughput, when the loader logged it
+    prefetch: str | None = (
+        None  # vLLM's checkpoint prefetch into the page cache: "started", "finished in 3.2 s", ...
+    )
     failure: FailureReport | None = None
 
     @property
@@ -114,5 +117,6 @@ class BootReport:
             "boot": self.boot,
             "loader": self.loader,
             "throughput_GiBps": self.throughput_GiBps,
+            "prefetch": self.prefetch,
             "failure": self.failure.to_json() if self.failure else None,
         }

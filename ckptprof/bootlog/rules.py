@@ -64,7 +64,7 @@ class Ready:
 class Capture:
     """A fact worth reporting, read from the record with ``pattern`` (group 1): ``field`` names it."""
 
-    field: Literal["filesystem", "throughput_GiBps", "loader"]
+    field: Literal["filesystem", "throughput_GiBps", "loader", "prefetch"]
     pattern: re.Pattern[str] | None = None
     value: str | None = None  # a fixed value (a loader's name), when the line itself is the fact
 
@@ -90,6 +90,10 @@ class Rule:
     action: Action
     # How strongly the line says which engine wrote the log.
     weight: int = 1
+    # For a line whose words vary (SGLang 0.5.x's "Capture target decode CUDA graph begin", "... verify NPU graph
+    # ..."): the rule applies only when this matches too, and a ``variant`` group names the phase's variant
+    # (the slot becomes "<slot>-<variant>", so each variant has its own begin/end pair).
+    pattern: re.Pattern[str] | None = None
 
 
 @dataclass(frozen=True)

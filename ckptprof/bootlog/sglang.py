@@ -23,6 +23,15 @@ from ckptprof.bootlog.rules import (
     Rule,
 )
 
+# "Capture <model> <variant> <CUDA|NPU|CPU|XPU|cuda> graph begin": the variant is the pass (decode, verify,
+# prefill, extend); the device word varies with the platform.
+_GRAPH_BEGIN = {
+    model: re.compile(rf"Capture {model} (?P<variant>\w+) \w+ graph begin") for model in ("target", "draft")
+}
+_GRAPH_END = {
+    model: re.compile(rf"Capture {model} (?P<variant>\w+) \w+ graph end") for model in ("target", "draft")
+}
+
 RECORDS: tuple[Rule, ...] = (
     Rule("ServerArgs(", Configure(), weight=5),
     Rule("Init torch distributed begin", Begin("init", "init-distributed", None)),
@@ -42,17 +51,18 @@ RECORDS: tuple[Rule, ...] = (
     Rule("Capture draft cuda graph end", End("graph-draft", "cuda-graph", "draft")),
     Rule("Capture cuda graph begin", Begin("graph", "cuda-graph", "nth")),
     Rule("Capture cuda graph end", End("graph", "cuda-graph", "nth")),
-    # DFLASH speculative decoding (2026 releases): a graph set per model and pass.
+    # 0.5.x: one graph set per model and pass, named by the device's graph kind (`Capture target decode CUDA
+    # graph begin.`, `Capture target verify NPU graph end.`, `Capture draft extend CUDA graph begin.`).
+    Rule("Capture target ", Begin("graph-target", "cuda-graph", "target"), pattern=_GRAPH_BEGIN["target"]),
+    Rule("Capture target ", End("graph-target", "cuda-graph", "target"), pattern=_GRAPH_END["target"]),
+    Rule("Capture draft ", Begin("graph-draft", "cuda-graph", "draft"), pattern=_GRAPH_BEGIN["draft"]),
+    Rule("Capture draft ", End("graph-draft", "cuda-graph", "draft"), pattern=_GRAPH_END["draft"]),
+    Rule("Capture UNO tree draft CUDA graph begin", Begin("graph-draft-uno", "cuda-graph", "draft", "uno")),
+    Rule("Capture UNO tree draft CUDA graph end", End("graph-draft-uno", "cuda-graph", "draft", "uno")),
     Rule(
-        "Capture target prefill CUDA graph begin", Begin("graph-prefill", "cuda-graph", "target", "prefill")
+        "Capture Frozen-KV MTP draft cuda graph begin", Begin("graph-draft-mtp", "cuda-graph", "draft", "mtp")
     ),
-    Rule("Capture target prefill CUDA graph end", End("graph-prefill", "cuda-graph", "target", "prefill")),
-    Rule("Capture target verify CUDA graph begin", Begin("graph-verify", "cuda-graph", "target", "verify")),
-    Rule("Capture target verify CUDA graph end", End("graph-verify", "cuda-graph", "target", "verify")),
-    Rule(
-        "Capture draft verify CUDA graph begin", Begin("graph-draft-verify", "cuda-graph", "draft", "verify")
-    ),
-    Rule("Capture draft verify CUDA graph end", End("graph-draft-verify", "cuda-graph", "draft", "verify")),
+    Rule("Capture Frozen-KV MTP draft cuda graph end", End("graph-draft-mtp", "cuda-graph", "draft", "mtp")),
     Rule("The server is fired up and ready to roll", Ready()),
     Rule("Loading safetensors using Fastsafetensor loader", Capture("loader", value="fastsafetensors")),
     Rule("Scheduler hit an exception", Evidence()),
@@ -67,9 +77,13 @@ END_MARKERS = {
     "graph": "`Capture cuda graph end`",
     "graph-draft": "`Capture draft cuda graph end`",
     "graph-draft-extend": "`Capture draft extend cuda graph end`",
-    "graph-prefill": "`Capture target prefill CUDA graph end`",
-    "graph-verify": "`Capture target verify CUDA graph end`",
-    "graph-draft-verify": "`Capture draft verify CUDA graph end`",
+    **{
+        f"graph-{model}-{variant}": f"`Capture {model} {variant} CUDA graph end`"
+        for model in ("target", "draft")
+        for variant in ("decode", "verify", "prefill")
+    },
+    "graph-draft-uno": "`Capture UNO tree draft CUDA graph end`",
+    "graph-draft-mtp": "`Capture Frozen-KV MTP draft cuda graph end`",
 }
 
 # Innermost match wins: a traceback lists the outermost frame first.

@@ -43,6 +43,28 @@ RECORDS: tuple[Rule, ...] = (
         Capture("loader", value="fastsafetensors"),
         weight=0,
     ),
+    # Prefetching the checkpoint into the page cache (`--safetensors-load-strategy=prefetch`, or automatic on a
+    # network file system when the checkpoint fits in RAM), 0.11 and later.
+    Rule(
+        "Prefetching checkpoint files into page cache started", Capture("prefetch", value="started"), weight=2
+    ),
+    Rule(
+        "Prefetching checkpoint files into page cache finished",
+        Capture("prefetch", re.compile(r"(finished in \d{1,9}(?:\.\d{1,6})? ?s)", re.ASCII)),
+        weight=2,
+    ),
+    Rule(
+        "Prefetching checkpoint files:",
+        Capture(
+            "prefetch", re.compile(r"Prefetching checkpoint files: (\d{1,3}% \(\d{1,9}/\d{1,9}\))", re.ASCII)
+        ),
+        weight=2,
+    ),
+    Rule(
+        "Auto-prefetch is disabled",
+        Capture("prefetch", re.compile(r"Auto-prefetch is (disabled because .*?)(?:\. If you want|\.?$)")),
+        weight=2,
+    ),
     Rule("EngineCore failed to start", Evidence(), weight=2),
     Rule("Engine core initialization failed", Evidence(), weight=2),
 )

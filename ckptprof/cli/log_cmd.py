@@ -141,6 +141,8 @@ def _loader_words(report: BootReport) -> str:
         parts.append(f"throughput it logged: {report.throughput_GiBps:.2f} GiB/s")
     if report.filesystem:
         parts.append(f"checkpoint file system: {report.filesystem}")
+    if report.prefetch:
+        parts.append(f"checkpoint prefetch: {report.prefetch}")
     return "; ".join(parts)
 
 

@@ -1,0 +1,205 @@
+"""The lines current releases write, built from their own format strings (read in the released wheels:
+sglang 0.5.23 `model_executor/model_runner.py`, `model_runner_components/cuda_graph_setup.py`,
+`speculative/eagle_worker_v2.py`, `model_loader/weight_utils.py`; vllm 0.33.0 `model_loader/weight_utils.py`,
+`v1/worker/gpu_model_runner.py`). The real-log corpus holds no boot of these exact releases yet."""
+
+from __future__ import annotations
+
+from ckptprof.bootlog import analyze_bytes
+
+
+def _sglang(lines: list[tuple[str | None, str]]) -> bytes:
+    """Records stamped one second apart; a tag of None is a line written as is (a tqdm frame)."""
+    return "".join(
+        f"{text}\n" if tag is None else f"[2026-11-30 10:{index // 60:02d}:{index % 60:02d}{tag}] {text}\n"
+        for index, (tag, text) in enumerate(lines)
+    ).encode()
+
+
+def _both(text: str) -> list[tuple[str | None, str]]:
+    return [(" TP0", text), (" TP1", text)]
+
+
+SGLANG_0_5_23_EAGLE3_TP2 = [
+    (
+        "",
+        "server_args=ServerArgs(model_path='/m', tp_size=2, speculative_algorithm='EAGLE3', attn_tp_size=1)",
+    ),
+    *_both("Init torch distributed begin."),
+    *_both("Init torch distributed ends. elapsed=0.41 s, mem usage=0.09 GB"),
+    *_both("Load weight begin. avail mem=78.10 GB"),
+    *_both(
+        "Load weight end. elapsed=20.02 s, type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=60.0 GB, "
+        "mem usage=18.1 GB."
+    ),
+    *_both("Load weight begin. avail mem=60.00 GB"),
+    *_both(
+        "Load weight end. elapsed=1.20 s, type=LlamaForCausalLMEagle3, dtype=torch.bfloat16, avail mem=59.0 GB, "
+        "mem usage=1.0 GB."
+    ),
+    *_both("KV Cache is allocated. #tokens: 400000, K size: 20.00 GB, V size: 20.00 GB"),
+    *_both("Memory pool end. avail mem=19.00 GB"),
+    *_both("KV Cache is allocated. #tokens: 400000, K size: 0.50 GB, V size: 0.50 GB"),
+    *_both("Memory pool end. avail mem=18.00 GB"),
+    *_both("Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=4, avail mem=18.00 GB"),
+    *_both(
+        "Capture target verify CUDA graph end. bs=[1, 2, 4, 8], elapsed=2.60 s, mem usage=1.00 GB, "
+        "avail mem=17.00 GB."
+    ),
+    *_both("Capture draft decode CUDA graph begin. backend=full, bs=[1, 2, 4, 8], avail mem=17.00 GB"),
+    *_both("Capture draft decode CUDA graph end. elapsed=3.00 s, mem usage=0.20 GB, avail mem=16.80 GB."),
+    *_both("Capture draft extend CUDA graph begin. backend=full, bs=[1, 2, 4, 8], avail mem=16.80 GB"),
+]
+
+
+def test_sglang_0_5_eagle3_boot_is_read_phase_by_phase() -> None:
+    report = analyze_bytes(_sglang(SGLANG_0_5_23_EAGLE3_TP2))
+    assert (report.framework, report.state) == ("sglang", "cuda-graph")
+    assert [(phase.name, phase.model, phase.variant, phase.ranks) for phase in report.phases] == [
+        ("init-distributed", None, None, 2),
+        ("load-weights", "target", None, 2),
+        ("load-weights", "draft", None, 2),
+        ("kv-cache", "target", None, 2),
+        ("kv-cache", "draft", None, 2),
+        ("cuda-graph", "target", "verify", 2),
+        ("cuda-graph", "draft", "decode", 2),
+        ("cuda-graph", "draft", "extend", 2),
+    ]
+    assert report.phases[5].seconds == 2.6  # the logged elapsed, which the whole-second stamps agree with
+    assert report.summary.startswith(
+        "capturing draft extend CUDA graphs: `Capture draft extend cuda graph end`"
+    )
+
+
+def test_sglang_0_5_without_speculation_captures_target_decode_graphs_on_any_device() -> None:
+    for device_graph in ("CUDA graph", "NPU graph"):
+        lines = [
+            ("", "server_args=ServerArgs(model_path='/m', tp_size=1, speculative_algorithm=None)"),
+            ("", "Load weight begin. avail mem=78.10 GB"),
+            (None, "Multi-thread loading shards: 100% Completed | 4/4 [00:04<00:00,  1.00it/s]"),
+            (
+                "",
+                "Load weight end. elapsed=4.10 s, type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=60 GB",
+            ),
+            (
+                "",
+                f"Capture target decode {device_graph} begin. backend=full, num_tokens_per_req=1, avail mem=9 GB",
+            ),
+            (
+                "",
+                f"Capture target decode {device_graph} end. bs=[1, 2], elapsed=5.00 s, mem usage=1 GB, avail mem=8 GB.",
+            ),
+            ("", "The server is fired up and ready to roll!"),
+        ]
+        report = analyze_bytes(_sglang(lines))
+        assert report.state == "ready", device_graph
+        assert [(phase.name, phase.model, phase.variant) for phase in report.phases] == [
+            ("load-weights", "target", None),
+            ("cuda-graph", "target", "decode"),
+            ("ready", None, None),
+        ]
+        assert report.loader == "multithread"
+
+
+VLLM_0_33_PREFETCH = """\
+(EngineCore pid=77) INFO 11-30 10:00:00 [core.py:98] Initializing a V1 LLM engine (v0.33.0) with config: model='/nfs/m', speculative_config=None, tensor_parallel_size=1
+(EngineCore pid=77) INFO 11-30 10:00:05 [gpu_model_runner.py:4979] Starting to load model /nfs/m...
+(EngineCore pid=77) INFO 11-30 10:00:06 [weight_utils.py:1144] Filesystem type for checkpoints: nfs4. Checkpoint size: 140.00 GiB. Available RAM: 1500.00 GiB.
+(EngineCore pid=77) INFO 11-30 10:00:06 [weight_utils.py:1106] Prefetching checkpoint files into page cache started (in background, num_threads=16, block_size=16777216 bytes)
+(EngineCore pid=77) INFO 11-30 10:00:26 [weight_utils.py:1078] Prefetching checkpoint files: 40% (12/30)
+Loading safetensors checkpoint shards (eager):  40% Completed | 12/30 [00:20<00:30,  1.67s/it]
+"""
+
+
+def test_vllm_prefetch_and_file_system_are_reported_while_the_load_runs() -> None:
+    report = analyze_bytes(VLLM_0_33_PREFETCH.encode())
+    assert (report.framework, report.state) == ("vllm", "load-weights")
+    assert (report.filesystem, report.prefetch, report.loader) == ("nfs4", "40% (12/30)", "default")
+    assert report.progress[-1].desc == "Loading safetensors checkpoint shards"
+    finished = VLLM_0_33_PREFETCH + (
+        "(EngineCore pid=77) INFO 11-30 10:00:58 [weight_utils.py:1101] Prefetching checkpoint files into page "
+        "cache finished in 52.31s\n"
+    )
+    assert analyze_bytes(finished.encode()).prefetch == "finished in 52.31s"
+    disabled = VLLM_0_33_PREFETCH.replace(
+        "Prefetching checkpoint files into page cache started (in background, num_threads=16, block_size=16777216 "
+        "bytes)",
+        "Auto-prefetch is disabled because the filesystem (ext4) is not a recognized network FS (NFS/Lustre). If "
+        "you want to force prefetching, start vLLM with --safetensors-load-strategy=prefetch.",
+    ).replace(
+        "(EngineCore pid=77) INFO 11-30 10:00:26 [weight_utils.py:1078] Prefetching checkpoint files: 40% (12/30)\n",
+        "",
+    )
+    assert analyze_bytes(disabled.encode()).prefetch == (
+        "disabled because the filesystem (ext4) is not a recognized network FS (NFS/Lustre)"
+    )
+
+
+def test_a_load_weights_took_line_inside_an_sglang_log_keeps_it_sglang() -> None:
+    """SGLang's records are read by SGLang's table only: a vLLM-sounding message there is not vLLM's."""
+    lines = [
+        (" TP0", "Load weight begin. avail mem=78.10 GB"),
+        (" TP0", "Loading weights took 3.20 seconds"),
+        (" TP0", "Model loading took 12.0 GiB and 3.5 seconds"),
+    ]
+    report = analyze_bytes(_sglang(lines))
+    assert (report.framework, report.state) == ("sglang", "load-weights")
+    assert [(phase.name, phase.model, phase.end) for phase in report.phases] == [
+        ("load-weights", "target", None)
+    ]
+
+
+def test_a_second_pipeline_stage_is_not_a_draft() -> None:
+    """Each PP stage loads its own layers: PP1's `Load weight begin` is the target's, like PP0's."""
+    lines = [
+        ("", "server_args=ServerArgs(model_path='/m', tp_size=2, pp_size=2, speculative_algorithm=None)"),
+        *[(f" PP{pp} TP{tp}", "Load weight begin. avail mem=70.00 GB") for pp in (0, 1) for tp in (0, 1)],
+        *[
+            (f" PP{pp} TP{tp}", "Load weight end. type=LlamaForCausalLM, avail mem=30 GB")
+            for pp in (0, 1)
+            for tp in (0, 1)
+        ],
+    ]
+    report = analyze_bytes(_sglang(lines))
+    assert [(phase.name, phase.model, phase.ranks) for phase in report.phases] == [
+        ("load-weights", "target", 4)
+    ]
+    assert report.warnings == ()
+
+
+def test_bars_alone_give_the_state() -> None:
+    """A CI log or a worker's own output: bars under a worker prefix and no dated record at all."""
+    log = (
+        "(Worker_TP0 pid=9) Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:03<00:09,  3.00s/it]\n"
+        "(Worker_TP0 pid=9) Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:06<00:06,  3.00s/it]\n"
+    )
+    report = analyze_bytes(log.encode())
+    assert report.state == "load-weights"
+    assert [(phase.name, phase.model, phase.ranks) for phase in report.phases] == [
+        ("load-weights", "target", 1)
+    ]
+    assert (report.progress[-1].done, report.progress[-1].total) == (2, 4)
+
+
+def test_each_ranks_kv_phase_starts_at_its_own_load_end() -> None:
+    lines = [
+        (" TP0", "Load weight begin. avail mem=78 GB"),
+        (" TP1", "Load weight begin. avail mem=78 GB"),
+        (" TP0", "Load weight end. type=LlamaForCausalLM, avail mem=30 GB"),
+        *[("", "waiting") for _ in range(9)],
+        (" TP1", "Load weight end. type=LlamaForCausalLM, avail mem=30 GB"),
+        (" TP0", "KV Cache is allocated. #tokens: 1000, K size: 1 GB, V size: 1 GB"),
+        (" TP1", "KV Cache is allocated. #tokens: 1000, K size: 1 GB, V size: 1 GB"),
+        (" TP0", "Memory pool end. avail mem=10 GB"),
+        (" TP1", "Memory pool end. avail mem=10 GB"),
+    ]
+    report = analyze_bytes(_sglang(lines))
+    kv = report.phases[-1]
+    # TP0 ended its load at 10:00:02 and its pool at 10:00:15 (13 s, the slowest); TP1 ended its load at 10:00:12
+    # and its pool at 10:00:16 (4 s, not 14: its phase starts at its own load end). The phase spans 02 to 16.
+    assert (kv.name, kv.start, kv.seconds, kv.slowest_rank) == (
+        "kv-cache",
+        "2026-11-30 10:00:02",
+        14.0,
+        "TP0",
+    )
