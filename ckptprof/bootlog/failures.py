@@ -23,10 +23,8 @@ FAILURE_NEEDLES: tuple[str, ...] = (
     "Exception",
     "is dead",
     "sigquit",
-    "unexpectedly failed",
+    "failed",  # "unexpectedly failed", "initialization failed", "failed to start": is_death tells them apart
     "Killed",
-    "initialization failed",
-    "failed to start",
     "CUDA error",
     "ERROR ",
     "CRITICAL ",

@@ -425,7 +425,7 @@ def shift_timestamp(timestamp: str, delta_s: float) -> str:
 # A tqdm frame in bytes, for runs of frames: its head (ANSI colours, a worker prefix and the description) is
 # matched once, then the frames that repeat that head exactly are matched in one C-level pass.
 _FRAME_HEAD_RE = re.compile(
-    rb"((?:\x1b\[[0-9;?]*[A-Za-z])*(?:\([A-Za-z][^()\r\n]{0,80}? pid=\d{1,10}\)(?:\x1b\[[0-9;?]*[A-Za-z])* )?"
+    rb"((?:\x1b\[[0-9;?]*[A-Za-z])*(?:\([A-Za-z][^()\r\n]{0,80}? pid=\d{1,10}\)(?:\x1b\[[0-9;?]*[A-Za-z])* \r*)?"
     rb"[^\r\n%]{0,200}?): *\d{1,3}%"
 )
 _FRAME_TAIL = rb": *\d{1,3}%(?: Completed \||\|[^|\r\n]{0,1000}\|)? *(\d{1,12})/(\d{1,12}) \[[^\]\r\n]{0,80}\][ \t]*(?:\r\n?|\n)"
@@ -453,10 +453,11 @@ def bar_runs(block: bytes, start: int) -> tuple[list[tuple[Span, Span]], int] | 
     if patterns is None:
         if len(_RUN_PATTERNS) >= _RUN_PATTERNS_KEPT:
             _RUN_PATTERNS.clear()
-        frame = re.escape(key) + _FRAME_TAIL
+        # tqdm on a terminal starts each frame with a carriage return; pasted, the frames keep it after a newline.
+        frame = rb"\r*" + re.escape(key) + _FRAME_TAIL
         patterns = _RUN_PATTERNS[key] = (re.compile(rb"(?:" + frame + rb")+"), re.compile(frame))
     run_re, frame_re = patterns
-    run = run_re.match(block, pos)
+    run = run_re.match(block, start)
     if run is None:
         return None
     pieces: list[tuple[Span, Span]] = []
@@ -464,7 +465,7 @@ def bar_runs(block: bytes, start: int) -> tuple[list[tuple[Span, Span]], int] | 
     last: Span = (pos, pos)
     previous = (-1, -1)
     frames = 0
-    for match in frame_re.finditer(block, pos, run.end()):
+    for match in frame_re.finditer(block, start, run.end()):
         done, total = int(match.group(1)), int(match.group(2))
         if first is None or total != previous[1] or done < previous[0]:
             if first is not None:

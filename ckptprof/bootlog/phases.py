@@ -96,6 +96,8 @@ def _needles() -> tuple[str, ...]:
 # otherwise try a branch at almost every byte: split this way the pre-filter runs twice as fast.
 _CANDIDATE_RE = needle_pattern(needle for needle in _needles() if not needle[0].islower())
 _RARE_NEEDLES = tuple(needle.encode() for needle in _needles() if needle[0].islower())
+_FRAME_BYTES = FRAME_NEEDLE.encode()
+_FRAME_RULES_RE = needle_pattern(frame.needle for engine in ENGINES for frame in engine.frames)
 
 
 class BootLogAnalyzer:
@@ -190,6 +192,15 @@ class BootLogAnalyzer:
             end = block.find(b"\n", hit_end)
             if end < 0:
                 end = size
+            if (
+                match is not None
+                and start <= match.start() < end
+                and match.group() == _FRAME_BYTES
+                and _FRAME_RULES_RE.search(block, start, end) is None
+            ):
+                # A traceback frame no engine's table knows says nothing (most of a traceback's lines).
+                pos = end + 1
+                continue
             line = block[start : min(end, start + (64 << 10))]
             self.feed_line(line.decode("utf-8", "replace"))
             pos = end + 1

@@ -67,7 +67,6 @@ RECORDS: tuple[Rule, ...] = (
     Rule("Loading safetensors using Fastsafetensor loader", Capture("loader", value="fastsafetensors")),
     Rule("Scheduler hit an exception", Evidence()),
     Rule("Initialization failed. warmup error", Fail("the warmup request")),
-    Rule("max_total_num_tokens=", Evidence()),
 )
 
 END_MARKERS = {

@@ -13,7 +13,9 @@ import re
 from ckptprof.bootlog.rules import Begin, Capture, Configure, End, Engine, Evidence, FrameRule, Ready, Rule
 
 RECORDS: tuple[Rule, ...] = (
-    Rule("vLLM API server version", Configure(restart="after-progress"), weight=3),
+    Rule(
+        "API server version", Configure(restart="after-progress"), weight=3
+    ),  # "vLLM API server version 0.9.2"
     Rule("LLM engine", Configure(restart="after-ready"), weight=2),
     Rule("Loading drafter model", Begin("load", "load-weights", "draft"), weight=2),
     Rule("Starting to load model", Begin("load", "load-weights", "nth"), weight=2),
