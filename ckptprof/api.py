@@ -202,13 +202,15 @@ def replay(
     verify: bool = False,
     ceilings: dict[str, Any] | None = None,
     allow_pickle: bool = False,
+    sglang_release: dict[str, Any] | None = None,
 ) -> Session:
     """Replay SGLang's loading of ``target`` (and ``draft``) on ``tp`` ranks; returns the analysed session.
 
     ``strategy`` picks the loading path (``ckptprof.replay.strategies.AVAILABLE``) and ``strategy_params`` its
     parameters; ``verify`` makes each rank return a digest of every loaded parameter; ``ceilings`` reuses
     ceilings measured by an earlier call instead of probing again. ``faithful_rounds`` > 1 alternates that many
-    faithful passes with decomposed ones (wall only) and compares medians.
+    faithful passes with decomposed ones (wall only) and compares medians. ``sglang_release`` is the SGLang
+    release profile the replay stands for (``ckptprof.engines.sglang``): the verdict spells its flags for it.
 
     Under torchrun (RANK / WORLD_SIZE set) this process is one rank; rank 0 returns the full session and the
     other ranks return a session holding only the plan's models and config.
@@ -252,6 +254,8 @@ def replay(
     from ckptprof.replay.strategies import get_strategy
 
     session.config["strategy_flags"] = get_strategy(strategy, **(strategy_params or {})).flags
+    if sglang_release is not None:
+        session.config["sglang_release"] = dict(sglang_release)
     if ceilings is not None:  # measured once for several strategies replayed in a row
         session.ceilings = dict(ceilings)
     elif probe and (group is None or group.is_main):

@@ -16,6 +16,7 @@ from ckptprof.analysis.attribution import (
     rank_skew,
     run_totals,
 )
+from ckptprof.engines.sglang import MT_DEFAULT_THREADS, LoaderProfile, multithread_extra_config, profile_named
 from ckptprof.fstypes import is_network_fs
 from ckptprof.session import Session
 
@@ -273,6 +274,13 @@ def _floor(
     return round(max(parts), 4) if parts else None
 
 
+def _release(session: Session) -> LoaderProfile | None:
+    """The SGLang release line the session replays (None for sessions from before profiles: every flag)."""
+    release = session.config.get("sglang_release")
+    name = release.get("profile") if isinstance(release, dict) else None
+    return profile_named(name) if isinstance(name, str) else None
+
+
 def _predictions(
     session: Session,
     bottleneck: str,
@@ -294,24 +302,41 @@ def _predictions(
         h2d_bytes = max(h2d_bytes, rt.h2d_bytes)
     out: list[dict[str, Any]] = []
     streams = session.ceilings.get("storage_streams")
+    release = _release(session)
     if bottleneck in ("storage", "page-cache") and storage_n:
         n_read = fetched / storage_n / 1e9
-        out.append(
-            {
-                "flags": PREFETCH_FLAG,
-                "predicted_s": round(max(n_read, compute), 3),
-                "why": f"node-local ranks read disjoint files in parallel at ~{storage_n:.2f} GB/s "
-                f"({streams or 'N'} streams) while the load runs",
-            }
-        )
-        out.append(
-            {
-                "flags": MT_FLAG,
-                "predicted_s": round(n_read + compute, 3),
-                "why": f"16 reader threads reach ~{storage_n:.2f} GB/s; copies stay serial and pageable",
-            }
-        )
-    if bottleneck in ("storage", "page-cache") and storage_1:
+        if release is None or PREFETCH_FLAG in release.flags:
+            fallback = (
+                "; on this release it also turns the default multithread loader off, which this prediction assumes"
+                if release is not None and release.prefetch == "single-thread"
+                else ""
+            )
+            out.append(
+                {
+                    "flags": PREFETCH_FLAG,
+                    "predicted_s": round(max(n_read, compute), 3),
+                    "why": f"node-local ranks read disjoint files in parallel at ~{storage_n:.2f} GB/s "
+                    f"({streams or 'N'} streams) while the load runs{fallback}",
+                }
+            )
+        if release is None or release.multithread_strategy is not None:
+            out.append(
+                {
+                    "flags": MT_FLAG if release is None else multithread_extra_config(release, 16),
+                    "predicted_s": round(n_read + compute, 3),
+                    "why": f"16 reader threads reach ~{storage_n:.2f} GB/s; copies stay serial and pageable"
+                    + (
+                        f" (this release runs {MT_DEFAULT_THREADS} by default)"
+                        if release and release.multithread_default
+                        else ""
+                    ),
+                }
+            )
+    if (
+        bottleneck in ("storage", "page-cache")
+        and storage_1
+        and (release is None or NO_MMAP_FLAG in release.flags)
+    ):
         out.append(
             {
                 "flags": NO_MMAP_FLAG,
@@ -319,7 +344,8 @@ def _predictions(
                 "why": f"whole-file sequential reads at ~{storage_1:.2f} GB/s instead of 4 KiB page faults",
             }
         )
-    if storage_n and pinned:
+    fastsafetensors = release is None or "fastsafetensors" in release.load_formats
+    if storage_n and pinned and fastsafetensors:
         out.append(
             {
                 "flags": FASTST_FLAG,
@@ -328,7 +354,7 @@ def _predictions(
                 "it bypasses a warm page cache, so it reads every byte from storage",
             }
         )
-    elif bottleneck == "h2d" and pinned:
+    elif bottleneck == "h2d" and pinned and fastsafetensors:
         out.append(
             {
                 "flags": FASTST_FLAG,

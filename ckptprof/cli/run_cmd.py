@@ -109,7 +109,38 @@ def read_server_log(path: str) -> dict[str, object]:
     except LogInputError as exc:
         raise UsageError(f"--log: {exc}") from None
     phases = [p.to_json() for p in report.phases if p.name == "load-weights"]
-    return {"path": path, "framework": report.framework, "state": report.state, "load_weights": phases}
+    return {
+        "path": path,
+        "framework": report.framework,
+        "state": report.state,
+        "load_weights": phases,
+        "loader": report.loader,
+    }
+
+
+def choose_release(version: str | None, server_log: dict[str, object] | None) -> dict[str, object]:
+    """The SGLang release profile to replay: --sglang-version, else the installed sglang's metadata (never
+    imported), else the bar the server's log shows, else the newest profile."""
+    from ckptprof.engines.sglang import choose_profile
+    from ckptprof.engines.versions import installed_version
+
+    loader = server_log.get("loader") if server_log else None
+    try:
+        profile, why, chosen = choose_profile(
+            version=version,
+            installed=installed_version("sglang") if version is None else None,
+            log_loader=loader if isinstance(loader, str) else None,
+        )
+    except ValueError as exc:
+        raise UsageError(f"--sglang-version: {exc}") from None
+    return profile.to_json(why, chosen)
+
+
+def default_strategy_spec(release: dict[str, object]) -> str:
+    """'sglang-mt:num_threads=8' for a release whose default is the multithread loader."""
+    params = release.get("default_params") or {}
+    assert isinstance(params, dict)
+    return ":".join([str(release["default_strategy"]), *(f"{key}={value}" for key, value in params.items())])
 
 
 class RunCommand:
@@ -176,11 +207,18 @@ class RunCommand:
         parser.add_argument(
             "-s",
             "--strategy",
-            default="sglang",
+            default=None,
             metavar="NAME[,NAME...]",
-            help="loading path(s) to replay, compared side by side: sglang (default), sglang-mt, sglang-mt-completed, "
+            help="loading path(s) to replay, compared side by side: sglang, sglang-mt, sglang-mt-completed, "
             "no-mmap, prefetch, pipelined, fastsafetensors, or 'all'; parameters as NAME:key=value "
-            "(e.g. sglang-mt:num_threads=16)",
+            "(e.g. sglang-mt:num_threads=16). Default: the SGLang release's own default path (sglang-mt with 8 "
+            "threads from 0.5.10 on, sglang before)",
+        )
+        parser.add_argument(
+            "--sglang-version",
+            metavar="X.Y.Z",
+            help="the SGLang release whose loading to replay (default: the installed sglang, else the bar in "
+            "--log, else the newest profile); the summary says which profile was used and why",
         )
         parser.add_argument(
             "--verify",
@@ -226,7 +264,9 @@ class RunCommand:
         if args.faithful_rounds < 1:
             raise UsageError("--faithful-rounds must be at least 1")
         # Checked before anything slow (generating the built-in checkpoint) so a typo fails at once.
-        strategies = parse_strategies(args.strategy, args.verify)
+        server_log = read_server_log(args.log) if args.log else None
+        release = choose_release(args.sglang_version, server_log)
+        strategies = parse_strategies(args.strategy or default_strategy_spec(release), args.verify)
         target = args.target or builtin_checkpoint(args.synth_size, quiet=args.quiet)
         devices = args.devices or default_devices()
         is_rank0 = int(os.environ.get("RANK", "0")) == 0
@@ -245,7 +285,6 @@ class RunCommand:
             from ckptprof.profiling.pyspy import check_available
 
             check_available()
-        server_log = read_server_log(args.log) if args.log else None
         if args.rank_timeout is not None:
             os.environ["CKPTPROF_RANK_TIMEOUT_S"] = str(args.rank_timeout)
         else:  # a hang (a stuck NFS server, a wedged driver) must end the run, not the user's patience
@@ -269,6 +308,7 @@ class RunCommand:
                     verify=args.verify,
                     ceilings=ceilings,
                     allow_pickle=args.allow_pickle,
+                    sglang_release=release,
                     faithful=args.faithful,
                     faithful_rounds=args.faithful_rounds,
                     probe=not args.no_probe,

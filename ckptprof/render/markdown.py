@@ -194,6 +194,9 @@ def run_line(session: Session) -> str:
         f"cache={cfg.get('cache', '?')}",
         f"strategy={cfg.get('strategy', '?')}",
     ]
+    release = cfg.get("sglang_release")
+    if isinstance(release, dict):
+        parts.append(f"SGLang profile {release.get('profile')} ({release.get('why')})")
     host = session.environment.get("host")
     if host:
         parts.append(f"host {host}")

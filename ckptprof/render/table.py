@@ -78,6 +78,14 @@ def ceiling_rows(ceilings: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def release_line(session: Session) -> str:
+    """Which SGLang release the replay stands for, and why that one ("" for sessions from before profiles)."""
+    release = session.config.get("sglang_release")
+    if not isinstance(release, dict):
+        return ""
+    return f"replaying {release.get('description')} (profile chosen by {release.get('why')})"
+
+
 def render(session: Session, slowest: int = 5) -> str:
     out: list[str] = []
     v = session.verdict or {}
@@ -90,6 +98,9 @@ def render(session: Session, slowest: int = 5) -> str:
         f"ckptprof: {models}; tp={cfg.get('tp')} on {', '.join(cfg.get('devices', []))}; cache={cfg.get('cache')}; "
         f"strategy={cfg.get('strategy')}"
     )
+    release = release_line(session)
+    if release:
+        out.append(release)
     out.append("")
     out.append(tabulate(rank_rows(session), headers=RANK_HEADERS, tablefmt="simple"))
     out.append("")

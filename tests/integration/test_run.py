@@ -293,3 +293,27 @@ def test_the_api_runs_from_a_script_read_from_standard_input(small_draft: Path) 
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ranks [(0, 'ok', 1), (1, 'ok', 1)]" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     assert "main file <stdin>" in proc.stdout  # given back to the script once the ranks started
+
+
+def test_the_default_replay_is_the_sglang_releases_own_path(
+    small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GIVEN no --strategy WHEN the release is named THEN its default path is replayed and the summary says which
+    profile and why; an unparseable release is one line and exit 2."""
+    assert (
+        main(["run", str(small_draft), "--no-probe", "-q", "--sglang-version", "0.5.4", "--json", "-"]) == 0
+    )
+    old = json.loads(capsys.readouterr().out)
+    assert old["config"]["strategy"] == "sglang"
+    assert old["config"]["sglang_release"]["profile"] == "0.5.1 - 0.5.8"
+    assert old["config"]["sglang_release"]["why"] == "--sglang-version 0.5.4"
+    assert (
+        main(["run", str(small_draft), "--no-probe", "-q", "--sglang-version", "0.5.23", "-o", str(tmp_path)])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "strategy=sglang-mt" in out
+    assert "replaying SGLang 0.5.16 and later: multithread loader by default (8 threads" in out
+    assert "(profile chosen by --sglang-version 0.5.23)" in out
+    assert main(["run", str(small_draft), "--no-probe", "-q", "--sglang-version", "newest"]) == 2
+    assert "--sglang-version: 'newest' is not a release number" in capsys.readouterr().err
