@@ -173,8 +173,9 @@ class RunCommand:
         parser.add_argument(
             "--order",
             choices=ORDERS,
-            default="sorted",
-            help="shard order: sorted (SGLang default), glob, natural (vLLM)",
+            default=None,
+            help="shard order: sorted, glob (raw directory order), natural (vLLM); default: the SGLang release's "
+            "(sorted from 0.5.13, glob before)",
         )
         parser.add_argument(
             "--faithful", action="store_true", help="also run SGLang's exact sequence and compare walls"
@@ -302,7 +303,7 @@ class RunCommand:
                     tp=args.tp,
                     devices=devices,
                     cache=args.cache,
-                    order=args.order,
+                    order=args.order or ("sorted" if release.get("sorted_files") else "glob"),
                     strategy=name,
                     strategy_params=params,
                     verify=args.verify,

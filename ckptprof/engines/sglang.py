@@ -9,7 +9,7 @@ A line is a run of releases that load the same way. What changes between them:
   shards`. `--model-loader-extra-config '{"enable_multithread_load": true}'` opts in: every file submitted at once
   and consumed as they complete up to 0.5.8, a window of num_threads + 1 files in order from 0.5.9.
 - 0.5.10 - 0.5.15: multithread on by default (8 threads, the window), bar `Multi-thread loading shards`;
-  `--weight-loader-prefetch-checkpoints` from 0.5.11 runs beside it; files sorted from 0.5.13.
+  `--weight-loader-prefetch-checkpoints` from 0.5.11 runs beside it; files sorted from 0.5.13 (two profiles).
 - 0.5.16 on: the same, but checkpoint prefetching turns multithread off unless the extra config names
   `enable_multithread_load` or `num_threads`; `--load-format instanttensor` by 0.5.23.
 """
@@ -74,6 +74,7 @@ class LoaderProfile:
             "multithread_default": self.multithread_default,
             "multithread_strategy": self.multithread_strategy,
             "prefetch": self.prefetch,
+            "sorted_files": self.sorted_files,
             "flags": sorted(self.flags),
             "load_formats": list(self.load_formats),
             "description": self.describe(),
@@ -137,7 +138,7 @@ PROFILES: tuple[LoaderProfile, ...] = (
         load_formats=_RECENT_FORMATS,
     ),
     LoaderProfile(
-        name="0.5.10 - 0.5.15",
+        name="0.5.10 - 0.5.12",
         first="0.5.10",
         default_strategy="sglang-mt",
         default_params=(("num_threads", MT_DEFAULT_THREADS),),
@@ -146,6 +147,21 @@ PROFILES: tuple[LoaderProfile, ...] = (
         multithread_strategy="sglang-mt",
         prefetch="beside-multithread",
         sorted_files=False,
+        flags=frozenset(
+            {"--load-format", _MT, _NO_MMAP, _DRAFT_FORMAT, _PREFETCH, _PREFETCH_THREADS, _DROP_CACHE}
+        ),
+        load_formats=_RECENT_FORMATS,
+    ),
+    LoaderProfile(
+        name="0.5.13 - 0.5.15",
+        first="0.5.13",
+        default_strategy="sglang-mt",
+        default_params=(("num_threads", MT_DEFAULT_THREADS),),
+        bar=MULTI_BAR,
+        multithread_default=True,
+        multithread_strategy="sglang-mt",
+        prefetch="beside-multithread",
+        sorted_files=True,  # SGLANG_SORT_WEIGHT_FILES defaults to 0: sorted
         flags=frozenset(
             {"--load-format", _MT, _NO_MMAP, _DRAFT_FORMAT, _PREFETCH, _PREFETCH_THREADS, _DROP_CACHE}
         ),

@@ -307,6 +307,7 @@ def test_the_default_replay_is_the_sglang_releases_own_path(
     assert old["config"]["strategy"] == "sglang"
     assert old["config"]["sglang_release"]["profile"] == "0.5.1 - 0.5.8"
     assert old["config"]["sglang_release"]["why"] == "--sglang-version 0.5.4"
+    assert old["config"]["order"] == "glob"  # 0.5.4 does not sort the files it globs
     assert (
         main(["run", str(small_draft), "--no-probe", "-q", "--sglang-version", "0.5.23", "-o", str(tmp_path)])
         == 0

@@ -31,9 +31,10 @@ REAL_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "real"
         ("0.5.1", "0.5.1 - 0.5.8", "sglang"),
         ("0.5.8.post1", "0.5.1 - 0.5.8", "sglang"),
         ("0.5.9", "0.5.9", "sglang"),
-        ("0.5.10", "0.5.10 - 0.5.15", "sglang-mt"),
-        ("0.5.10.post1", "0.5.10 - 0.5.15", "sglang-mt"),
-        ("0.5.15.post1", "0.5.10 - 0.5.15", "sglang-mt"),
+        ("0.5.10", "0.5.10 - 0.5.12", "sglang-mt"),
+        ("0.5.10.post1", "0.5.10 - 0.5.12", "sglang-mt"),
+        ("0.5.13", "0.5.13 - 0.5.15", "sglang-mt"),
+        ("0.5.15.post1", "0.5.13 - 0.5.15", "sglang-mt"),
         ("0.5.16", "0.5.16 and later", "sglang-mt"),
         ("0.5.23", "0.5.16 and later", "sglang-mt"),
         ("0.6.0rc1", "0.5.16 and later", "sglang-mt"),
@@ -56,7 +57,8 @@ def test_release_numbers_compare_as_numbers() -> None:
 def test_the_profiles_are_in_release_order_and_the_multithread_default_starts_at_0_5_10() -> None:
     firsts = [parse_version(profile.first) for profile in PROFILES]
     assert firsts == sorted(firsts)
-    assert [p.multithread_default for p in PROFILES] == [False, False, False, True, True]
+    assert [p.multithread_default for p in PROFILES] == [False, False, False, True, True, True]
+    assert [p.sorted_files for p in PROFILES] == [False, False, False, False, True, True]
     assert dict(NEWEST.default_params) == {"num_threads": 8}
 
 
