@@ -314,6 +314,11 @@ def _predictions(
             out.append(
                 {
                     "flags": PREFETCH_FLAG,
+                    # The replay that reproduces it: SGLang's prefetch with the one-thread loop. Up to 0.5.15 it ran
+                    # beside the multithread loader, which no strategy replays yet.
+                    "strategy": None
+                    if release is not None and release.prefetch == "beside-multithread"
+                    else "prefetch",
                     "predicted_s": round(max(n_read, compute), 3),
                     "why": f"node-local ranks read disjoint files in parallel at ~{storage_n:.2f} GB/s "
                     f"({streams or 'N'} streams) while the load runs{fallback}",
@@ -323,6 +328,9 @@ def _predictions(
             out.append(
                 {
                     "flags": MT_FLAG if release is None else multithread_extra_config(release, 16),
+                    "strategy": "sglang-mt:num_threads=16"
+                    if release is None or release.multithread_strategy == "sglang-mt"
+                    else "sglang-mt-completed:num_threads=16",
                     "predicted_s": round(n_read + compute, 3),
                     "why": f"16 reader threads reach ~{storage_n:.2f} GB/s; copies stay serial and pageable"
                     + (
@@ -340,6 +348,7 @@ def _predictions(
         out.append(
             {
                 "flags": NO_MMAP_FLAG,
+                "strategy": "no-mmap",
                 "predicted_s": round(fetched / storage_1 / 1e9 + compute, 3),
                 "why": f"whole-file sequential reads at ~{storage_1:.2f} GB/s instead of 4 KiB page faults",
             }
@@ -349,6 +358,7 @@ def _predictions(
         out.append(
             {
                 "flags": FASTST_FLAG,
+                "strategy": "fastsafetensors",
                 "predicted_s": round(max(ckpt / storage_n / 1e9, h2d_bytes / pinned / 1e9), 3),
                 "why": f"parallel O_DIRECT reads into pinned buffers, {pinned:.1f} GB/s pinned copies; "
                 "it bypasses a warm page cache, so it reads every byte from storage",
@@ -358,6 +368,7 @@ def _predictions(
         out.append(
             {
                 "flags": FASTST_FLAG,
+                "strategy": "fastsafetensors",
                 "predicted_s": round(h2d_bytes / pinned / 1e9, 3),
                 "why": f"pinned host buffers copy at {pinned:.1f} GB/s instead of pageable staging",
             }
@@ -366,6 +377,7 @@ def _predictions(
         out.append(
             {
                 "flags": "copy the checkpoint to local NVMe once (cp -r) and point --model-path there",
+                "strategy": None,
                 "predicted_s": None,
                 "why": f"{fs_type} serves 4 KiB mmap faults slowly and every node re-reads it; "
                 "run `ckptprof probe` on the local disk to predict the gain",

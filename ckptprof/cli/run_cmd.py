@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ckptprof.checkpoint.discovery import ORDERS
@@ -118,6 +120,25 @@ def read_server_log(path: str) -> dict[str, object]:
     }
 
 
+def check_recommendations(
+    session: Session, replay_one: Callable[..., Session], say: Callable[[str], None]
+) -> None:
+    """Replay each recommended flag set the verdict has a prediction and a strategy for; record predicted vs
+    measured in ``session.extra["prediction_check"]``."""
+    from ckptprof.analysis.predictions import check_predictions
+    from ckptprof.replay.strategies import parse_spec
+
+    replays = []
+    for prediction in (session.verdict or {}).get("predictions", []):
+        spec = prediction.get("strategy")
+        if not spec or prediction.get("predicted_s") is None:
+            continue
+        name, params = parse_spec(spec)
+        say(f"checking the prediction for {prediction['flags']} ({spec}) ...")
+        replays.append((prediction, replay_one(strategy=name, strategy_params=params)))
+    session.extra["prediction_check"] = check_predictions(session, replays)
+
+
 def choose_release(version: str | None, server_log: dict[str, object] | None) -> dict[str, object]:
     """The SGLang release profile to replay: --sglang-version, else the installed sglang's metadata (never
     imported), else the bar the server's log shows, else the newest profile."""
@@ -216,6 +237,12 @@ class RunCommand:
             "threads from 0.5.10 on, sglang before)",
         )
         parser.add_argument(
+            "--check-predictions",
+            action="store_true",
+            help="replay every flag the verdict recommends (same cache mode, same ceilings) and print its "
+            "predicted vs measured wall",
+        )
+        parser.add_argument(
             "--sglang-version",
             metavar="X.Y.Z",
             help="the SGLang release whose loading to replay (default: the installed sglang, else the bar in "
@@ -264,6 +291,9 @@ class RunCommand:
             raise UsageError("--tp must be at least 1")
         if args.faithful_rounds < 1:
             raise UsageError("--faithful-rounds must be at least 1")
+        if args.check_predictions and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            # Only rank 0 holds the verdict whose flags are replayed: the other ranks could not follow.
+            raise UsageError("--check-predictions runs with spawned ranks (--tp N), not under torchrun")
         # Checked before anything slow (generating the built-in checkpoint) so a typo fails at once.
         server_log = read_server_log(args.log) if args.log else None
         release = choose_release(args.sglang_version, server_log)
@@ -330,6 +360,26 @@ class RunCommand:
             if interrupted:
                 break
         session = sessions[0]
+        if args.check_predictions and not interrupted:
+            replay_one = functools.partial(
+                api.replay,
+                target,
+                args.draft,
+                tp=args.tp,
+                devices=devices,
+                cache=args.cache,
+                order=args.order or ("sorted" if release.get("sorted_files") else "glob"),
+                ceilings=ceilings,
+                allow_pickle=args.allow_pickle,
+                sglang_release=release,
+                faithful=args.faithful,
+                faithful_rounds=args.faithful_rounds,
+                probe=False,
+                expert_parallel=args.ep,
+                progress=not quiet,
+                log=say,
+            )
+            check_recommendations(session, replay_one, say)
         if not is_rank0:
             return 0
         if server_log is not None:

@@ -165,6 +165,7 @@ def render(session: Session, slowest: int = 5) -> str:
         for rec in v.get("recommendations", []):
             out.append(f"  try: {rec}")
     out.extend(strategy_lines(session))
+    out.extend(prediction_lines(session))
     out.extend(server_log_lines(session))
     out.extend(py_spy_lines(session))
     for note in session.notes:
@@ -232,6 +233,39 @@ STRATEGY_HEADERS = [
     "values",
     "SGLang flags",
 ]
+
+
+def prediction_lines(session: Session) -> list[str]:
+    """`run --check-predictions`: each recommendation's predicted wall against the replay of its flags."""
+    checks = session.extra.get("prediction_check")
+    if not isinstance(checks, list) or not checks:
+        return []
+    rows = []
+    for check in checks:
+        error = check.get("error")
+        verdict = (
+            "-" if check.get("within_tolerance") is None else ("yes" if check["within_tolerance"] else "no")
+        )
+        measured = check.get("measured_s")
+        rows.append(
+            [
+                check.get("flags"),
+                f"{check['predicted_s']:.2f} s" if check.get("predicted_s") is not None else "-",
+                f"{measured:.2f} s ({check.get('measured_wall')})"
+                if measured is not None
+                else check.get("status"),
+                f"{100 * error:+.0f}%" if error is not None else (check.get("reason") or "-"),
+                verdict,
+            ]
+        )
+    baseline = checks[0].get("baseline_s")
+    head = "predictions checked: each recommended flag set replayed in the same cache mode"
+    if baseline is not None:
+        head += f" (this run: {baseline:.2f} s, {checks[0].get('baseline_wall')} wall)"
+    table = tabulate(
+        rows, headers=["flags", "predicted", "measured", "error", "within 20%"], tablefmt="simple"
+    )
+    return ["", head, table]
 
 
 def strategy_rows(session: Session) -> list[list[str]]:

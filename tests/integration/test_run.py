@@ -318,3 +318,26 @@ def test_the_default_replay_is_the_sglang_releases_own_path(
     assert "(profile chosen by --sglang-version 0.5.23)" in out
     assert main(["run", str(small_draft), "--no-probe", "-q", "--sglang-version", "newest"]) == 2
     assert "--sglang-version: 'newest' is not a release number" in capsys.readouterr().err
+
+
+def test_check_predictions_replays_each_recommended_flag_set(
+    small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GIVEN a cold run with ceilings WHEN --check-predictions THEN every recommendation that has a prediction and
+    a replayable strategy is replayed, its measured wall set beside the predicted one."""
+    argv = ["run", str(small_draft), "-q", "--cache", "cold", "--probe-sample", "16MB", "--check-predictions"]
+    assert main([*argv, "--json", "-", "-o", str(tmp_path / "a")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    predicted = [p for p in data["verdict"]["predictions"] if p["predicted_s"] is not None and p["strategy"]]
+    checks = data["extra"]["prediction_check"]
+    assert [c["strategy"] for c in checks] == [p["strategy"] for p in predicted]
+    assert checks, data["verdict"]["predictions"]
+    for check in checks:
+        assert check["status"] == "ok" and check["measured_s"] > 0, check
+        assert check["error"] == pytest.approx(check["predicted_s"] / check["measured_s"] - 1, abs=1e-3)
+        assert check["within_tolerance"] == (abs(check["error"]) <= 0.2)
+    assert main([*argv, "-o", str(tmp_path / "b")]) == 0
+    assert (
+        "predictions checked: each recommended flag set replayed in the same cache mode"
+        in capsys.readouterr().out
+    )

@@ -1,0 +1,58 @@
+"""The verdict's predictions held against replays of the flags they recommend (`run --check-predictions`).
+
+Pure: reads the analysed session and one session per replayed recommendation. The measured figure is SGLang's
+own sequence (the faithful wall) when the run has one, else the decomposed replay's wall: the prediction is for
+the server's load, so it is held against the closest thing to it that was measured.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ckptprof.analysis.attribution import faithful_load_wall, load_wall
+from ckptprof.analysis.strategies import _status
+from ckptprof.session import Session
+
+# The issue's bar for a useful prediction: within this fraction of the measured wall.
+TOLERANCE = 0.20
+
+
+def measured_wall(session: Session) -> tuple[float, str]:
+    """(seconds, which wall): the faithful wall when the run has one, else the decomposed one."""
+    faithful = faithful_load_wall(session)
+    if faithful > 0:
+        return faithful, "faithful"
+    return load_wall(session), "decomposed"
+
+
+def check_predictions(
+    session: Session, replays: list[tuple[dict[str, Any], Session]]
+) -> list[dict[str, Any]]:
+    """One row per checked prediction: predicted vs measured seconds, the error, and whether it is within 20%."""
+    rows = []
+    baseline, baseline_kind = measured_wall(session)
+    for prediction, replay in replays:
+        status, error = _status(replay)
+        row: dict[str, Any] = {
+            "flags": prediction["flags"],
+            "strategy": prediction.get("strategy"),
+            "predicted_s": prediction.get("predicted_s"),
+            "measured_s": None,
+            "measured_wall": None,
+            "error": None,
+            "within_tolerance": None,
+            "status": status,
+            "reason": error,
+            "baseline_s": round(baseline, 4) if baseline > 0 else None,
+            "baseline_wall": baseline_kind,
+        }
+        if status == "ok":
+            wall, kind = measured_wall(replay)
+            predicted = prediction.get("predicted_s")
+            row["measured_s"], row["measured_wall"] = round(wall, 4), kind
+            if isinstance(predicted, (int, float)) and wall > 0 and math.isfinite(predicted):
+                row["error"] = round(predicted / wall - 1.0, 4)
+                row["within_tolerance"] = abs(predicted / wall - 1.0) <= TOLERANCE
+        rows.append(row)
+    return rows
