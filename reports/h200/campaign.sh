@@ -2,7 +2,7 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe | deps strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier
+# steps: env smoke synth tp1 tp8 probe predict | deps strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier
 # (deps installs the wheels carried in .whl/: fastsafetensors, py-spy, pytest + pytest-benchmark for bench)
 # (STRATEGIES picks the strategies; STRAT8_DEVICES / STRAT8_CACHES the device specs and cache modes of strategies8;
 #  tune: the pipelined strategy's reader count, TUNE_READERS, and chunk size, TUNE_CHUNKS; readahead: RA_TPS and
@@ -45,6 +45,18 @@ for s in $STEPS; do
       for cache in cold warm; do
         step "TP8 on $devs, $cache"
         $CK run "$DATA/eagle3" --tp 8 --devices $devs --cache $cache ${FAITHFUL:---faithful} --no-probe -o "$OUT/tp8-${devs/:/}-$cache" -q
+      done
+    done
+    ;;
+  predict)
+    # The newest SGLang profile's own path with its faithful pass, and every recommended flag set replayed
+    # (--check-predictions): predicted vs measured walls, TP1 and TP8, cold and warm.
+    for tp in ${PREDICT_TPS:-1 8}; do
+      devs=cuda:0; [ "$tp" = 1 ] || devs=${TP8_DEVICES:-cuda:0}
+      for cache in ${PREDICT_CACHES:-cold warm}; do
+        step "TP$tp on $devs, $cache, --check-predictions"
+        timeout -s INT ${STEP_TIMEOUT_S:-240} $CK run "$DATA/eagle3" --tp $tp --devices $devs --cache $cache --faithful \
+          --check-predictions --probe-sample ${PREDICT_PROBE:-2GB} -o "$OUT/predict-tp$tp-${devs/:/}-$cache" -q
       done
     done
     ;;
