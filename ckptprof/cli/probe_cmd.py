@@ -146,6 +146,11 @@ def render_text(c: dict[str, Any]) -> str:
             f"{human_bytes(c.get('memcpy_bytes') or 0)} copies",
         ],
         [f"host memcpy, {c.get('memcpy_threads')} threads", _gbps(c.get("memcpy_n_threads_GBps")), ""],
+        [
+            "host copy into fresh memory, 1 thread",
+            _gbps(c.get("fresh_write_GBps")),
+            "a page fault per 4 KiB too",
+        ],
     ]
     size = human_bytes(c.get("h2d_transfer_bytes") or 0)
     for dev in c.get("h2d_pinned_GBps") or {}:

@@ -297,7 +297,10 @@ class RunCommand:
         # Checked before anything slow (generating the built-in checkpoint) so a typo fails at once.
         server_log = read_server_log(args.log) if args.log else None
         release = choose_release(args.sglang_version, server_log)
-        strategies = parse_strategies(args.strategy or default_strategy_spec(release), args.verify)
+        # A pickle checkpoint (--allow-pickle) has one replayed path, `sglang`'s torch.load; the release's default
+        # multithread path reads safetensors only.
+        default_spec = "sglang" if args.allow_pickle else default_strategy_spec(release)
+        strategies = parse_strategies(args.strategy or default_spec, args.verify)
         target = args.target or builtin_checkpoint(args.synth_size, quiet=args.quiet)
         devices = args.devices or default_devices()
         is_rank0 = int(os.environ.get("RANK", "0")) == 0

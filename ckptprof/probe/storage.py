@@ -509,7 +509,8 @@ def measure_memcpy(
     threads: int | None = None,
     clock: Clock = time.perf_counter,
 ) -> dict[str, Any]:
-    """Host memcpy ceiling: bytes copied per second (not read + written), 1 thread and N threads.
+    """Host memcpy ceiling: bytes copied per second (not read + written), 1 thread and N threads; and the rate of
+    one thread copying into freshly allocated memory (first touch).
 
     One thread is what a pageable host-to-device copy's staging can use; N threads is the memory system.
     """
@@ -521,12 +522,28 @@ def measure_memcpy(
     bounds = np.linspace(0, nbytes, n + 1, dtype=np.int64)
     slices = [(int(a), int(b)) for a, b in itertools.pairwise(bounds) if b > a]
     many = _median_rate([_copier(dst[a:b], src[a:b]) for a, b in slices], repeats, clock)
+    del dst
+    fresh = _median_rate([_fresh_writer(src)], max(1, repeats // 2), clock)
     return {
+        "fresh_write_GBps": _round(fresh),
         "memcpy_GBps": _round(one),
         "memcpy_n_threads_GBps": _round(many),
         "memcpy_threads": len(slices),
         "memcpy_bytes": nbytes,
     }
+
+
+def _fresh_writer(src: np.ndarray) -> Callable[[], int]:
+    """A copy into memory allocated for it: what `f.read()` into a new bytes object and a deserialiser's copy into
+    new tensors pay, a page fault per 4 KiB on top of the copy (the memcpy ceiling reuses touched memory)."""
+
+    def run() -> int:
+        dst = np.empty(src.nbytes, dtype=np.uint8)  # large: mmap'd by malloc, no page touched yet
+        np.copyto(dst, src)
+        del dst  # munmap: the next round starts from untouched memory again
+        return int(src.nbytes)
+
+    return run
 
 
 def _copier(dst: np.ndarray, src: np.ndarray) -> Callable[[], int]:

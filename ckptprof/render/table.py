@@ -64,6 +64,7 @@ def ceiling_rows(ceilings: dict[str, Any]) -> list[list[str]]:
         ("storage_read_n_streams_GBps", "storage read, cold, N streams"),
         ("page_cache_read_GBps", "page-cache read"),
         ("memcpy_GBps", "host memcpy"),
+        ("fresh_write_GBps", "host copy into fresh memory"),
     ):
         value = ceilings.get(key)
         if isinstance(value, (int, float)):
