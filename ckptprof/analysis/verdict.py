@@ -30,6 +30,9 @@ NO_MMAP_FLAG = "--weight-loader-disable-mmap"
 FASTST_FLAG = "--load-format fastsafetensors"
 
 
+# safetensors.torch.load(bytes) costs this many fresh-memory passes over the bytes (H200, see _whole_file_seconds).
+WHOLE_FILE_DESERIALIZE_PASSES = 2
+
 # The verdict's free-text caveats, in the order a report prints them.
 VERDICT_NOTES = ("faithful_note", "storage_note")
 # Reads faster than this multiple of the measured storage ceiling mean the ceiling or the storage misled us.
@@ -279,14 +282,16 @@ def _whole_file_seconds(
 ) -> float:
     """``--weight-loader-disable-mmap``: one thread reads each file whole into a new bytes object, deserialises it
     into new tensors, then copies them, none of it overlapped. Both host steps write every byte into freshly
-    allocated memory (a page fault per 4 KiB): measured on the H200 they ran at the probe's fresh-memory rate,
-    about 1.8 GB/s, not at memcpy's 10 GB/s. Without that ceiling (older sessions), the mmap path's own copies."""
+    allocated memory (a page fault per 4 KiB). Measured on the H200 (4.70 GB, TP1 cold): the read into the new
+    buffer cost 1.2 s beyond the storage time, one pass at the probe's fresh-memory rate (3.2-3.7 GB/s there,
+    memcpy 10); safetensors' deserialise, which copies each tensor into its own new bytes object, cost 3.2 s, two
+    such passes. Without that ceiling (older sessions), the mmap path's own copies stand in."""
     fresh = session.ceilings.get("fresh_write_GBps")
     pageable = [v for v in (session.ceilings.get("h2d_pageable_GBps") or {}).values() if v]
     if not fresh:
         return fetched / storage_1 / 1e9 + compute
     copy = h2d_bytes / min(pageable) / 1e9 if pageable else 0.0
-    return fetched / storage_1 / 1e9 + 2 * ckpt / fresh / 1e9 + copy
+    return fetched / storage_1 / 1e9 + (1 + WHOLE_FILE_DESERIALIZE_PASSES) * ckpt / fresh / 1e9 + copy
 
 
 def _release(session: Session) -> LoaderProfile | None:
