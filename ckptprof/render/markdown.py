@@ -15,10 +15,13 @@ from ckptprof.analysis.compare import Comparison, Delta
 from ckptprof.analysis.memory import memory_summary
 from ckptprof.analysis.verdict import VERDICT_NOTES
 from ckptprof.render.table import (
+    PREDICTION_HEADERS,
     PY_SPY_HEADERS,
     RANK_HEADERS,
     STRATEGY_HEADERS,
     ceiling_rows,
+    prediction_heading,
+    prediction_rows,
     py_spy_rows,
     rank_rows,
     strategy_rows,
@@ -239,6 +242,10 @@ def render(session: Session, slowest: int = 10) -> str:
         out += [md_table(STRATEGY_HEADERS, srows), ""]
         out += [f"- warning: {w}" for w in cmp.get("warnings", [])]
         out += [""] if cmp.get("warnings") else []
+    checked = prediction_rows(session)
+    if checked:
+        out += ["### Predictions checked", "", f"> {prediction_heading(session)}", ""]
+        out += [md_table(PREDICTION_HEADERS, checked), ""]
     out += ["### Per rank", "", md_table(RANK_HEADERS, rank_rows(session)), ""]
     rows = slowest_rows(session, slowest)
     if rows:

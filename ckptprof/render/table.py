@@ -236,7 +236,19 @@ STRATEGY_HEADERS = [
 ]
 
 
-def prediction_lines(session: Session) -> list[str]:
+PREDICTION_HEADERS = ["flags", "predicted", "measured", "error", "within 20%"]
+
+
+def prediction_heading(session: Session) -> str:
+    checks = session.extra.get("prediction_check") or [{}]
+    head = "predictions checked: each recommended flag set replayed in the same cache mode"
+    baseline = checks[0].get("baseline_s")
+    if baseline is not None:
+        head += f" (this run: {baseline:.2f} s, {checks[0].get('baseline_wall')} wall)"
+    return head
+
+
+def prediction_rows(session: Session) -> list[list[str]]:
     """`run --check-predictions`: each recommendation's predicted wall against the replay of its flags."""
     checks = session.extra.get("prediction_check")
     if not isinstance(checks, list) or not checks:
@@ -259,14 +271,14 @@ def prediction_lines(session: Session) -> list[str]:
                 verdict,
             ]
         )
-    baseline = checks[0].get("baseline_s")
-    head = "predictions checked: each recommended flag set replayed in the same cache mode"
-    if baseline is not None:
-        head += f" (this run: {baseline:.2f} s, {checks[0].get('baseline_wall')} wall)"
-    table = tabulate(
-        rows, headers=["flags", "predicted", "measured", "error", "within 20%"], tablefmt="simple"
-    )
-    return ["", head, table]
+    return rows
+
+
+def prediction_lines(session: Session) -> list[str]:
+    rows = prediction_rows(session)
+    if not rows:
+        return []
+    return ["", prediction_heading(session), tabulate(rows, headers=PREDICTION_HEADERS, tablefmt="simple")]
 
 
 def strategy_rows(session: Session) -> list[list[str]]:

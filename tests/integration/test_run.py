@@ -334,7 +334,8 @@ def test_check_predictions_replays_each_recommended_flag_set(
     assert checks, data["verdict"]["predictions"]
     for check in checks:
         assert check["status"] == "ok" and check["measured_s"] > 0, check
-        assert check["error"] == pytest.approx(check["predicted_s"] / check["measured_s"] - 1, abs=1e-3)
+        # predicted_s is rounded to the millisecond, so on a 0.1 s CPU load the recomputed error moves by ~1%
+        assert check["error"] == pytest.approx(check["predicted_s"] / check["measured_s"] - 1, abs=0.02)
         assert check["within_tolerance"] == (abs(check["error"]) <= 0.2)
     assert main([*argv, "-o", str(tmp_path / "b")]) == 0
     assert (
