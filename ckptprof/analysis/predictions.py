@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from ckptprof.analysis.attribution import faithful_load_wall, load_wall
-from ckptprof.analysis.strategies import _status
+from ckptprof.analysis.strategies import session_status
 from ckptprof.session import Session
 
 # The bar for a useful prediction: within this fraction of the measured wall.
@@ -33,7 +33,7 @@ def check_predictions(
     rows = []
     baseline, baseline_kind = measured_wall(session)
     for prediction, replay in replays:
-        status, error = _status(replay)
+        status, error = session_status(replay)
         row: dict[str, Any] = {
             "flags": prediction["flags"],
             "strategy": prediction.get("strategy"),

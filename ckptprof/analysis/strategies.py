@@ -128,7 +128,8 @@ def floor_seconds(session: Session) -> float | None:
     return max(parts) if parts else None
 
 
-def _status(session: Session) -> tuple[str, str | None]:
+def session_status(session: Session) -> tuple[str, str | None]:
+    """("ok" | "failed" | "unavailable", the reason): unavailable is a strategy whose package is missing."""
     errors = [r.error or "" for r in session.ranks if r.status != "ok"]
     if not session.ranks:
         return "failed", "no rank reported"
@@ -163,7 +164,7 @@ def _verify(session: Session, reference: Session | None) -> tuple[str, list[str]
 def _row(session: Session, reference: Session | None) -> StrategyRow:
     config = session.config or {}
     name = str(config.get("strategy", "?"))
-    status, error = _status(session)
+    status, error = session_status(session)
     row = StrategyRow(
         strategy=name,
         params=dict(config.get("strategy_params") or {}),

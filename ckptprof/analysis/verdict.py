@@ -192,7 +192,18 @@ def compute_verdict(session: Session) -> dict[str, Any]:
         )
     else:
         summary = "no rank produced timings"
-    summary += f"; {achieved:.2f} GB/s overall ({ckpt / 1e9:.2f} GB in {wall:.2f} s, {n_ranks} rank(s))"
+    missing = incomplete_work(session)
+    if missing:
+        # A load that did not finish has no throughput: a failed rank's 0.00 s is not a fast load.
+        done = completed_bytes(session)
+        summary = (
+            f"incomplete run: {'; '.join(missing)}; the figures cover the completed work only "
+            f"({done / 1e9:.2f} GB of {ckpt / 1e9:.2f} GB in {wall:.2f} s, no throughput for an unfinished load); "
+            + summary
+        )
+        achieved = 0.0
+    else:
+        summary += f"; {achieved:.2f} GB/s overall ({ckpt / 1e9:.2f} GB in {wall:.2f} s, {n_ranks} rank(s))"
 
     predictions = _predictions(
         session, bottleneck if secondary is None else secondary, cold, storage_1, storage_n, pinned, fs_type
@@ -241,7 +252,8 @@ def compute_verdict(session: Session) -> dict[str, Any]:
         "summary": summary,
         "recommendations": recommendations,
         "predictions": predictions,
-        "achieved_GBps": round(achieved, 4),
+        "achieved_GBps": None if missing else round(achieved, 4),
+        "incomplete": missing,
         "fetched_GBps": round(fetch_rate, 4),
         "h2d_GBps": None if h2d_rate is None else round(h2d_rate, 4),
         "cold_fraction": round(cold, 4),
@@ -263,6 +275,45 @@ def compute_verdict(session: Session) -> dict[str, Any]:
         "read_GBps": round(read_rate, 4),
         "floor_s": _floor(ckpt, cold, storage_n, pinned, totals.h2d_bytes, n_ranks),
     }
+
+
+def incomplete_work(session: Session) -> list[str]:
+    """What the run did not finish: failed or missing ranks, failed shards (empty for a complete run)."""
+    out = []
+    expected = session.config.get("tp")
+    if isinstance(expected, int) and 0 < len(session.ranks) < expected:
+        out.append(f"{expected - len(session.ranks)} of {expected} ranks reported nothing")
+    failed = [r for r in session.ranks if r.status != "ok"]
+    if failed:
+        first = failed[0]
+        reason = f" ({(first.error or 'no reason given').splitlines()[0][:160]})"
+        out.append(f"{len(failed)} of {len(session.ranks)} ranks failed: rank {first.rank}{reason}")
+    shards = [
+        (r.rank, s)
+        for r in session.ranks
+        if r.status == "ok"
+        for m in r.models
+        for s in m.shards
+        if s.status != "ok"
+    ]
+    if shards:
+        rank, shard = shards[0]
+        out.append(f"{len(shards)} shard load(s) failed, first {shard.file} on rank {rank}")
+    return out
+
+
+def completed_bytes(session: Session) -> int:
+    """The checkpoint bytes every rank that ran loaded fully: the work the figures describe."""
+    done: set[tuple[str, str]] | None = None
+    for rank in session.ranks:
+        ok = (
+            {(m.role, s.file) for m in rank.models for s in m.shards if s.status == "ok"}
+            if rank.status == "ok"
+            else set()
+        )
+        done = ok if done is None else done & ok
+    sizes = {(m.role, s.file): s.bytes for m in session.models for s in m.shards}
+    return sum(sizes.get(key, 0) for key in (done or set()))
 
 
 def _floor(

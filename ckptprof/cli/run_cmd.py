@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import functools
 import os
 import sys
@@ -11,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ckptprof.checkpoint.discovery import ORDERS
+from ckptprof.cli.outputs import DEFAULT_PARENT, check_output_file, claim_run_dir, release_run_dir
 from ckptprof.errors import UsageError
 from ckptprof.replay.plan import CACHE_MODES
 from ckptprof.session import Session
@@ -64,8 +64,14 @@ def builtin_checkpoint(size: int, shards: int = 64, quiet: bool = False) -> Path
     if not marker.exists():
         if not quiet:
             print(f"generating the built-in synthetic checkpoint in {path} (once) ...", file=sys.stderr)
-        synthesize(path, preset="eagle3-draft", shards=shards, size=size, force=True)
-        marker.write_text("ok\n")
+        try:
+            synthesize(path, preset="eagle3-draft", shards=shards, size=size, force=True)
+            marker.write_text("ok\n")
+        except OSError as exc:
+            raise UsageError(
+                f"{path}: cannot write the built-in checkpoint there ({exc.strerror or exc}); "
+                "set CKPTPROF_CACHE to a writable folder, or give a checkpoint directory"
+            ) from None
     return path
 
 
@@ -137,6 +143,18 @@ def check_recommendations(
         say(f"checking the prediction for {prediction['flags']} ({spec}) ...")
         replays.append((prediction, replay_one(strategy=name, strategy_params=params)))
     session.extra["prediction_check"] = check_predictions(session, replays)
+
+
+def _write(unwritten: list[str], path: Path, write: Callable[[], object]) -> bool:
+    """Run ``write``; on an OSError (disk full, permissions changed under the run) note one line and go on."""
+    try:
+        write()
+    except OSError as exc:
+        unwritten.append(
+            f"{path}: could not be written ({exc.strerror or exc}); the summary above is all there is"
+        )
+        return False
+    return True
 
 
 def choose_release(version: str | None, server_log: dict[str, object] | None) -> dict[str, object]:
@@ -284,9 +302,6 @@ class RunCommand:
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        from ckptprof import api
-        from ckptprof.render import table
-
         if args.tp < 1:
             raise UsageError("--tp must be at least 1")
         if args.faithful_rounds < 1:
@@ -301,20 +316,37 @@ class RunCommand:
         # multithread path reads safetensors only.
         default_spec = "sglang" if args.allow_pickle else default_strategy_spec(release)
         strategies = parse_strategies(args.strategy or default_spec, args.verify)
+        is_rank0 = int(os.environ.get("RANK", "0")) == 0
+        # Every place this run writes is checked before the minutes of probing and replay; rank 0 writes them.
+        for flag, value in (("--json", args.json), ("--html", args.html), ("--trace", args.trace)):
+            check_output_file(flag, value)
+        out_dir = claim_run_dir(args.out) if is_rank0 else Path(args.out or DEFAULT_PARENT / "rank-output")
+        try:
+            return self._run(args, release, server_log, strategies, out_dir, is_rank0)
+        finally:
+            if is_rank0:
+                release_run_dir(out_dir)
+
+    def _run(
+        self,
+        args: argparse.Namespace,
+        release: dict[str, object],
+        server_log: dict[str, object] | None,
+        strategies: list[tuple[str, dict[str, object]]],
+        out_dir: Path,
+        is_rank0: bool,
+    ) -> int:
+        from ckptprof import api
+        from ckptprof.render import table
+
         target = args.target or builtin_checkpoint(args.synth_size, quiet=args.quiet)
         devices = args.devices or default_devices()
-        is_rank0 = int(os.environ.get("RANK", "0")) == 0
         quiet = args.quiet or not is_rank0
 
         def say(msg: str) -> None:
             if not quiet:
                 print(msg, file=sys.stderr)
 
-        out_dir = (
-            Path(args.out)
-            if args.out
-            else Path("ckptprof-runs") / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        )
         if args.py_spy:
             from ckptprof.profiling.pyspy import check_available
 
@@ -388,6 +420,7 @@ class RunCommand:
         if server_log is not None:
             session.extra["server_log"] = server_log
         verified_ok = True
+        unwritten: list[str] = []
         if len(sessions) > 1 or args.verify:
             from ckptprof.analysis.strategies import compare_strategies, strategy_label
 
@@ -398,24 +431,46 @@ class RunCommand:
                 label = strategy_label(other.config)
                 # "pipelined:readers=32" -> session-pipelined_readers-32.json: variants of one strategy never collide
                 stem = label.replace(":", "_").replace("=", "-").replace("/", "-")
-                session.artifacts.setdefault("strategy_sessions", {})[label] = str(
-                    other.save(out_dir / f"session-{stem}.json")
-                )
-        saved = session.save(out_dir / "session.json")
+                other_path = out_dir / f"session-{stem}.json"
+                if _write(unwritten, other_path, functools.partial(other.save, other_path)):
+                    session.artifacts.setdefault("strategy_sessions", {})[label] = str(other_path)
+        # Written before the summary is printed, a session survives a terminal that goes away; a write that fails
+        # still leaves the summary on the screen and one line why.
+        saved = out_dir / "session.json"
+        wrote = _write(unwritten, saved, lambda: session.save(saved))
         if args.json == "-":
             print(session.to_json())
         else:
             if args.json:
-                session.save(args.json)
+                _write(unwritten, Path(args.json), lambda: session.save(args.json))
             print(table.render(session))
-        print(f"session saved to {saved}", file=sys.stderr)
+        if wrote:
+            print(f"session saved to {saved}", file=sys.stderr)
         if args.html or args.trace:
             from ckptprof.cli.report_cmd import write_renderings
 
-            write_renderings(session, {"html": args.html, "perfetto": args.trace})
+            _write(
+                unwritten,
+                Path(args.html or args.trace),
+                lambda: write_renderings(session, {"html": args.html, "perfetto": args.trace}),
+            )
+        for line in unwritten:
+            print(f"ckptprof run: error: {line}", file=sys.stderr)
+        if unwritten:
+            return 2
         if interrupted:
             return 130
-        failed = any(r.status != "ok" or r.error for other in sessions for r in other.ranks)
+        from ckptprof.analysis.strategies import session_status
+
+        # A strategy whose package is missing is unavailable, not failed: the others ran and the exit is clean.
+        statuses = [session_status(other) for other in sessions]
+        failed = any(status == "failed" for status, _ in statuses)
+        for other, (status, reason) in zip(sessions, statuses, strict=True):
+            if status == "unavailable":
+                print(
+                    f"ckptprof run: {other.config.get('strategy')} is unavailable here: {reason}",
+                    file=sys.stderr,
+                )
         for line in failed_shard_lines(session):
             print(f"ckptprof run: error: {line}", file=sys.stderr)
         if not verified_ok:

@@ -290,7 +290,8 @@ def strategy_rows(session: Session) -> list[list[str]]:
         rows.append(
             [
                 r.get("label") or r["strategy"],
-                r["status"] if not r.get("error") else f"{r['status']}: {r['error']}"[:60],
+                # The reason goes under the table whole: cut to fit a cell it lost its end ("pip install f").
+                r["status"] if not r.get("error") else f"{r['status']} (see below)",
                 "-" if r.get("wall_s") is None else f"{r['wall_s']:.3f}",
                 "-" if r.get("GBps") is None else f"{r['GBps']:.2f}",
                 "-" if r.get("x_floor") is None else f"{r['x_floor']:.2f}x",
@@ -321,5 +322,10 @@ def strategy_lines(session: Session) -> list[str]:
     out = ["", "strategies, side by side (same checkpoint, cache mode and ranks)"]
     out.append(tabulate(rows, headers=STRATEGY_HEADERS, tablefmt="simple"))
     out.append(f"strategies: {cmp.get('summary', '')}")
+    out.extend(
+        f"  {r.get('label') or r['strategy']} {r['status']}: {r['error']}"
+        for r in cmp.get("rows", [])
+        if r.get("error")
+    )
     out.extend(f"  warning: {w}" for w in cmp.get("warnings", []))
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -342,3 +343,17 @@ def test_check_predictions_replays_each_recommended_flag_set(
         "predictions checked: each recommended flag set replayed in the same cache mode"
         in capsys.readouterr().out
     )
+
+
+def test_a_strategy_whose_package_is_missing_is_unavailable_not_failed(
+    small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GIVEN fastsafetensors not installed WHEN it is compared with sglang THEN exit 0, one line saying it is
+    unavailable and why, and its reason printed whole (the table cell used to cut it mid-word)."""
+    if importlib.util.find_spec("fastsafetensors") is not None:
+        pytest.skip("fastsafetensors is installed here: the strategy is available")
+    argv = ["run", str(small_draft), "--no-probe", "-q", "--strategy", "sglang,fastsafetensors", "-o", str(tmp_path)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "ckptprof run: fastsafetensors is unavailable here: fastsafetensors is not installed" in captured.err
+    assert "fastsafetensors unavailable: fastsafetensors is not installed (pip install fastsafetensors)" in captured.out

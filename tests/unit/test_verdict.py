@@ -265,3 +265,22 @@ def test_every_report_format_prints_the_verdict_caveats() -> None:
     assert f"note: {note}" in table.render(s)
     assert note in markdown.render(s)
     assert "token bucket" in html.render(s)
+
+
+def test_a_run_with_a_failed_rank_gets_no_throughput_headline() -> None:
+    """GIVEN two ranks, one of which died at once (wall 0.00 s) THEN the verdict says the run is incomplete, which
+    rank failed and why, and quotes no GB/s: a dead rank is not a fast load."""
+    s = session(read=0.5, deser=0.05, h2d=0.1, resident=0, ranks=2)
+    s.ranks[1].status = "failed"
+    s.ranks[1].error = "RuntimeError: CUDA out of memory\nTraceback ..."
+    s.ranks[1].models = []
+    v = compute_verdict(s)
+    assert v["summary"].startswith("incomplete run: 1 of 2 ranks failed: rank 1 (RuntimeError: CUDA out of memory")
+    assert "GB/s overall" not in v["summary"]
+    assert "(0.00 GB of " in v["summary"]  # rank 1 loaded nothing, so no shard was loaded by every rank
+    assert v["achieved_GBps"] is None and v["incomplete"]
+
+
+def test_a_complete_run_keeps_its_throughput() -> None:
+    v = compute_verdict(session(read=0.5, deser=0.05, h2d=0.1, resident=0, ranks=2))
+    assert v["incomplete"] == [] and v["achieved_GBps"] > 0 and "GB/s overall" in v["summary"]
