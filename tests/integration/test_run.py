@@ -357,3 +357,17 @@ def test_a_strategy_whose_package_is_missing_is_unavailable_not_failed(
     captured = capsys.readouterr()
     assert "ckptprof run: fastsafetensors is unavailable here: fastsafetensors is not installed" in captured.err
     assert "fastsafetensors unavailable: fastsafetensors is not installed (pip install fastsafetensors)" in captured.out
+
+
+def test_the_readme_api_line_works_after_a_plain_import(small_draft: Path) -> None:
+    """`import ckptprof; ckptprof.replay(...)`, as the README writes it (it raised AttributeError unless the
+    replay subpackage had been imported first), and `import ckptprof` alone still leaves torch unimported."""
+    code = (
+        "import sys, ckptprof\n"
+        "assert 'torch' not in sys.modules\n"
+        f"session = ckptprof.replay({str(small_draft)!r}, devices='cpu', probe=False)\n"
+        "print(session.verdict['bottleneck'])\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() in {"storage", "page-cache", "deserialize", "h2d", "rank-skew", "cpu"}
