@@ -177,6 +177,14 @@ def compute_verdict(session: Session) -> dict[str, Any]:
             f"{100 * shares['page_cache']:.0f}% of rank time ({fault_rate:.2f} GB/s {via} vs "
             f"{_fmt(page_cache)} plain page-cache reads){pinned_note}"
         )
+    elif bottleneck == "h2d" and stand_in:
+        # No CUDA device: the copies are host memcpys standing in for H2D; there is no link to be bound by.
+        memcpy = _ceiling(ceilings, "memcpy_GBps")
+        summary = (
+            f"host-copy-bound (no CUDA device: 'h2d' is a host-copy stand-in): the copies took "
+            f"{100 * shares['h2d']:.0f}% of rank time at {_fmt(h2d_rate)} vs {_fmt(memcpy)} host memcpy"
+            f"{_pct(h2d_rate or 0.0, memcpy)}"
+        )
     elif bottleneck == "h2d":
         summary = (
             f"h2d-bound: host-to-device copies took {100 * shares['h2d']:.0f}% of rank time at {_fmt(h2d_rate)} vs "

@@ -275,7 +275,9 @@ def test_a_run_with_a_failed_rank_gets_no_throughput_headline() -> None:
     s.ranks[1].error = "RuntimeError: CUDA out of memory\nTraceback ..."
     s.ranks[1].models = []
     v = compute_verdict(s)
-    assert v["summary"].startswith("incomplete run: 1 of 2 ranks failed: rank 1 (RuntimeError: CUDA out of memory")
+    assert v["summary"].startswith(
+        "incomplete run: 1 of 2 ranks failed: rank 1 (RuntimeError: CUDA out of memory"
+    )
     assert "GB/s overall" not in v["summary"]
     assert "(0.00 GB of " in v["summary"]  # rank 1 loaded nothing, so no shard was loaded by every rank
     assert v["achieved_GBps"] is None and v["incomplete"]
@@ -284,3 +286,12 @@ def test_a_run_with_a_failed_rank_gets_no_throughput_headline() -> None:
 def test_a_complete_run_keeps_its_throughput() -> None:
     v = compute_verdict(session(read=0.5, deser=0.05, h2d=0.1, resident=0, ranks=2))
     assert v["incomplete"] == [] and v["achieved_GBps"] > 0 and "GB/s overall" in v["summary"]
+
+
+def test_on_cpu_the_copy_stand_in_is_not_called_h2d_bound_against_no_ceiling() -> None:
+    s = session(read=0.05, deser=0.01, h2d=0.5, resident=4 * GB, device="cpu")
+    s.ceilings["memcpy_GBps"] = 12.0
+    v = compute_verdict(s)
+    assert v["bottleneck"] == "h2d"  # the JSON contract's word for the copy phase
+    assert v["summary"].startswith("host-copy-bound (no CUDA device")
+    assert "vs 12.00 GB/s host memcpy" in v["summary"] and "n/a" not in v["summary"]
