@@ -4,6 +4,10 @@ Pattern order: ``*.safetensors``, then ``*.bin``, then ``*.pt``; the first that 
 ``model.safetensors.index.json`` exists, only files its ``weight_map`` names are kept. File order: sorted (the
 newer SGLang default), raw glob order (older releases without ``SGLANG_SORT_WEIGHT_FILES``) or natural sort
 (vLLM).
+
+Only regular files are ever opened: a FIFO, socket or device named like a shard or like the index is refused by
+its ``stat`` (``open()`` on a FIFO would block forever), and the index is read with a size cap and a parser that
+cannot be driven into a RecursionError traceback.
 """
 
 from __future__ import annotations
@@ -15,11 +19,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ckptprof.checkpoint.header import open_regular, special_file_problem
 from ckptprof.errors import CheckpointError
 
 PATTERNS = ("*.safetensors", "*.bin", "*.pt")
 INDEX_NAME = "model.safetensors.index.json"
 ORDERS = ("sorted", "glob", "natural")
+# A real index is a few MB (one line per tensor: DeepSeek-V3's 91k tensors make ~9 MB); beyond this it is not
+# read, so a hostile or corrupt one cannot take the memory of a multi-GB JSON parse.
+MAX_INDEX_BYTES = 100_000_000
 # Files that match *.bin but are never weights (SGLang and vLLM skip these too).
 _NOT_WEIGHTS = {"training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt"}
 
@@ -68,6 +76,9 @@ def discover(path: str | Path, order: str = "sorted") -> Checkpoint:
         raise CheckpointError(root, f"cannot access: {exc.strerror or exc}") from None
     if not _is_dir(st.st_mode):
         if root.suffix in (".safetensors", ".bin", ".pt"):
+            problem = special_file_problem(st.st_mode)
+            if problem:
+                raise CheckpointError(root, problem)
             return Checkpoint(path=root.parent, format=root.suffix.lstrip("."), files=[root])
         raise CheckpointError(root, "not a checkpoint directory or a .safetensors file")
     if not os.access(root, os.R_OK | os.X_OK):
@@ -110,9 +121,25 @@ def discover(path: str | Path, order: str = "sorted") -> Checkpoint:
 
 
 def read_index(index: Path) -> dict[str, str]:
+    """The index's ``weight_map``. A special file, an index over MAX_INDEX_BYTES, or JSON that is not a valid
+    index (nested too deeply for the parser included) is one CheckpointError naming the file."""
+    too_large = (
+        f"index larger than the {MAX_INDEX_BYTES}-byte cap (corrupt or hostile; a real one is a few MB)"
+    )
     try:
-        doc = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        with os.fdopen(open_regular(index), "rb") as fh:
+            if os.fstat(fh.fileno()).st_size > MAX_INDEX_BYTES:
+                raise CheckpointError(index, too_large)
+            raw = fh.read(MAX_INDEX_BYTES + 1)
+        if len(raw) > MAX_INDEX_BYTES:  # grew since fstat
+            raise CheckpointError(index, too_large)
+        doc = json.loads(raw.decode("utf-8"))
+    except CheckpointError:
+        raise
+    except RecursionError:
+        raise CheckpointError(index, "malformed index: JSON nested too deeply to parse") from None
+    # UnicodeDecodeError, json.JSONDecodeError and int's digit limit are ValueErrors.
+    except (OSError, ValueError) as exc:
         raise CheckpointError(index, f"malformed index ({type(exc).__name__}: {exc})") from None
     weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
     if not isinstance(weight_map, dict) or not all(
@@ -140,6 +167,9 @@ def _file_problem(p: Path) -> str | None:
         return f"cannot access ({exc.strerror or exc})"
     if _is_dir(st.st_mode):
         return "is a directory"
+    problem = special_file_problem(st.st_mode)
+    if problem:  # a FIFO, socket or device: never opened (a FIFO would block the reader forever)
+        return problem
     if not os.access(p, os.R_OK):
         return "permission denied"
     return None

@@ -120,7 +120,8 @@ def resident_bytes(path: str | Path) -> int:
     """
     # A bare descriptor, not a file object: replays ask this before every shard, inside the load's wall, and
     # open() builds an io object and checks the path (another fstat) for nothing read through it.
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    # O_NONBLOCK: a FIFO named like a shard must never block the run here (its size is 0: nothing resident).
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
         return resident_bytes_fd(fd)
     finally:

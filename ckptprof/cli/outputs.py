@@ -89,7 +89,11 @@ def check_output_file(flag: str, value: str | None) -> None:
     if path.is_dir():
         raise UsageError(f"{flag} {path}: is a directory, not a file")
     parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"{flag} {path}: the folder {parent} does not exist")
+    if parent.exists() and not parent.is_dir():
+        raise UsageError(f"{flag} {path}: {parent} is not a folder")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)  # as the writers would; made now, before the run, not after
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot create the folder {parent} ({_problem(exc)})") from None
     if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise UsageError(f"{flag} {path}: cannot write there (permission denied)")

@@ -163,6 +163,11 @@ def plan_model(role: str, path: str | Path, order: str = "sorted", allow_pickle:
             shards.append(ShardPlan(path=str(f), bytes=_size(f), tensors=None, error=exc.problem))
             continue
         shards.append(ShardPlan(path=str(f), bytes=_size(f), tensors=tensors))
+    # A file discovery matched but could not use (unreadable, a directory or a FIFO named *.safetensors, a link
+    # loop) is a failed shard, named, as `inspect` names it: never silently dropped.
+    for problem in ckpt.problems:
+        file, _, reason = problem.partition(": ")
+        shards.append(ShardPlan(path=file, bytes=0, tensors=None, error=reason or problem))
     # A shard the index names but the directory lacks is a failed shard: the server would fail on it too.
     for name in ckpt.missing_from_disk:
         missing = ckpt.path / name

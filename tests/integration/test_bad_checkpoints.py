@@ -3,10 +3,13 @@ nothing written to the input; with one bad shard among good ones `run` still mea
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import struct
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -86,6 +89,44 @@ def missing_from_index(f: Path) -> None:
     f.unlink()
 
 
+# The next four passed `inspect` and failed `run` (safetensors refused them): the one validator now refuses
+# them for both, with the same line.
+
+
+def header_over_safetensors_cap(f: Path) -> None:
+    """A valid header padded to 100,000,001 bytes: under the old 100 MiB cap, over safetensors' 100,000,000."""
+    header, data = _header(f)
+    raw = json.dumps(header).encode()
+    n = 100_000_001
+    f.write_bytes(struct.pack("<Q", n) + raw + b" " * (n - len(raw)) + data)
+
+
+def duplicate_key(f: Path) -> None:
+    """The second tensor renamed to the first's name: json keeps the last, safetensors saw a bad offset."""
+    header, data = _header(f)
+    names = [k for k in header if k != "__metadata__"]
+    text = json.dumps(header).replace(json.dumps(names[1]) + ":", json.dumps(names[0]) + ":")
+    raw = text.encode()
+    f.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
+
+
+def trailing_data(f: Path) -> None:
+    f.write_bytes(f.read_bytes() + b"\0" * 16)
+
+
+def gap_in_data(f: Path) -> None:
+    """8 bytes no tensor claims between the first tensor and the rest."""
+    header, data = _header(f)
+    entries = sorted(
+        (v for k, v in header.items() if k != "__metadata__"),
+        key=lambda e: e["data_offsets"],  # type: ignore[arg-type, return-value]
+    )
+    first_end = entries[0]["data_offsets"][1]  # type: ignore[index]
+    for e in entries[1:]:
+        e["data_offsets"] = [o + 8 for o in e["data_offsets"]]  # type: ignore[attr-defined]
+    _rewrite(f, header, data[:first_end] + b"\0" * 8 + data[first_end:])
+
+
 BAD_SHARD = {
     "truncated": (truncated, "past the end"),
     "header-2^63": (huge_header, "cap"),
@@ -95,6 +136,10 @@ BAD_SHARD = {
     "overlapping": (overlapping, "overlap"),
     "shape-mismatch": (shape_mismatch, "bytes but data_offsets span"),
     "named-by-index-but-missing": (missing_from_index, "missing"),
+    "header-over-safetensors-cap": (header_over_safetensors_cap, "exceeds the 100000000-byte cap"),
+    "duplicate-key": (duplicate_key, "twice"),
+    "trailing-data": (trailing_data, "belong to no tensor"),
+    "gap-in-data": (gap_in_data, "belong to no tensor"),
 }
 
 
@@ -169,6 +214,12 @@ def _missing(d: Path) -> Path:
     return d
 
 
+def _deep_index(d: Path) -> Path:
+    _good(d)
+    (d / "model.safetensors.index.json").write_text("[" * 100_000)
+    return d
+
+
 WHOLE = {
     "empty-directory": (_empty, "no *.safetensors"),
     "zero-byte-file": (_zero_byte, "truncated"),
@@ -176,6 +227,7 @@ WHOLE = {
     "symlink-loop": (_symlink_loop, ""),
     "pickle-only": (_pickle_only, "pickle"),
     "malformed-index": (_malformed_index, "malformed index"),
+    "index-nested-100k-deep": (_deep_index, "malformed index: JSON nested too deeply"),
     "no-such-path": (_missing, "no such file"),
 }
 
@@ -208,3 +260,94 @@ def test_permission_denied(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     files[0].chmod(0)
     assert main(["inspect", str(tmp_path / "ckpt")]) == 2
     assert "permission denied" in capsys.readouterr().err
+
+
+def _fifo_only_shard(d: Path) -> Path:
+    d.mkdir()
+    fifo = d / "model.safetensors"
+    os.mkfifo(fifo)
+    return fifo
+
+
+def _fifo_index(d: Path) -> Path:
+    _good(d)
+    index = d / "model.safetensors.index.json"
+    index.unlink()
+    os.mkfifo(index)
+    return index
+
+
+def _fifo_shard_among_good(d: Path) -> Path:
+    files = _good(d)
+    files[1].unlink()
+    os.mkfifo(files[1])
+    return files[1]
+
+
+FIFO = {
+    "only-shard": _fifo_only_shard,
+    "index": _fifo_index,
+    "shard-among-good-ones": _fifo_shard_among_good,
+}
+
+
+@pytest.mark.parametrize("command", ["inspect", "run"])
+@pytest.mark.parametrize("case", sorted(FIFO))
+def test_a_fifo_is_refused_not_waited_on(case: str, command: str, tmp_path: Path) -> None:
+    """open() on a FIFO blocks until a writer comes: `inspect` and `run` hung forever. The CLI runs in a
+    subprocess under a timeout, so a regression fails here instead of hanging the suite."""
+    ckpt = tmp_path / "ckpt"
+    fifo = FIFO[case](ckpt)
+    argv = [sys.executable, "-m", "ckptprof", command, str(ckpt)]
+    if command == "run":
+        argv += ["--no-probe", "-q", "--devices", "cpu", "-o", str(tmp_path / "run")]
+    else:
+        argv += ["--json"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"ckptprof {command} hung on the FIFO {fifo}")
+    finally:
+        # Release anything still blocked opening the FIFO (a regression's rank processes).
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = _errors(proc.stderr)
+    if case == "shard-among-good-ones" and command == "run":
+        # The rule for any shard file discovery finds unusable (a directory, no read permission): a failed shard,
+        # named in the session and on stderr, exit 2; the shards that can be read are measured.
+        assert proc.returncode == 2, proc.stderr
+        assert any(str(fifo) in line and "is a FIFO, not a regular file" in line for line in lines), (
+            proc.stderr
+        )
+        shards = Session.load(tmp_path / "run" / "session.json").ranks[0].models[0].shards
+        failed = {s.file: s.error for s in shards if s.status != "ok"}
+        assert list(failed) == [fifo.name] and "is a FIFO" in (failed[fifo.name] or "")
+        good = [s.file for s in shards if s.status == "ok"]
+        assert good == [f.name for f in sorted(ckpt.glob("*.safetensors")) if f != fifo]
+        return
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1, proc.stderr
+    assert str(fifo) in lines[0] and "is a FIFO, not a regular file" in lines[0], lines[0]
+    if case == "shard-among-good-ones":  # inspect still reports the good shards
+        assert len(json.loads(proc.stdout)["shards"]) == 2
+
+
+def test_run_names_an_unusable_match_instead_of_dropping_it(
+    small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GIVEN a directory named like a shard beside readable shards WHEN run THEN the same rule as inspect: it is a
+    failed shard, named in the session and on stderr, and the exit is 2 (it used to vanish with exit 0)."""
+    import shutil
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(small_draft, ckpt)
+    odd = ckpt / "zz-extra.safetensors"
+    odd.mkdir()
+    assert main(["run", str(ckpt), "--no-probe", "-q", "--devices", "cpu", "-o", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert any(str(odd) in line and "is a directory" in line for line in err.splitlines()), err
+    shards = Session.load(tmp_path / "run" / "session.json").ranks[0].models[0].shards
+    failed = [s for s in shards if s.status != "ok"]
+    assert [s.file for s in failed] == [odd.name]
+    assert len(shards) - len(failed) == len(list(small_draft.glob("*.safetensors")))

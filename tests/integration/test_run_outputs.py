@@ -50,10 +50,10 @@ def test_a_directory_another_run_is_writing_to_is_refused(tmp_path: Path) -> Non
     [
         ("-o", "a-file", "exists and is not a directory"),
         ("-o", "a-file/run", "cannot create the run directory"),
-        ("--json", "missing-folder/s.json", "does not exist"),
+        ("--json", "a-file/s.json", "a-file is not a folder"),
         ("--json", ".", "is a directory, not a file"),
-        ("--html", "missing-folder/r.html", "does not exist"),
-        ("--trace", "missing-folder/t.json", "does not exist"),
+        ("--html", "a-file/r.html", "a-file is not a folder"),
+        ("--trace", "a-file/sub/t.json", "cannot create the folder a-file/sub"),
     ],
 )
 def test_an_output_that_cannot_be_written_fails_before_any_work(
