@@ -352,11 +352,25 @@ def test_a_strategy_whose_package_is_missing_is_unavailable_not_failed(
     unavailable and why, and its reason printed whole (the table cell used to cut it mid-word)."""
     if importlib.util.find_spec("fastsafetensors") is not None:
         pytest.skip("fastsafetensors is installed here: the strategy is available")
-    argv = ["run", str(small_draft), "--no-probe", "-q", "--strategy", "sglang,fastsafetensors", "-o", str(tmp_path)]
+    argv = [
+        "run",
+        str(small_draft),
+        "--no-probe",
+        "-q",
+        "--strategy",
+        "sglang,fastsafetensors",
+        "-o",
+        str(tmp_path),
+    ]
     assert main(argv) == 0
     captured = capsys.readouterr()
-    assert "ckptprof run: fastsafetensors is unavailable here: fastsafetensors is not installed" in captured.err
-    assert "fastsafetensors unavailable: fastsafetensors is not installed (pip install fastsafetensors)" in captured.out
+    assert (
+        "ckptprof run: fastsafetensors is unavailable here: fastsafetensors is not installed" in captured.err
+    )
+    assert (
+        "fastsafetensors unavailable: fastsafetensors is not installed (pip install fastsafetensors)"
+        in captured.out
+    )
 
 
 def test_the_readme_api_line_works_after_a_plain_import(small_draft: Path) -> None:
