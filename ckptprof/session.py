@@ -8,9 +8,11 @@ removed, and ``schema_version`` changes only on a breaking change.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +146,7 @@ class Session:
         return {"schema_version": d.pop("schema_version"), **d}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1, sort_keys=False)
+        return dumps_strict(self.to_dict(), indent=1, sort_keys=False)
 
     def save(self, path: str | Path) -> Path:
         """Write atomically, so an interrupted run never leaves half a JSON file."""
@@ -170,6 +172,7 @@ class Session:
         version = d.get("schema_version")
         if version != SCHEMA_VERSION:
             raise ValueError(f"unsupported schema_version {version!r} (this ckptprof reads {SCHEMA_VERSION})")
+        validate_session_dict(d)
         return cls(
             config=dict(d.get("config") or {}),
             models=[model_from_dict(m) for m in d.get("models") or []],
@@ -200,10 +203,18 @@ class Session:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise SessionFileError(path, f"not JSON ({exc.msg} at line {exc.lineno})") from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            raise SessionFileError(path, f"not a valid ckptprof session: {exc}") from None
+        except RecursionError:
+            raise SessionFileError(path, "not a valid ckptprof session: nested too deeply") from None
         if not isinstance(data, dict):
             raise SessionFileError(path, "not a ckptprof session (top level is not an object)")
         try:
             return cls.from_dict(data)
+        except InvalidField as exc:
+            raise SessionFileError(path, f"not a valid ckptprof session: field {exc}") from None
+        except RecursionError:
+            raise SessionFileError(path, "not a valid ckptprof session: nested too deeply") from None
         except (TypeError, ValueError, KeyError) as exc:
             raise SessionFileError(path, f"not a valid ckptprof session: {exc}") from None
 
@@ -231,3 +242,364 @@ def rank_from_dict(d: dict[str, Any]) -> RankResult:
         models.append(RankModel(**mk))
     kw["models"] = models
     return RankResult(**kw)
+
+
+# -- strict JSON ---------------------------------------------------------------------------------------------
+
+
+def finite_or_none(obj: Any) -> Any:
+    """``obj`` with every NaN or infinity (at any depth) replaced by None, so it can be written as strict JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_none(v) for v in obj]
+    return obj
+
+
+def dumps_strict(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps`` that never writes the NaN / Infinity tokens (not JSON): non-finite numbers become null."""
+    return json.dumps(finite_or_none(obj), allow_nan=False, **kwargs)
+
+
+# -- validation of a loaded session --------------------------------------------------------------------------
+# A session file is input: it may have been edited by hand, produced by another tool or truncated into nonsense.
+# Every field an analysis or a renderer computes with is checked here, so a bad file is refused with one line
+# naming the field instead of a traceback or a report of impossible numbers. Unknown fields are left alone
+# (a newer ckptprof may add some).
+
+# Byte counts and other integers fit an int64 (larger ones overflow the float arithmetic of rates).
+MAX_COUNT = 2**63 - 1
+# No load lasts 30 years: larger "seconds" are corrupt, and would overflow sums into infinity. No clock resolves
+# less than a picosecond: a smaller non-zero duration is corrupt too, and would overflow rates (bytes / seconds).
+MAX_SECONDS = 1e9
+MIN_SECONDS = 1e-12
+
+
+class InvalidField(ValueError):
+    """A session field with the wrong type or an impossible value; the message starts with its path."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        self.where = where
+        super().__init__(f"{where}: {problem}")
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        text = value if len(value) <= 40 else value[:37] + "..."
+        return f"the string {text!r}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, int) and abs(value) > MAX_COUNT:
+        return format(value, ".3g")
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_finite(obj: Any, where: str) -> None:
+    """Refuse NaN and infinities anywhere (Python's json reads NaN, Infinity and 1e999 without complaint)."""
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise InvalidField(where, f"not a finite number ({_describe(obj)})")
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            check_finite(v, f"{where}.{k}")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            check_finite(v, f"{where}[{i}]")
+
+
+Check = Callable[[Any, str], object]
+
+
+def _optional(check: Check) -> Check:
+    def run(value: Any, where: str) -> None:
+        if value is not None:
+            check(value, where)
+
+    return run
+
+
+def _text(value: Any, where: str) -> None:
+    if not isinstance(value, str):
+        raise InvalidField(where, f"expected a string, got {_describe(value)}")
+
+
+def _flag(value: Any, where: str) -> None:
+    if not isinstance(value, bool):
+        raise InvalidField(where, f"expected true or false, got {_describe(value)}")
+
+
+def _count(value: Any, where: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
+        raise InvalidField(where, f"expected a whole number >= 0, got {_describe(value)}")
+
+
+def _seconds(value: Any, where: str) -> None:
+    if not _is_number(value) or not math.isfinite(value) or not 0 <= value <= MAX_SECONDS:
+        raise InvalidField(where, f"expected a number of seconds >= 0, got {_describe(value)}")
+    if 0 < value < MIN_SECONDS:
+        raise InvalidField(where, f"{_describe(value)} seconds is below any clock's resolution")
+
+
+def _nonnegative(value: Any, where: str) -> None:
+    """A rate, ratio or share: a finite number >= 0."""
+    if not _is_number(value) or not math.isfinite(value) or value < 0:
+        raise InvalidField(where, f"expected a number >= 0, got {_describe(value)}")
+
+
+def _number(value: Any, where: str) -> None:
+    """A signed figure (a relative error, a delta): any finite number."""
+    if not _is_number(value) or not math.isfinite(value):
+        raise InvalidField(where, f"expected a number, got {_describe(value)}")
+
+
+def _list_of(check: Check) -> Check:
+    def run(value: Any, where: str) -> None:
+        if not isinstance(value, list):
+            raise InvalidField(where, f"expected a list, got {_describe(value)}")
+        for i, item in enumerate(value):
+            check(item, f"{where}[{i}]")
+
+    return run
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidField(where, f"expected an object, got {_describe(value)}")
+    return value
+
+
+def _map_of(check: Check) -> Check:
+    def run(value: Any, where: str) -> None:
+        for k, v in _object(value, where).items():
+            check(v, f"{where}.{k}")
+
+    return run
+
+
+def _keys(spec: dict[str, Check], required: tuple[str, ...] = ()) -> Check:
+    """An object whose listed keys, where present, pass their checks (other keys are not looked at); the
+    ``required`` ones must be present."""
+
+    def run(value: Any, where: str) -> None:
+        obj = _object(value, where)
+        for key in required:
+            if key not in obj:
+                raise InvalidField(where, f"missing field {key!r}")
+        for key, check in spec.items():
+            if key in obj:
+                check(obj[key], f"{where}.{key}")
+
+    return run
+
+
+# Field checks by the dataclasses' annotations: every int of the data model is a count (bytes, faults, a rank,
+# a pid), every float a duration in seconds.
+_BY_ANNOTATION: dict[str, Check] = {
+    "str": _text,
+    "int": _count,
+    "float": _seconds,
+    "str | None": _optional(_text),
+    "int | None": _optional(_count),
+    "float | None": _optional(_seconds),
+    "list[float] | None": _optional(_list_of(_seconds)),
+    "dict[str, str] | None": _optional(_map_of(_text)),
+}
+
+
+def _record(cls: type, nested: dict[str, Check] | None = None) -> Check:
+    """An object read into dataclass ``cls``: required fields present, every known field of the right type."""
+    nested = nested or {}
+
+    def run(value: Any, where: str) -> None:
+        obj = _object(value, where)
+        for f in fields(cls):
+            if f.name not in obj:
+                if f.default is MISSING and f.default_factory is MISSING:
+                    raise InvalidField(where, f"missing field {f.name!r}")
+                continue
+            check = nested.get(f.name) or _BY_ANNOTATION.get(str(f.type))
+            if check is None:  # pragma: no cover - a new field type needs a check above
+                raise TypeError(f"no check for {cls.__name__}.{f.name}: {f.type}")
+            check(obj[f.name], f"{where}.{f.name}")
+
+    return run
+
+
+def _list_or_null(check: Check) -> Check:
+    """A top-level list that older sessions may leave out or write as null."""
+    return _optional(_list_of(check))
+
+
+_shard_info = _record(ShardInfo)
+_model_info = _record(ModelInfo, {"shards": _list_or_null(_shard_info)})
+_shard_timing = _record(ShardTiming)
+_rank_model = _record(RankModel, {"shards": _list_or_null(_shard_timing)})
+_rank_result = _record(RankResult, {"models": _list_or_null(_rank_model)})
+
+_config = _keys(
+    {
+        "tp": _optional(_count),
+        "devices": _list_of(_text),
+        "rank_devices": _optional(_list_of(_text)),
+        "cache": _optional(_text),
+        "strategy": _optional(_text),
+        "strategy_flags": _optional(_text),
+        "strategy_params": _optional(_object),
+        "order": _optional(_text),
+        "launcher": _optional(_text),
+        "faithful_rounds": _optional(_count),
+        "sglang_release": _optional(_object),
+    }
+)
+
+
+# Ceilings measured per CUDA device: {device: GB/s}.
+PER_DEVICE_CEILINGS = (
+    "h2d_pageable_GBps",
+    "h2d_pinned_GBps",
+    "h2d_pinned_concurrent_GBps",
+    "d2h_pinned_GBps",
+)
+
+
+def _ceilings(value: Any, where: str) -> None:
+    """``*_GBps`` ceilings: a rate or null (not measured); the per-device ones a rate per device."""
+    obj = _object(value, where)
+    for key, v in obj.items():
+        if key in PER_DEVICE_CEILINGS:
+            _optional(_map_of(_nonnegative))(v, f"{where}.{key}")
+        elif key.endswith("GBps"):
+            _optional(_nonnegative)(v, f"{where}.{key}")
+    _keys({"storage_streams": _optional(_count)})(obj, where)
+
+
+_shares = _optional(_map_of(_nonnegative))
+_verdict = _keys(
+    {
+        "bottleneck": _optional(_text),
+        "summary": _optional(_text),
+        "faithful_note": _optional(_text),
+        "storage_note": _optional(_text),
+        "path_storage_source": _optional(_text),
+        "shares": _shares,
+        "path_shares": _shares,
+        "achieved_GBps": _optional(_nonnegative),
+        "fetched_GBps": _optional(_nonnegative),
+        "read_GBps": _optional(_nonnegative),
+        "h2d_GBps": _optional(_nonnegative),
+        "load_wall_s": _optional(_seconds),
+        "floor_s": _optional(_seconds),
+        "read_amplification": _optional(_nonnegative),
+        "storage_amplification": _optional(_nonnegative),
+        "major_faults_per_GB": _optional(_nonnegative),
+        "rank_skew": _optional(_nonnegative),
+        "cold_fraction": _optional(_nonnegative),
+        "faithful_delta": _optional(_number),
+        "checkpoint_bytes": _optional(_count),
+        "recommendations": _optional(_list_of(_text)),
+        "predictions": _optional(_list_of(_keys({"predicted_s": _optional(_seconds)}))),
+    }
+)
+
+
+def _frame(value: Any, where: str) -> None:
+    """A py-spy top frame: [name, seconds]."""
+    if not isinstance(value, list) or len(value) != 2:
+        raise InvalidField(where, f"expected [frame, seconds], got {_describe(value)}")
+    _text(value[0], f"{where}[0]")
+    _seconds(value[1], f"{where}[1]")
+
+
+def _py_spy_top_frames(value: Any, where: str) -> None:
+    for rank, phases in _object(value, where).items():
+        if not rank.isdigit():
+            raise InvalidField(f"{where}.{rank}", "expected a rank number as the key")
+        _map_of(_list_of(_frame))(phases, f"{where}.{rank}")
+
+
+_extra = _keys(
+    {
+        "strategies": _keys(
+            {
+                "summary": _optional(_text),
+                "warnings": _list_of(_text),
+                "rows": (
+                    _list_of(
+                        _keys(
+                            {
+                                "strategy": _text,
+                                "label": _optional(_text),
+                                "status": _text,
+                                "error": _optional(_text),
+                                "wall_s": _optional(_seconds),
+                                "GBps": _optional(_nonnegative),
+                                "x_floor": _optional(_nonnegative),
+                                "shares": _shares,
+                                "bottleneck": _optional(_text),
+                            },
+                            required=("strategy", "status"),
+                        )
+                    )
+                ),
+            }
+        ),
+        "prediction_check": _optional(
+            _list_of(
+                _keys(
+                    {
+                        "predicted_s": _optional(_seconds),
+                        "measured_s": _optional(_seconds),
+                        "baseline_s": _optional(_seconds),
+                        "error": _optional(_number),
+                    }
+                )
+            )
+        ),
+        "py_spy_top_frames": _optional(_py_spy_top_frames),
+        "server_log": _optional(_keys({"load_weights": _list_of(_keys({"seconds": _optional(_seconds)}))})),
+    }
+)
+
+_SESSION: dict[str, Check] = {
+    "config": _optional(_config),
+    "models": _list_or_null(_model_info),
+    "ranks": _list_or_null(_rank_result),
+    "ceilings": _optional(_ceilings),
+    "verdict": _optional(_verdict),
+    "environment": _optional(_object),
+    "notes": _list_or_null(_text),
+    "artifacts": _optional(_object),
+    "extra": _optional(_extra),
+    "created": _optional(_text),
+}
+
+
+def validate_session_dict(d: dict[str, Any]) -> None:
+    """Raise InvalidField, naming the first bad field (e.g. ``ranks[0].models[0].wall_s``), for a session
+    document whose numbers are not finite, whose fields have the wrong types or impossible values."""
+    for key, check in _SESSION.items():
+        if key in d:
+            check_finite(d[key], key)
+            check(d[key], key)
+
+
+def validate_ceilings(d: Any, where: str = "ceilings") -> None:
+    """The same checks for ceilings read on their own (`ckptprof probe --json` output)."""
+    check_finite(d, where)
+    _ceilings(d, where)

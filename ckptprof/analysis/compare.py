@@ -6,6 +6,7 @@ code and any other caller (a CI script, the pytest plugin) agree on what "slower
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,11 +68,23 @@ class Comparison:
     verdicts: list[tuple[str, Any, Any]] = field(default_factory=list)  # (label, base value, new value)
     summaries: tuple[str, str] = ("", "")
     config_diffs: list[tuple[str, Any, Any]] = field(default_factory=list)
+    # Why BASE and NEW did not load the same checkpoint(s) (None: the same, or neither session lists them).
+    checkpoint_diff: str | None = None
 
     def regressed(self, fail_above_pct: float) -> bool:
         """NEW is slower than BASE by more than ``fail_above_pct`` percent of BASE's load wall."""
         pct = self.wall.pct
         return pct is not None and pct > fail_above_pct
+
+    def nonfinite(self) -> str | None:
+        """Which load-wall figure is NaN or infinite (the gate cannot rule on it), or None."""
+        for name, value in (("BASE load wall", self.wall.base), ("NEW load wall", self.wall.new)):
+            if value is not None and not math.isfinite(value):
+                return f"{name} is {value}"
+        pct = self.wall.pct
+        if pct is not None and not math.isfinite(pct):
+            return f"the load wall's change is {pct}%"
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,6 +95,7 @@ class Comparison:
             "verdicts": [{"label": k, "base": b, "new": n} for k, b, n in self.verdicts],
             "summaries": {"base": self.summaries[0], "new": self.summaries[1]},
             "config_diffs": [{"key": k, "base": b, "new": n} for k, b, n in self.config_diffs],
+            "checkpoint_diff": self.checkpoint_diff,
         }
 
 
@@ -141,6 +155,61 @@ def config_diffs(base: Session, new: Session) -> list[tuple[str, Any, Any]]:
     return diffs
 
 
+def _checkpoint(session: Session) -> dict[str, tuple[str, int, list[tuple[str, int]]]]:
+    """Per role: (path, total bytes, shards as sorted (file, bytes)). Sorted: --order changes only the order."""
+    return {
+        m.role: (m.path, m.total_bytes, sorted((s.file, s.bytes) for s in m.shards)) for m in session.models
+    }
+
+
+def checkpoint_difference(base: Session, new: Session) -> str | None:
+    """Why BASE and NEW did not load the same checkpoint(s), in words; None when they did.
+
+    Two sessions that both list no checkpoint (hand-built ones) are taken as the same; one that lists a
+    checkpoint against one that lists none is a difference (nothing says they loaded the same bytes).
+    """
+    b, n = _checkpoint(base), _checkpoint(new)
+    if not b and not n:
+        return None
+    if set(b) != set(n):
+        return f"models differ: BASE loads {sorted(b) or 'none'}, NEW {sorted(n) or 'none'}"
+    for role in b:
+        (bpath, btotal, bshards), (npath, ntotal, nshards) = b[role], n[role]
+        if bpath != npath:
+            return f"{role} path differs: BASE {bpath}, NEW {npath}"
+        if btotal != ntotal:
+            return f"{role} total bytes differ: BASE {btotal}, NEW {ntotal}"
+        if bshards != nshards:
+            only = [
+                f"{who} only {rest[0][0]} ({rest[0][1]} bytes)"
+                + (f" and {len(rest) - 1} more" if rest[1:] else "")
+                for who, rest in (
+                    ("BASE", sorted(set(bshards) - set(nshards))),
+                    ("NEW", sorted(set(nshards) - set(bshards))),
+                )
+                if rest
+            ]
+            return f"{role} shards differ: {len(bshards)} vs {len(nshards)} files" + "".join(
+                f"; {o}" for o in only
+            )
+    return None
+
+
+def incomplete(session: Session) -> str | None:
+    """Why a session is not a complete run (no ranks, a failed rank or shard), or None."""
+    if not session.ranks:
+        return "no ranks"
+    failed = [r.rank for r in session.ranks if r.status != "ok"]
+    if failed:
+        return f"rank(s) {failed} did not load"
+    for r in session.ranks:
+        for m in r.models:
+            for s in m.shards:
+                if s.status != "ok":
+                    return f"rank {r.rank}'s {m.role} shard {s.file} did not load (status {s.status})"
+    return None
+
+
 def compare(base: Session, new: Session) -> Comparison:
     return Comparison(
         wall=Delta("load wall", load_wall(base), load_wall(new)),
@@ -153,4 +222,5 @@ def compare(base: Session, new: Session) -> Comparison:
         ],
         summaries=(str((base.verdict or {}).get("summary", "")), str((new.verdict or {}).get("summary", ""))),
         config_diffs=config_diffs(base, new),
+        checkpoint_diff=checkpoint_difference(base, new),
     )

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
+import sys
 
-from ckptprof.analysis.compare import Comparison, compare
-from ckptprof.errors import RegressionFound, SessionFileError
+from ckptprof.analysis.compare import Comparison, compare, incomplete
+from ckptprof.errors import RegressionFound, SessionFileError, UsageError
 from ckptprof.render.markdown import render_comparison
-from ckptprof.session import Session
+from ckptprof.session import Session, dumps_strict
 
 EPILOG = """\
 The load wall is the slowest rank's summed model walls (what a server waits for). With --fail-above PCT the
 command exits 1 when NEW's load wall is more than PCT percent above BASE's (or NEW has failed ranks), else 0;
-2 when a session cannot be read.
+2 when a session cannot be read or the gate cannot rule: BASE is not a complete run (failed ranks or shards,
+no timings), NEW has no timings, the two sessions loaded different checkpoints (model paths, shards or total
+bytes), or a load-wall figure is not a finite number.
 
 examples:
   ckptprof compare runs/before/session.json runs/after/session.json
@@ -33,14 +35,26 @@ def _percent(text: str) -> float:
 
 
 def gate(cmp: Comparison, base: Session, new: Session, args: argparse.Namespace) -> None:
-    """Raise RegressionFound (exit 1) when NEW fails the --fail-above rule."""
+    """Raise RegressionFound (exit 1) when NEW fails the --fail-above rule; a CkptprofError with exit 2 when
+    the gate cannot rule (it fails closed: nothing it cannot vouch for passes)."""
     if not base.ranks or cmp.wall.base is None or cmp.wall.base <= 0:
         raise SessionFileError(args.base, "no rank timings: there is no load wall to compare against")
-    failed = [r.rank for r in new.ranks if r.status != "ok"]
-    if failed or not new.ranks:
-        raise RegressionFound(
-            f"{args.new}: rank(s) {failed or 'none'} did not load: NEW is not a complete run"
+    base_problem = incomplete(base)
+    if base_problem:
+        raise SessionFileError(args.base, f"{base_problem}: BASE is not a complete run to compare against")
+    if cmp.checkpoint_diff:
+        raise UsageError(
+            f"{args.base} and {args.new} loaded different checkpoints ({cmp.checkpoint_diff}): "
+            "their load walls cannot be compared"
         )
+    new_problem = incomplete(new)  # a NEW that is "faster" because a rank died is a regression (exit 1)
+    if new_problem:
+        raise RegressionFound(f"{args.new}: {new_problem}: NEW is not a complete run")
+    if cmp.wall.new is None or cmp.wall.new <= 0:
+        raise SessionFileError(args.new, "no rank timings: NEW has no load wall to compare")
+    nonfinite = cmp.nonfinite()
+    if nonfinite:
+        raise UsageError(f"{args.base} vs {args.new}: {nonfinite}: not a finite figure, the gate cannot rule")
     if cmp.regressed(args.fail_above):
         raise RegressionFound(
             f"{args.new}: load wall {cmp.wall.new:.3f} s is {cmp.wall.pct:+.1f}% vs BASE {cmp.wall.base:.3f} s "
@@ -71,9 +85,13 @@ class CompareCommand:
         base, new = Session.load(args.base), Session.load(args.new)
         cmp = compare(base, new)
         if args.format == "json":
-            print(json.dumps({"base": args.base, "new": args.new, **cmp.to_dict()}, indent=1))
+            print(dumps_strict({"base": args.base, "new": args.new, **cmp.to_dict()}, indent=1))
         else:
             print(render_comparison(cmp, args.base, args.new, markdown=args.format == "md"), end="")
         if args.fail_above is not None:
             gate(cmp, base, new, args)
+        elif cmp.checkpoint_diff:
+            print(
+                f"ckptprof compare: warning: different checkpoints ({cmp.checkpoint_diff})", file=sys.stderr
+            )
         return 0

@@ -67,6 +67,7 @@ def attach_ceilings(session: Session, path: str) -> None:
     import json
 
     from ckptprof.errors import SessionFileError, UsageError
+    from ckptprof.session import InvalidField, validate_ceilings
 
     if session.ceilings:
         raise UsageError(f"--ceilings: {path}: this session already has ceilings measured in its own run")
@@ -76,6 +77,10 @@ def attach_ceilings(session: Session, path: str) -> None:
         raise SessionFileError(path, f"not a probe JSON ({type(exc).__name__})") from None
     if not isinstance(data, dict) or not any(k.endswith("GBps") for k in data):
         raise SessionFileError(path, "not `ckptprof probe --json` output (no *_GBps keys)")
+    try:
+        validate_ceilings(data, "ceilings")
+    except InvalidField as exc:
+        raise SessionFileError(path, f"not valid `ckptprof probe --json` output: field {exc}") from None
     session.ceilings = data
     session.notes = [n for n in session.notes if not n.startswith("ceilings not measured")]
     session.notes.append(f"ceilings from {path}, measured separately from this run (not in the same run)")

@@ -9,10 +9,9 @@ line up to within the barrier's release skew.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from ckptprof.session import RankModel, RankResult, Session, ShardTiming
+from ckptprof.session import RankModel, RankResult, Session, ShardTiming, dumps_strict
 from ckptprof.units import gbps
 
 PHASE_FIELDS = (("read", "read_s"), ("deserialize", "deserialize_s"), ("h2d", "h2d_s"))
@@ -225,4 +224,5 @@ def trace(session: Session) -> dict[str, Any]:
 
 
 def render(session: Session) -> str:
-    return json.dumps(trace(session), separators=(",", ":"))
+    # Strict JSON: trace viewers reject the NaN / Infinity tokens Python would otherwise write.
+    return dumps_strict(trace(session), separators=(",", ":"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -9,8 +10,10 @@ import pytest
 
 from ckptprof import api
 from ckptprof.analysis.compare import compare
+from ckptprof.cli.compare_cmd import gate
 from ckptprof.cli.main import main
-from ckptprof.session import RankModel, RankResult, Session, ShardTiming
+from ckptprof.errors import CkptprofError
+from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardInfo, ShardTiming, dumps_strict
 
 
 def run_of(walls: dict[int, dict[str, float]], read_share: float = 0.5, **config: object) -> Session:
@@ -133,3 +136,147 @@ def test_a_real_session_compared_with_itself_has_no_change(
     assert main(["compare", path, path, "--fail-above", "0", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["wall"]["pct"] == 0.0 and all(d["change"] == 0.0 for d in data["phases"])
+
+
+# -- the gate fails closed: what it cannot vouch for never passes ---------------------------------------------
+
+
+def with_checkpoint(
+    session: Session, path: str = "/data/eagle3", shards: tuple[tuple[str, int], ...] = (("a", 6), ("b", 4))
+) -> Session:
+    session.models = [
+        ModelInfo(
+            role="target",
+            path=path,
+            fs_type="ext4",
+            total_bytes=sum(b for _, b in shards),
+            shards=[ShardInfo(f, b) for f, b in shards],
+        )
+    ]
+    return session
+
+
+def one_line(err: str) -> str:
+    line = err.strip()
+    assert line.count("\n") == 0 and "Traceback" not in line, err
+    return line
+
+
+def test_gate_refuses_a_base_whose_rank_failed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a BASE whose rank 1 died early (its load wall is that of the rank that finished: 0.01 s)
+    base = run_of({0: {"target": 0.01}})
+    base.ranks.append(RankResult(rank=1, device="cuda:1", status="failed", error="OOM"))
+    base_path = save(tmp_path, "base", base)
+    new_path = save(tmp_path, "new", run_of({0: {"target": 3.6}, 1: {"target": 3.6}}))
+    # WHEN NEW is gated against it THEN the gate cannot rule: exit 2, one line naming BASE and why
+    assert main(["compare", base_path, new_path, "--fail-above", "10"]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert base_path in err and "rank(s) [1] did not load" in err and "BASE is not a complete run" in err
+
+
+def test_gate_refuses_a_base_with_a_failed_shard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = run_of({0: {"target": 10.0}})
+    base.ranks[0].models[0].shards[0].status = "failed"
+    assert main(["compare", save(tmp_path, "b", base), save(tmp_path, "n", run_of({0: {"target": 10.0}})),
+                 "--fail-above", "10"]) == 2  # fmt: skip
+    assert "shard target.safetensors did not load" in one_line(capsys.readouterr().err)
+
+
+def test_gate_fails_a_new_run_with_a_failed_shard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    new = run_of({0: {"target": 1.0}})
+    new.ranks[0].models[0].shards[0].status = "failed"
+    base = save(tmp_path, "b", run_of({0: {"target": 10.0}}))
+    assert main(["compare", base, save(tmp_path, "n", new), "--fail-above", "10"]) == 1
+    assert "NEW is not a complete run" in one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    ("new_path", "new_shards", "words"),
+    [
+        ("/data/other", (("a", 6), ("b", 4)), "target path differs: BASE /data/eagle3, NEW /data/other"),
+        ("/data/eagle3", (("a", 6), ("b", 5)), "target total bytes differ: BASE 10, NEW 11"),
+        (
+            "/data/eagle3",
+            (("a", 6), ("c", 4)),
+            "target shards differ: 2 vs 2 files; BASE only b (4 bytes); NEW only c",
+        ),
+        ("/data/eagle3", (("a", 10),), "target shards differ: 2 vs 1 files"),
+    ],
+    ids=["path", "total-bytes", "shard-names", "shard-count"],
+)
+def test_gate_refuses_sessions_of_different_checkpoints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], new_path: str, new_shards: tuple[tuple[str, int], ...],
+    words: str,
+) -> None:  # fmt: skip
+    # GIVEN BASE and NEW that loaded different checkpoints (NEW even looks faster)
+    base = save(tmp_path, "base", with_checkpoint(run_of({0: {"target": 10.0}})))
+    new = save(tmp_path, "new", with_checkpoint(run_of({0: {"target": 5.0}}), new_path, new_shards))
+    # WHEN gated THEN exit 2 with one line that says the checkpoints differ and how
+    assert main(["compare", base, new, "--fail-above", "10"]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert "loaded different checkpoints" in err and words in err
+    # AND without a gate the comparison is still shown, with a warning and the difference in its JSON
+    assert main(["compare", base, new, "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert words in json.loads(out)["checkpoint_diff"] and "different checkpoints" in err
+
+
+def test_gate_refuses_a_session_with_a_checkpoint_against_one_without(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = save(tmp_path, "base", with_checkpoint(run_of({0: {"target": 10.0}})))
+    new = save(tmp_path, "new", run_of({0: {"target": 10.0}}))
+    assert main(["compare", base, new, "--fail-above", "10"]) == 2
+    assert "models differ: BASE loads ['target'], NEW none" in one_line(capsys.readouterr().err)
+
+
+def test_the_same_checkpoint_in_another_shard_order_is_the_same(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN the same checkpoint discovered in another order (--order glob vs sorted)
+    base = save(tmp_path, "base", with_checkpoint(run_of({0: {"target": 10.0}})))
+    new = save(tmp_path, "new", with_checkpoint(run_of({0: {"target": 10.5}}), shards=(("b", 4), ("a", 6))))
+    # THEN the gate rules on the walls as usual
+    assert main(["compare", base, new, "--fail-above", "10"]) == 0
+    assert main(["compare", base, new, "--fail-above", "1"]) == 1
+    assert "+5.0%" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("side", ["base", "new"])
+@pytest.mark.parametrize("token", ["NaN", "Infinity"])
+def test_non_finite_walls_are_refused_not_compared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], side: str, token: str
+) -> None:
+    # GIVEN a session whose rank wall is NaN or infinite
+    good = save(tmp_path, "good", run_of({0: {"target": 10.0}}))
+    bad_path = tmp_path / "bad.json"
+    text = run_of({0: {"target": 10.0}}).to_json()
+    bad_path.write_text(text.replace('"wall_s": 10.0', f'"wall_s": {token}', 1))
+    argv = [good, str(bad_path)] if side == "new" else [str(bad_path), good]
+    # WHEN compared, gated or not THEN exit 2 with one line naming the file and the field; no "+nan%"
+    for extra in (["--fail-above", "10"], [], ["--format", "json"]):
+        assert main(["compare", *argv, *extra]) == 2
+        out, err = capsys.readouterr()
+        line = one_line(err)
+        assert str(bad_path) in line and "wall_s: not a finite number" in line and "nan%" not in out
+
+
+def test_gate_refuses_non_finite_figures_of_sessions_built_in_memory() -> None:
+    # GIVEN sessions handed to the gate directly (an API caller), one with a NaN wall
+    base, new = run_of({0: {"target": 10.0}}), run_of({0: {"target": float("nan")}})
+    args = argparse.Namespace(base="base.json", new="new.json", fail_above=10.0)
+    # THEN the gate fails closed with exit 2 rather than passing a NaN ("NaN > 10" is False)
+    with pytest.raises(CkptprofError) as info:
+        gate(compare(base, new), base, new, args)
+    assert info.value.exit_code == 2 and "not a finite figure" in str(info.value)
+    # AND the JSON of such a comparison is strict
+    text = dumps_strict(compare(base, new).to_dict())
+    assert json.loads(text, parse_constant=lambda t: pytest.fail(t))["wall"]["new"] is None
+
+
+def test_gate_refuses_a_new_run_without_timings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a NEW whose ranks are ok but timed nothing (a load wall of 0 would read as -100%)
+    base = save(tmp_path, "base", run_of({0: {"target": 10.0}}))
+    new = save(tmp_path, "new", Session(ranks=[RankResult(rank=0, device="cpu")]))
+    assert main(["compare", base, new, "--fail-above", "10"]) == 2
+    assert "no rank timings" in one_line(capsys.readouterr().err)

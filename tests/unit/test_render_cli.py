@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ckptprof.cli.main import main
-from ckptprof.render import FORMATS
-from ckptprof.session import RankModel, RankResult, Session, ShardTiming
+from ckptprof.render import FORMATS, RENDERERS
+from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardInfo, ShardTiming
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
 
@@ -133,3 +134,151 @@ def test_report_takes_separately_measured_ceilings(
     bad.write_text("{}")
     assert main(["report", str(saved), "--ceilings", str(bad)]) == 2
     assert "probe --json" in capsys.readouterr().err
+
+
+# -- a bad session is refused in one line; what is written is strict JSON ---------------------------------------
+
+
+def strict_json(text: str) -> Any:
+    """json.loads that fails on the NaN / Infinity tokens Python's json would otherwise accept."""
+    return json.loads(text, parse_constant=lambda token: pytest.fail(f"non-JSON token {token} in output"))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        ('"wall_s": 1.0', '"wall_s": NaN', "wall_s: not a finite number (NaN)"),
+        ('"read_s": 0.5', '"read_s": Infinity', "read_s: not a finite number (Infinity)"),
+        (
+            '"read_s": 0.5',
+            '"read_s": "0.5"',
+            "read_s: expected a number of seconds >= 0, got the string '0.5'",
+        ),
+        (
+            '"h2d_s": 0.2',
+            '"h2d_s": -255967232.0',
+            "h2d_s: expected a number of seconds >= 0, got -255967232.0",
+        ),
+        ('"bytes": 1000000000', '"bytes": -5', "bytes: expected a whole number >= 0, got -5"),
+        ('"bytes": 1000000000', '"bytes": [1]', "bytes: expected a whole number >= 0, got a list"),
+        ('"ranks": [', '"ranks": 7, "x": [', "ranks: expected a list, got 7"),
+        ('"devices": [\n   "cpu"\n  ]', '"devices": 3', "config.devices: expected a list, got 3"),
+    ],
+    ids=[
+        "nan",
+        "infinity",
+        "string",
+        "negative",
+        "negative-bytes",
+        "list-bytes",
+        "ranks-not-a-list",
+        "devices",
+    ],
+)
+def test_report_refuses_a_bad_session_in_one_line(
+    saved: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, field: str
+) -> None:
+    # GIVEN a saved session with one bad field
+    text = saved.read_text()
+    assert old in text
+    bad = tmp_path / "bad.json"
+    bad.write_text(text.replace(old, new, 1))
+    # WHEN it is rendered in any format THEN exit 2 and one line naming the file and the field, nothing on stdout
+    for fmt in FORMATS:
+        assert main(["report", str(bad), "--format", fmt]) == 2, fmt
+        out, err = capsys.readouterr()
+        line = err.strip()
+        assert line.count("\n") == 0 and "Traceback" not in line
+        assert str(bad) in line and field in line and out == ""
+
+
+def test_report_refuses_ceilings_that_are_not_finite(
+    saved: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    probe = tmp_path / "probe.json"
+    probe.write_text('{"storage_read_GBps": NaN, "h2d_pinned_GBps": {"cuda:0": 55.0}}')
+    assert main(["report", str(saved), "--format", "json", "--ceilings", str(probe)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and str(probe) in err and "ceilings.storage_read_GBps: not a finite number" in err
+
+
+def test_json_and_perfetto_renderings_are_strict_json() -> None:
+    # GIVEN a session in memory with non-finite values (no file validation in between: the API's own sessions)
+    shard = ShardTiming(file="a", bytes=10, read_s=float("nan"), wall_s=float("inf"), h2d_s=0.1)
+    session = Session(
+        ranks=[RankResult(rank=0, device="cpu", models=[RankModel(role="draft", wall_s=float("nan"), shards=[shard])])],
+        ceilings={"storage_read_GBps": float("inf")},
+        verdict={"rank_skew": float("nan"), "summary": "x"},
+    )  # fmt: skip
+    # THEN both JSON renderings parse as strict JSON, the non-finite values written as null
+    assert strict_json(RENDERERS["json"](session))["verdict"]["rank_skew"] is None
+    events = strict_json(RENDERERS["perfetto"](session))["traceEvents"]
+    shard_event = next(e for e in events if e.get("cat") == "shard")
+    assert shard_event["args"]["read_s"] is None and shard_event["args"]["wall_s"] is None
+
+
+def leaf_paths(node: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    """Every key path of a JSON document (containers too), the first two items of each list."""
+    out = [path] if path else []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += leaf_paths(v, (*path, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node[:2]):
+            out += leaf_paths(v, (*path, i))
+    return out
+
+
+MUTATIONS: list[Any] = [float("nan"), float("inf"), -1, "3.5", None, [], {}, True, 1e308, 10**30, 5e-324]
+
+
+def test_no_corruption_of_any_field_gives_a_traceback_or_non_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every field of a session with models, ceilings, a verdict and strategies, set to each bad value in turn:
+    `report` (every format) and `compare` exit 0 with strict JSON or 2 with one line, never a traceback."""
+    shard = ShardTiming(file="a.safetensors", bytes=10**9, read_s=0.5, deserialize_s=0.1, h2d_s=0.2, wall_s=1.0,
+                        nonresident_bytes=10**9, storage_bytes=10**9, h2d_bytes=10**9, tensors=2)  # fmt: skip
+    model = RankModel(role="target", wall_s=1.0, shards=[shard], faithful_wall_s=0.9, faithful_walls=[0.9, 1.0],
+                      disk="vda", disk_busy_s=0.8, disk_read_bytes=10**9)  # fmt: skip
+    good = Session(
+        config={"tp": 1, "devices": ["cuda:0"], "cache": "cold", "strategy": "sglang", "faithful_rounds": 2},
+        models=[ModelInfo("target", "/d", "ext4", 10**9, [ShardInfo("a.safetensors", 10**9, 2)], 0, "dropped")],
+        ranks=[RankResult(rank=0, device="cuda:0", models=[model], wall_s=1.2, peak_rss_bytes=10**9)],
+        ceilings={"storage_read_1_stream_GBps": 1.4, "storage_read_n_streams_GBps": 1.8, "storage_streams": 8,
+                  "page_cache_read_GBps": 7.0, "h2d_pinned_GBps": {"cuda:0": 50.0},
+                  "h2d_pageable_GBps": {"cuda:0": 9.0}, "fresh_write_GBps": 3.0},
+        verdict={"bottleneck": "storage", "summary": "storage-bound", "load_wall_s": 1.0, "rank_skew": 1.0,
+                 "predictions": [{"flags": "--x", "predicted_s": 0.8, "why": "w"}]},
+        extra={"strategies": {"rows": [{"strategy": "sglang", "status": "ok", "wall_s": 1.0, "GBps": 1.0,
+                                        "x_floor": 1.1, "shares": {"storage": 0.9}}],
+                              "warnings": ["w"], "summary": "s"},
+               "prediction_check": [{"flags": "--x", "predicted_s": 0.8, "measured_s": 0.9, "error": -0.1}],
+               "py_spy_top_frames": {"0": {"read": [["f (x.py:1)", 0.5]]}}},
+    )  # fmt: skip
+    base = str(good.save(tmp_path / "base.json"))
+    doc = json.loads(Path(base).read_text())
+    bad = tmp_path / "bad.json"
+    for path in leaf_paths(doc):
+        for value in MUTATIONS:
+            mutated = json.loads(Path(base).read_text())
+            node = mutated
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = value
+            bad.write_text(json.dumps(mutated))
+            runs = [["report", str(bad), "--format", fmt] for fmt in FORMATS]
+            runs += [["compare", base, str(bad), "--fail-above", "10", "--format", "json"]]
+            runs += [["compare", str(bad), base, "--fail-above", "10"]]
+            for argv in runs:
+                rc = main(argv)
+                out, err = capsys.readouterr()
+                where = f"{path} = {value!r}: {argv}"
+                assert rc in (0, 1, 2), where
+                if rc == 2:
+                    assert err.strip().count("\n") == 0 and "Traceback" not in err, where
+                    assert out == "" or argv[0] == "compare", where
+                    if argv[0] == "report":  # refused on load: every other format would be refused alike
+                        break
+                elif argv[-1] in ("json", "perfetto"):
+                    strict_json(out)

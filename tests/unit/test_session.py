@@ -1,12 +1,23 @@
 from __future__ import annotations
 
 import json
+import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ckptprof.errors import SessionFileError
-from ckptprof.session import SCHEMA_VERSION, ModelInfo, RankModel, RankResult, Session, ShardInfo, ShardTiming
+from ckptprof.session import (
+    SCHEMA_VERSION,
+    ModelInfo,
+    RankModel,
+    RankResult,
+    Session,
+    ShardInfo,
+    ShardTiming,
+    dumps_strict,
+)
 
 
 def sample() -> Session:
@@ -84,3 +95,202 @@ def test_a_binary_file_is_named_as_not_a_session(tmp_path: Path) -> None:
     p.write_bytes(b"\x00\xea\xff" * 100)
     with pytest.raises(SessionFileError, match=r"not a session JSON file \(binary, not UTF-8 text\)"):
         Session.load(p)
+
+
+# -- validation on load: one line naming the file and the field, never a traceback or nonsense ----------------
+
+REPORTS = Path(__file__).resolve().parents[2] / "reports"
+
+
+def rich() -> dict[str, Any]:
+    """A session document with every part the renderers read: models, ranks, ceilings, verdict, extra."""
+    d = sample().to_dict()
+    d["ranks"][0]["models"][0]["shards"][0].update(wall_s=1.0, h2d_s=0.2, deserialize_s=0.1, h2d_bytes=5)
+    d["ceilings"] = {"storage_read_GBps": 1.4, "h2d_pinned_GBps": {"cpu": 10.0}, "storage_streams": 8}
+    d["verdict"] = {"bottleneck": "storage", "summary": "s", "load_wall_s": 1.0, "rank_skew": 1.0}
+    d["extra"] = {
+        "strategies": {"rows": [{"strategy": "sglang", "status": "ok", "wall_s": 1.0}], "warnings": []},
+        "prediction_check": [{"predicted_s": 1.0, "measured_s": 1.1, "error": -0.1}],
+        "py_spy_top_frames": {"0": {"read": [["f (x.py:1)", 0.5]]}},
+    }
+    return d
+
+
+def set_field(d: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    """``set_field(d, "ranks.0.models.0.wall_s", v)``; the value DELETE removes the key."""
+    *parents, last = dotted.split(".")
+    node: Any = d
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    if value is DELETE:
+        del node[last]
+    else:
+        node[int(last) if isinstance(node, list) else last] = value
+    return d
+
+
+DELETE = object()
+
+
+def load_text(tmp_path: Path, text: str) -> Session:
+    p = tmp_path / "s.json"
+    p.write_text(text)
+    return Session.load(p)
+
+
+def test_a_rich_session_document_loads(tmp_path: Path) -> None:
+    assert load_text(tmp_path, json.dumps(rich())).extra["strategies"]["rows"][0]["wall_s"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("token", "where"),
+    [
+        ("NaN", "ranks[0].wall_s"),
+        ("Infinity", "ranks[0].models[0].shards[0].read_s"),
+        ("-Infinity", "ranks[0].models[0].wall_s"),
+        ("1e999", "ceilings.storage_read_GBps"),
+        ("NaN", "verdict.load_wall_s"),
+        ("NaN", "extra.custom"),
+    ],
+)
+def test_non_finite_numbers_are_refused_naming_the_file_and_field(
+    tmp_path: Path, token: str, where: str
+) -> None:
+    # GIVEN a session whose field holds NaN or an infinity (Python's json reads them without complaint)
+    d = rich()
+    dotted = where.replace("[", ".").replace("]", "")
+    set_field(d, dotted, "@@")
+    text = json.dumps(d).replace('"@@"', token)
+    # WHEN it is loaded THEN it is refused in one line that names the file and the field
+    with pytest.raises(SessionFileError) as info:
+        load_text(tmp_path, text)
+    message = str(info.value)
+    assert str(tmp_path / "s.json") in message and where in message and "finite" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value", "words"),
+    [
+        ("ranks.0.wall_s", "3.5", "ranks[0].wall_s: expected a number of seconds >= 0, got the string '3.5'"),
+        ("ranks.0.models.0.shards.0.read_s", -0.5, "read_s: expected a number of seconds >= 0, got -0.5"),
+        ("ranks.0.models.0.wall_s", None, "ranks[0].models[0].wall_s: expected a number of seconds"),
+        ("ranks.0.models.0.shards.0.h2d_s", True, "h2d_s: expected a number of seconds >= 0, got true"),
+        ("ranks.0.models.0.shards.0.wall_s", 1e300, "wall_s: expected a number of seconds >= 0"),
+        ("ranks.0.models.0.shards.0.wall_s", 5e-324, "below any clock's resolution"),
+        ("ranks.0.models.0.shards.0.bytes", -1, "shards[0].bytes: expected a whole number >= 0, got -1"),
+        ("ranks.0.models.0.shards.0.bytes", 1.5, "bytes: expected a whole number >= 0, got 1.5"),
+        ("ranks.0.models.0.shards.0.bytes", 10**40, "bytes: expected a whole number >= 0, got 1e+40"),
+        ("models.0.total_bytes", "10", "models[0].total_bytes: expected a whole number >= 0"),
+        ("ranks.0.rank", -1, "ranks[0].rank: expected a whole number >= 0"),
+        ("ranks.0.rank", DELETE, "ranks[0]: missing field 'rank'"),
+        ("ranks.0.models.0.faithful_walls", [1.0, "x"], "faithful_walls[1]: expected a number of seconds"),
+        ("ranks.0.models.0.shards", "abc", "ranks[0].models[0].shards: expected a list"),
+        ("ranks.0.models.0.shards.0", 3, "ranks[0].models[0].shards[0]: expected an object, got 3"),
+        ("ranks.0.status", 0, "ranks[0].status: expected a string, got 0"),
+        ("ranks", {"0": {}}, "ranks: expected a list, got an object"),
+        ("models", "m", "models: expected a list"),
+        ("config", [], "config: expected an object, got a list"),
+        ("config.devices", "cpu", "config.devices: expected a list"),
+        ("config.faithful_rounds", "3", "config.faithful_rounds: expected a whole number"),
+        ("notes", [1], "notes[0]: expected a string, got 1"),
+        ("ceilings.storage_read_GBps", "1.4", "ceilings.storage_read_GBps: expected a number >= 0"),
+        ("ceilings.h2d_pinned_GBps", 10.0, "ceilings.h2d_pinned_GBps: expected an object"),
+        ("ceilings.h2d_pinned_GBps.cpu", -1, "ceilings.h2d_pinned_GBps.cpu: expected a number >= 0, got -1"),
+        ("verdict.load_wall_s", "1.0", "verdict.load_wall_s: expected a number of seconds"),
+        ("verdict.rank_skew", -255967232.0, "verdict.rank_skew: expected a number >= 0"),
+        ("extra.strategies.rows.0.status", DELETE, "extra.strategies.rows[0]: missing field 'status'"),
+        ("extra.strategies.warnings", None, "extra.strategies.warnings: expected a list, got null"),
+        ("extra.prediction_check.0.predicted_s", "1", "prediction_check[0].predicted_s: expected a number"),
+        ("extra.py_spy_top_frames.0.read.0", ["f", "0.5"], "read[0][1]: expected a number of seconds"),
+        ("created", 5, "created: expected a string, got 5"),
+    ],
+)
+def test_wrong_types_and_impossible_values_are_refused_naming_the_field(
+    tmp_path: Path, dotted: str, value: Any, words: str
+) -> None:
+    # GIVEN a session with one field of the wrong type or an impossible value
+    text = json.dumps(set_field(rich(), dotted, value))
+    # WHEN it is loaded THEN one line names the file and says which field and what is wrong with it
+    with pytest.raises(SessionFileError) as info:
+        load_text(tmp_path, text)
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 's.json'}: not a valid ckptprof session: field ")
+    assert words in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('{"schema_version": 1, "ranks": [{"rank": 0, "device": "x", "pid": ' + "1" * 5000 + "}]}", "digits"),
+        ('{"schema_version": 1, "extra": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+    ],
+    ids=["huge-integer", "deep-nesting"],
+)
+def test_pathological_json_is_one_line_not_a_traceback(tmp_path: Path, text: str, words: str) -> None:
+    with pytest.raises(SessionFileError, match=words):
+        load_text(tmp_path, text)
+
+
+def test_values_at_the_edges_of_their_ranges_load(tmp_path: Path) -> None:
+    # GIVEN zero and maximal counts, zero and tiny durations, null optional fields
+    d = rich()
+    set_field(d, "ranks.0.models.0.shards.0.bytes", 2**63 - 1)
+    set_field(d, "ranks.0.models.0.shards.0.read_s", 0)
+    set_field(d, "ranks.0.models.0.shards.0.h2d_s", 1e-9)
+    set_field(d, "ranks.0.models.0.faithful_wall_s", None)
+    set_field(d, "ranks.0.wall_s", 3)  # older sessions wrote whole seconds as ints
+    set_field(d, "ceilings.h2d_pinned_all_devices_GBps", None)
+    set_field(d, "verdict.faithful_delta", -0.2)  # a signed figure
+    set_field(d, "ranks.0.models.0.shards.0.future_field", "anything")  # a newer ckptprof's field
+    # THEN the session loads
+    session = load_text(tmp_path, json.dumps(d))
+    assert session.ranks[0].models[0].shards[0].bytes == 2**63 - 1
+
+
+def test_session_json_is_strict_even_for_non_finite_values_in_memory() -> None:
+    # GIVEN a session in memory that holds NaN and infinities (e.g. a verdict ratio over a zero wall)
+    s = sample()
+    s.verdict["rank_skew"] = float("nan")
+    s.ceilings["h2d_pinned_GBps"] = {"cuda:0": float("inf")}
+    s.ranks[0].models[0].faithful_walls = [1.0, float("-inf")]
+    # WHEN it is written THEN the JSON is strict (no NaN / Infinity tokens): those values are null
+    text = s.to_json()
+    data = json.loads(text, parse_constant=lambda token: pytest.fail(f"non-JSON token {token}"))
+    assert data["verdict"]["rank_skew"] is None and data["ceilings"]["h2d_pinned_GBps"]["cuda:0"] is None
+    assert data["ranks"][0]["models"][0]["faithful_walls"] == [1.0, None]
+    assert dumps_strict({"x": (float("nan"), 1.5)}) == '{"x": [null, 1.5]}'
+
+
+def archived_sessions(tmp: Path) -> list[Path]:
+    """Session JSON files inside the tar.gz archives under reports/ (older runs, kept compressed)."""
+    out = []
+    for i, archive in enumerate(sorted(REPORTS.rglob("*.tar.gz"))):
+        with tarfile.open(archive) as tar:
+            members = [m for m in tar.getmembers() if m.isfile() and m.name.endswith(".json")]
+            for m in members:
+                data = tar.extractfile(m)
+                assert data is not None
+                target = tmp / str(i) / m.name.replace("/", "_")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data.read())
+                out.append(target)
+    return out
+
+
+def test_every_session_the_project_wrote_still_loads(tmp_path: Path) -> None:
+    # GIVEN every session JSON committed under reports/, the compressed ones too
+    paths = [*REPORTS.rglob("*.json"), *archived_sessions(tmp_path)]
+    sessions = []
+    for path in paths:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and "schema_version" in data and "ranks" in data:
+            sessions.append(path)
+    if not sessions:
+        pytest.skip("no session committed under reports/")
+    # THEN each of them passes the validation
+    for path in sessions:
+        Session.load(path)
