@@ -97,3 +97,11 @@ def test_parse_size(text: str, value: int) -> None:
 def test_parse_size_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         parse_size(text)
+
+
+def test_synth_help_gives_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    from ckptprof.cli.main import main
+
+    assert main(["synth", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default eagle3-draft)" in text and "(default 512MB)" in text and "(default 64)" in text
