@@ -25,10 +25,20 @@ class SynthCommand:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("out", help="output directory (created; must be empty unless --force)")
-        parser.add_argument("-p", "--preset", choices=PRESETS, default="eagle3-draft", help="model layout (default eagle3-draft)")
+        parser.add_argument(
+            "-p",
+            "--preset",
+            choices=PRESETS,
+            default="eagle3-draft",
+            help="model layout (default eagle3-draft)",
+        )
         parser.add_argument("-n", "--shards", type=int, default=64, help="number of shard files (default 64)")
         parser.add_argument(
-            "-s", "--size", type=size_arg, default=parse_size("512MB"), help="total size, e.g. 512MB, 4.7GB, 1GiB (default 512MB)"
+            "-s",
+            "--size",
+            type=size_arg,
+            default=parse_size("512MB"),
+            help="total size, e.g. 512MB, 4.7GB, 1GiB (default 512MB)",
         )
         parser.add_argument(
             "--dtype", choices=sorted(DTYPES), default="bf16", help="weight dtype (default bf16)"
