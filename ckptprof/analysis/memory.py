@@ -38,17 +38,26 @@ def worst_rank(session: Session) -> RankMemory | None:
 
 
 def memory_summary(session: Session) -> str | None:
-    """One line: the worst rank's peak RSS, what it held before loading, what the load added, the largest shard."""
+    """One line: the worst rank's peak RSS during the load (what it held before, what the load added), its peak
+    over the process's life apart (the probe's buffers, the CUDA context), the largest shard."""
     m = worst_rank(session)
     if m is None:
         return None
-    parts = [f"rank {m.rank} peak RSS {human_bytes(m.peak_rss_bytes)}"]
     growth = m.load_growth_bytes
-    if growth is not None:
-        parts.append(
-            f"{human_bytes(m.before_load_bytes)} resident when the load started (context, libraries, buffers), "
-            f"+{human_bytes(growth)} during the load"
-        )
+    if growth is None:  # sessions from before the load's own peak was recorded
+        parts = [f"rank {m.rank} peak RSS {human_bytes(m.peak_rss_bytes)} over the process's life"]
+    else:
+        parts = [
+            f"rank {m.rank} peak RSS during the load {human_bytes(m.load_peak_bytes)} "
+            f"({human_bytes(m.before_load_bytes)} resident when it started: context, libraries, buffers; "
+            f"+{human_bytes(growth)} during the load)"
+        ]
+        if m.peak_rss_bytes > m.load_peak_bytes:
+            # ru_maxrss counts what the process held before the load too: the probe's buffers, an earlier pass.
+            parts.append(
+                f"the process peaked at {human_bytes(m.peak_rss_bytes)} outside the load (the probe's buffers, "
+                "earlier passes)"
+            )
     largest = largest_shard_bytes(session)
     if largest:
         parts.append(f"largest shard {human_bytes(largest)}")

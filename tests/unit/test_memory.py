@@ -64,11 +64,30 @@ def test_the_summary_names_the_worst_rank_and_what_the_load_added() -> None:
     assert worst is not None and worst.rank == 1 and worst.load_growth_bytes == GB
     text = memory_summary(_session(ranks))
     assert text is not None
-    assert text.startswith("rank 1 peak RSS 1.70 GB") and "+1.00 GB during the load" in text
-    assert "largest shard 1.00 GB" in text
+    assert text.startswith("rank 1 peak RSS during the load 1.70 GB (700.00 MB resident when it started")
+    assert "+1.00 GB during the load" in text and "largest shard 1.00 GB" in text
+    assert "outside the load" not in text  # rank 1's life peak was its load's
+
+
+def test_the_probes_buffers_are_not_counted_as_the_loads_peak() -> None:
+    """GIVEN a rank whose process peaked at 790 MB while the probe ran, and at 313 MB during the load THEN the
+    load's peak leads and the process's peak is named apart (it used to lead: "peak RSS 790 MB")."""
+    MB = 10**6
+    rank = RankResult(
+        rank=0,
+        device="cpu",
+        peak_rss_bytes=790 * MB,
+        rss_before_load_bytes=299 * MB,
+        load_peak_rss_bytes=313 * MB,
+    )
+    text = memory_summary(_session([rank]))
+    assert text is not None
+    assert text.startswith("rank 0 peak RSS during the load 313.00 MB (299.00 MB resident when it started")
+    assert "the process peaked at 790.00 MB outside the load (the probe's buffers, earlier passes)" in text
 
 
 def test_old_sessions_without_the_load_fields_say_only_what_they_have() -> None:
     text = memory_summary(_session([RankResult(rank=0, device="cpu", peak_rss_bytes=GB)]))
-    assert text is not None and "during the load" not in text and "peak RSS 1.00 GB" in text
+    assert text is not None and "during the load" not in text
+    assert "peak RSS 1.00 GB over the process's life" in text
     assert memory_summary(_session([])) is None
