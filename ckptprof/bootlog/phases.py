@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import BinaryIO, cast
 
-from ckptprof.bootlog import sglang, vllm
+from ckptprof.bootlog import sglang
 from ckptprof.bootlog.bars import bar_kind
 from ckptprof.bootlog.failures import FAILURE_NEEDLES, FRAME_NEEDLE, Failure, FailureTracker, Where
 from ckptprof.bootlog.parse import (
@@ -44,6 +44,7 @@ from ckptprof.bootlog.report import BootReport, FailureReport
 from ckptprof.bootlog.rules import Begin, Capture, Configure, End, Engine, Evidence, Fail, Ready, Rule
 from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan, RankState
 from ckptprof.bootlog.summary import (
+    ENGINES,
     SummaryContext,
     build_summary,
     failure_warnings,
@@ -61,7 +62,6 @@ from ckptprof.bootlog.words import (
 from ckptprof.bootlog.wrappers import unwrap
 
 STATES = ("starting", "init-distributed", "load-weights", "kv-cache", "cuda-graph", "ready", "failed")
-ENGINES: tuple[Engine, ...] = (sglang.ENGINE, vllm.ENGINE)
 # A bar that has not moved for this long while the log's clock went on is reported as stalled.
 STALL_AFTER_S = 120.0
 # Bounds that keep memory flat whatever the input (a hostile log could invent endless ranks, bars or boots).
@@ -80,10 +80,8 @@ _ELAPSED_RE = re.compile(
 )
 _UNITS_PER_GIB = {"GiB": 1.0, "GB": 1e9 / 2**30, "MiB": 1 / 1024, "MB": 1e6 / 2**30}
 _SPECULATIVE_RE = re.compile(r"speculative_(?:algorithm|config)=(None\b|'[^']*'|\"[^\"]*\"|\{|\w+)")
-_RANK_NUMBER_RE = re.compile(r"\d+", re.ASCII)
 _PLAIN_LABEL_RE = re.compile(r"([A-Za-z]+)(\d+)", re.ASCII)
 _DESC_DETAIL_RE = re.compile(r"\s*\(.*\)\s*$")
-_DATED_RE = re.compile(r"(\d{4})-\d\d-\d\d ", re.ASCII)
 
 
 def _needles() -> tuple[str, ...]:
@@ -266,14 +264,14 @@ class BootLogAnalyzer:
             return
         if seconds > self._now_s:
             self._now, self._now_s = timestamp, seconds
-        if self._first_ts is None or (_DATED_RE.match(timestamp) and not _DATED_RE.match(self._first_ts)):
+        if self._first_ts is None or (_is_dated(timestamp) and not _is_dated(self._first_ts)):
             # A year-less stamp before the first dated one comes from a foreign logger (vLLM's, imported by an
             # older SGLang) whose clock the server's own records do not share: the span starts at a dated one.
             self._first_ts = timestamp
 
     def _with_year(self, timestamp: str) -> str:
         """vLLM prints no year: next to SGLang's or Ray's dated records it borrows theirs, so the clock compares."""
-        if timestamp[4:5] == "-":  # parse.py's timestamps are "YYYY-MM-DD ..." or "MM-DD ..."
+        if _is_dated(timestamp):
             self._year = timestamp[:4]
             return timestamp
         if self._year is not None and timestamp[2:3] == "-":
@@ -937,5 +935,9 @@ def _elapsed(message: str) -> float | None:
 
 
 def _is_lead_label(label: str) -> bool:
-    numbers = _RANK_NUMBER_RE.findall(label)
-    return all(int(number) == 0 for number in numbers)
+    return all(number == 0 for number in rank_sort_key(label)[0])
+
+
+def _is_dated(timestamp: str) -> bool:
+    """parse.py's timestamps are "YYYY-MM-DD ..." (SGLang, Ray) or "MM-DD ..." (vLLM)."""
+    return timestamp[4:5] == "-"

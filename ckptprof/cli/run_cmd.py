@@ -355,6 +355,23 @@ class RunCommand:
             os.environ["CKPTPROF_RANK_TIMEOUT_S"] = str(args.rank_timeout)
         else:  # a hang (a stuck NFS server, a wedged driver) must end the run, not the user's patience
             os.environ.setdefault("CKPTPROF_RANK_TIMEOUT_S", "1800")
+        # What every replay of this run shares: the main strategies and the checked recommendations alike.
+        replay_here = functools.partial(
+            api.replay,
+            target,
+            args.draft,
+            tp=args.tp,
+            devices=devices,
+            cache=args.cache,
+            order=args.order or ("sorted" if release.get("sorted_files") else "glob"),
+            allow_pickle=args.allow_pickle,
+            sglang_release=release,
+            faithful=args.faithful,
+            faithful_rounds=args.faithful_rounds,
+            expert_parallel=args.ep,
+            progress=not quiet,
+            log=say,
+        )
         sessions: list[Session] = []
         interrupted = False
         ceilings = None
@@ -362,26 +379,13 @@ class RunCommand:
             if len(strategies) > 1:
                 say(f"strategy {name} ...")
             try:
-                session = api.replay(
-                    target,
-                    args.draft,
-                    tp=args.tp,
-                    devices=devices,
-                    cache=args.cache,
-                    order=args.order or ("sorted" if release.get("sorted_files") else "glob"),
+                session = replay_here(
                     strategy=name,
                     strategy_params=params,
                     verify=args.verify,
                     ceilings=ceilings,
-                    allow_pickle=args.allow_pickle,
-                    sglang_release=release,
-                    faithful=args.faithful,
-                    faithful_rounds=args.faithful_rounds,
                     probe=not args.no_probe,
                     probe_sample_bytes=args.probe_sample,
-                    expert_parallel=args.ep,
-                    progress=not quiet,
-                    log=say,
                     py_spy_dir=(out_dir if len(strategies) == 1 else out_dir / f"py-spy-{name}")
                     if args.py_spy
                     else None,
@@ -396,25 +400,9 @@ class RunCommand:
                 break
         session = sessions[0]
         if args.check_predictions and not interrupted:
-            replay_one = functools.partial(
-                api.replay,
-                target,
-                args.draft,
-                tp=args.tp,
-                devices=devices,
-                cache=args.cache,
-                order=args.order or ("sorted" if release.get("sorted_files") else "glob"),
-                ceilings=ceilings,
-                allow_pickle=args.allow_pickle,
-                sglang_release=release,
-                faithful=args.faithful,
-                faithful_rounds=args.faithful_rounds,
-                probe=False,
-                expert_parallel=args.ep,
-                progress=not quiet,
-                log=say,
+            check_recommendations(
+                session, functools.partial(replay_here, ceilings=ceilings, probe=False), say
             )
-            check_recommendations(session, replay_one, say)
         if not is_rank0:
             return 0
         if server_log is not None:
