@@ -10,16 +10,19 @@ import os
 import platform
 import socket
 import statistics
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ckptprof import interrupts
 from ckptprof.analysis.verdict import compute_verdict
 from ckptprof.checkpoint import fs
 from ckptprof.profiling.pyspy import PySpySession, native_supported
 from ckptprof.replay import ranks as ranks_mod
 from ckptprof.replay.plan import ModelPlan, ReplayPlan, build_plan
 from ckptprof.session import ModelInfo, RankResult, Session, ShardInfo
+from ckptprof.stage_hooks import stage_begins
 
 Printer = Callable[[str], None]
 
@@ -256,35 +259,29 @@ def replay(
     session.config["strategy_flags"] = get_strategy(strategy, **(strategy_params or {})).flags
     if sglang_release is not None:
         session.config["sglang_release"] = dict(sglang_release)
-    if ceilings is not None:  # measured once for several strategies replayed in a row
-        session.ceilings = dict(ceilings)
-    elif probe and (group is None or group.is_main):
-        from ckptprof.probe.run_probes import measure_ceilings
-
-        files = [f for m in plan.models for f in m.files]
-        if cache == "as-is":
-            # The storage probe drops and re-reads its sample: "as-is" means as found before ckptprof touched it.
-            found = fs.total_resident_bytes(files)
-            total = sum(f.stat().st_size for f in files) or 1
-            session.notes.append(
-                f"as-is: {100 * found / total:.0f}% of the checkpoint was in the page cache before the probes; "
-                "the storage probe drops and re-reads a sample, so the replay may start from a different state "
-                "(each model's cache note says what it found then; use --no-probe to keep the state untouched)"
-            )
-        say("measuring ceilings (storage, page cache, host-to-device) ...")
-        session.ceilings = measure_ceilings(
-            files, plan.devices, sample_bytes=probe_sample_bytes, progress=progress
-        )
-    elif not probe:
-        session.notes.append(
-            "ceilings not measured (--no-probe): the verdict cannot quote achieved vs ceiling"
-        )
-
+    # Where the run is, so an interrupt at any point saves what exists and says what it cut short.
+    stage = "probe"
+    timer = _StageTimer(session)
     try:
+        stage_begins("probe")
+        if ceilings is not None:  # measured once for several strategies replayed in a row
+            session.ceilings = dict(ceilings)
+        elif probe and (group is None or group.is_main):
+            _probe(session, plan, cache, probe_sample_bytes, progress, say)
+        elif not probe:
+            session.notes.append(
+                "ceilings not measured (--no-probe): the verdict cannot quote achieved vs ceiling"
+            )
+        timer.lap("probe")
+        stage = "cache preparation"
+        stage_begins("cache")
         states = _prepare_all(plan, group)
         session.models = [
             _model_info(m, res, note) for m, (res, note) in zip(plan.models, states, strict=True)
         ]
+        timer.lap("cache")
+        stage = "replay"
+        stage_begins("replay")
         say(f"replaying {len(plan.models)} model(s) on {tp} rank(s) over {len(plan.devices)} device(s) ...")
         spy = PySpySession(Path(py_spy_dir), native=native_supported()) if py_spy_dir is not None else None
         try:
@@ -300,14 +297,18 @@ def replay(
             _collect_py_spy(session, spy)
         if results is not None:  # None on a non-zero torchrun rank: rank 0 owns the session
             session.ranks = results
+        timer.lap("replay")
         if faithful:
             # Every rank of a torchrun launch takes part in the faithful passes (they meet at barriers).
+            stage = "faithful pass"
+            stage_begins("faithful")
             _faithful_passes(session, plan, faithful_rounds, progress, group, say)
+            timer.lap("faithful")
         if results is None:
             return session
-    except ranks_mod.Interrupted as exc:
-        session.ranks = exc.results
-        session.notes.append("interrupted (Ctrl-C): partial session")
+    except (ranks_mod.Interrupted, KeyboardInterrupt) as exc:
+        timer.lap(stage.split()[0])
+        _keep_partial(session, plan, stage, exc)
         finish(session)
         raise InterruptedReplay(session) from None
     # A torchrun launch's process group stays up for the next replay of this process (`--strategy a,b` replays
@@ -315,6 +316,64 @@ def replay(
     # It is destroyed when the process exits.
     finish(session)
     return session
+
+
+class _StageTimer:
+    """Wall seconds per stage in ``session.extra["stages_s"]``: what the probe costs next to the load."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        stages = self.session.extra.setdefault("stages_s", {})
+        stages[name] = round(stages.get(name, 0.0) + now - self.last, 4)
+        self.last = now
+
+
+def _probe(
+    session: Session, plan: ReplayPlan, cache: str, sample_bytes: int, progress: bool, say: Printer
+) -> None:
+    from ckptprof.probe.run_probes import measure_ceilings
+
+    files = [f for m in plan.models for f in m.files]
+    if cache == "as-is":
+        # The storage probe drops and re-reads its sample: "as-is" means as found before ckptprof touched it.
+        found = fs.total_resident_bytes(files)
+        total = sum(f.stat().st_size for f in files) or 1
+        session.notes.append(
+            f"as-is: {100 * found / total:.0f}% of the checkpoint was in the page cache before the probes; "
+            "the storage probe drops and re-reads a sample, so the replay may start from a different state "
+            "(each model's cache note says what it found then; use --no-probe to keep the state untouched)"
+        )
+    say("measuring ceilings (storage, page cache, host-to-device) ...")
+    # Filled as each ceiling is measured: an interrupted probe keeps the ones it finished.
+    session.ceilings = {}
+    measure_ceilings(files, plan.devices, sample_bytes=sample_bytes, progress=progress, into=session.ceilings)
+
+
+def _keep_partial(session: Session, plan: ReplayPlan, stage: str, exc: BaseException) -> None:
+    """An interrupted replay keeps what it measured and says where it stopped."""
+    how = interrupts.description()
+    if isinstance(exc, ranks_mod.Interrupted):
+        if stage == "replay":
+            session.ranks = exc.results
+        else:
+            # The faithful pass was cut: the decomposed results stand, the faithful walls are incomplete.
+            session.notes.append(
+                "the faithful pass was interrupted: its walls are missing or partial, the decomposed pass is complete"
+            )
+    if not session.models:  # stopped before the cache was prepared: the models as planned, nothing found
+        session.models = [
+            _model_info(m, None, f"not prepared: interrupted during the {stage}") for m in plan.models
+        ]
+    if stage == "probe" and session.ceilings:
+        session.ceilings.setdefault("notes", []).append(
+            f"probe interrupted ({how}): only the ceilings measured before it are present"
+        )
+    session.extra["interrupted"] = {"stage": stage, "by": how}
+    session.notes.append(f"interrupted ({how}) during the {stage}: partial session")
 
 
 class InterruptedReplay(Exception):

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +13,11 @@ from ckptprof.replay.plan import ModelPlan
 from ckptprof.replay.recorder import HostCopyTimer, Recorder
 from ckptprof.replay.strategies import get_strategy, param_digests
 from ckptprof.replay.strategies.base import LoadContext
+
+# Every test (and every ckptprof process a test starts) measures its own ceilings and writes nothing into the
+# user's cache: a probe kept by one test would otherwise stand in for the next test's (tests of reuse opt in).
+os.environ["CKPTPROF_PROBE_MAX_AGE_S"] = "0"
+os.environ["CKPTPROF_CACHE"] = tempfile.mkdtemp(prefix="ckptprof-test-cache-")
 
 Digests = Callable[[list[ModelPlan], int, int], dict[str, str]]
 

@@ -21,6 +21,25 @@ from ckptprof.fstypes import is_network_fs
 from ckptprof.session import Session
 
 SKEW_LIMIT = 1.5
+# Top shares closer than this (absolute, of rank time) name no winner: on the 2-core CPU VM, identical default runs
+# moved the read / deserialize / copy / other shares by up to this much (reports/cpu/2026-11-30-verdict-noise).
+CLOSE_SHARE = 0.10
+PHASE_BOTTLENECK = {
+    "storage": "storage",
+    "page_cache": "page-cache",
+    "h2d": "h2d",
+    "deserialize": "deserialize",
+    "other": "cpu",
+}
+# Every word `verdict.bottleneck` can hold when there are timings (the JSON contract users script against).
+BOTTLENECKS = ("storage", "page-cache", "deserialize", "h2d", "rank-skew", "cpu", "mixed")
+PHASE_WORDS = {
+    "storage": "storage reads",
+    "page_cache": "page-cache faults",
+    "h2d": "copies",
+    "deserialize": "deserialisation",
+    "other": "other work",
+}
 # Strategies whose reads of cached bytes are page faults on safetensors' mmap (the rest read with pread/read()).
 MMAP_STRATEGIES = frozenset({"sglang", "sglang-mt", "sglang-mt-completed", "prefetch"})
 
@@ -130,19 +149,16 @@ def compute_verdict(session: Session) -> dict[str, Any]:
     fetch_rate = fetched / wall / 1e9 if wall > 0 else 0.0
     h2d_rate = totals.h2d_bytes / totals.h2d_s / 1e9 if totals.h2d_s > 0 else None
     phase = max(shares, key=lambda k: shares[k])
+    close = close_phases(shares)
 
     if not session.ranks or totals.wall_s <= 0:
         bottleneck = "unknown"
-    elif phase == "storage":
-        bottleneck = "storage"
-    elif phase == "page_cache":
-        bottleneck = "page-cache"
-    elif phase == "h2d":
-        bottleneck = "h2d"
-    elif phase == "deserialize":
-        bottleneck = "deserialize"
+    elif len(close) > 1:
+        bottleneck = "mixed"
     else:
-        bottleneck = "cpu"
+        bottleneck = PHASE_BOTTLENECK[phase]
+    # The remedies worth predicting are the top phase's, even when others are as large.
+    remedied = PHASE_BOTTLENECK[phase] if bottleneck == "mixed" else bottleneck
     if n_ranks > 1 and skew > SKEW_LIMIT and bottleneck != "unknown":
         secondary = bottleneck
         bottleneck = "rank-skew"
@@ -194,6 +210,14 @@ def compute_verdict(session: Session) -> dict[str, Any]:
         summary = f"deserialize-bound: safe_open/get_tensor/narrow took {100 * shares['deserialize']:.0f}% of rank time"
     elif bottleneck == "cpu":
         summary = f"cpu-bound: {100 * shares['other']:.0f}% of rank time was outside reads, deserialisation and copies"
+    elif bottleneck == "mixed":
+        listed = ", ".join(f"{PHASE_WORDS[k]} {100 * shares[k]:.0f}%" for k in close)
+        summary = (
+            f"no single bottleneck: {listed} of rank time, within {100 * CLOSE_SHARE:.0f} points of each other "
+            "(identical runs move shares this much; none of them binds alone)"
+        )
+        if stand_in and "h2d" in close:
+            summary += " (no CUDA device: 'h2d' is a host-copy stand-in)"
     elif bottleneck == "rank-skew":
         summary = (
             f"rank-skew: the slowest rank took {skew:.2f}x the median rank's wall (then {secondary}-bound)"
@@ -201,7 +225,10 @@ def compute_verdict(session: Session) -> dict[str, Any]:
     else:
         summary = "no rank produced timings"
     missing = incomplete_work(session)
-    if missing:
+    if missing and not session.ranks:
+        summary = f"incomplete run: {'; '.join(missing)}: no load was measured"
+        achieved = 0.0
+    elif missing:
         # A load that did not finish has no throughput: a failed rank's 0.00 s is not a fast load.
         done = completed_bytes(session)
         summary = (
@@ -214,7 +241,13 @@ def compute_verdict(session: Session) -> dict[str, Any]:
         summary += f"; {achieved:.2f} GB/s overall ({ckpt / 1e9:.2f} GB in {wall:.2f} s, {n_ranks} rank(s))"
 
     predictions = _predictions(
-        session, bottleneck if secondary is None else secondary, cold, storage_1, storage_n, pinned, fs_type
+        session,
+        remedied if secondary is None or secondary == "mixed" else secondary,
+        cold,
+        storage_1,
+        storage_n,
+        pinned,
+        fs_type,
     )
     recommendations = [
         f"{p['flags']}: ~{p['predicted_s']:.2f} s predicted ({p['why']})"
@@ -256,6 +289,7 @@ def compute_verdict(session: Session) -> dict[str, Any]:
     return {
         "bottleneck": bottleneck,
         "secondary": secondary,
+        "close": [PHASE_BOTTLENECK[k] for k in close] if len(close) > 1 else [],
         "shares": {k: round(v, 4) for k, v in shares.items()},
         "summary": summary,
         "recommendations": recommendations,
@@ -285,11 +319,30 @@ def compute_verdict(session: Session) -> dict[str, Any]:
     }
 
 
+def close_phases(shares: dict[str, float]) -> list[str]:
+    """The phases whose share is within CLOSE_SHARE of the largest, largest first (one phase: a clear winner)."""
+    ranked = sorted(shares, key=lambda k: -shares[k])
+    if not ranked:
+        return []
+    top = shares[ranked[0]]
+    close = [k for k in ranked if top - shares[k] <= CLOSE_SHARE and shares[k] > 0]
+    if set(close) <= {"storage", "page_cache"}:
+        return close[:1]  # both are the read phase: reading binds, split by what was cached
+    return close
+
+
 def incomplete_work(session: Session) -> list[str]:
     """What the run did not finish: failed or missing ranks, failed shards (empty for a complete run)."""
     out = []
+    interrupted = session.extra.get("interrupted")
+    if isinstance(interrupted, dict):
+        out.append(
+            f"interrupted ({interrupted.get('by', 'Ctrl-C')}) during the {interrupted.get('stage', 'run')}"
+        )
     expected = session.config.get("tp")
-    if isinstance(expected, int) and 0 < len(session.ranks) < expected:
+    if isinstance(expected, int) and not session.ranks and interrupted:
+        out.append("no rank replayed anything")
+    elif isinstance(expected, int) and 0 < len(session.ranks) < expected:
         out.append(f"{expected - len(session.ranks)} of {expected} ranks reported nothing")
     failed = [r for r in session.ranks if r.status != "ok"]
     if failed:

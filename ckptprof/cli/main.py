@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from collections.abc import Sequence
 
-from ckptprof import __version__
+from ckptprof import __version__, interrupts
 from ckptprof.cli.base import Command
 from ckptprof.errors import CkptprofError
 
@@ -60,25 +59,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command is None:
         parser.print_help()
         return 2
-    # SIGTERM (a job scheduler, `kill`) takes the same path as Ctrl-C: ranks stopped, partial session saved.
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        return command.run(args)
-    except CkptprofError as exc:
-        print(f"ckptprof {command.name}: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print(f"ckptprof {command.name}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    # SIGTERM (a job scheduler, `kill`) takes the same path as Ctrl-C: ranks stopped, partial session saved; a
+    # second signal while that happens is ignored (ckptprof.interrupts).
+    with interrupts.installed():
+        try:
+            return command.run(args)
+        except CkptprofError as exc:
+            print(f"ckptprof {command.name}: error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        except KeyboardInterrupt:
+            print(f"ckptprof {command.name}: interrupted ({interrupts.description()})", file=sys.stderr)
+            return 130
+        except BrokenPipeError:
+            return 0
 
 
 def entry() -> None:
-    sys.exit(main())
+    interrupts.install()
+    code = main()
+    interrupts.ignore_from_now()  # a late Ctrl-C must not turn the exit code into a death by SIGINT
+    sys.exit(code)

@@ -8,13 +8,20 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ckptprof import interrupts
+from ckptprof.cachedir import cache_dir
 from ckptprof.checkpoint.discovery import ORDERS
 from ckptprof.cli.outputs import DEFAULT_PARENT, check_output_file, claim_run_dir, release_run_dir
-from ckptprof.errors import UsageError
+from ckptprof.errors import CkptprofError, UsageError
 from ckptprof.replay.plan import CACHE_MODES
 from ckptprof.session import Session
+from ckptprof.stage_hooks import stage_begins
 from ckptprof.units import parse_size
+
+if TYPE_CHECKING:
+    from ckptprof.probe.reuse import Reused
 
 EPILOG = """\
 what is measured, per rank and per shard:
@@ -54,12 +61,7 @@ def builtin_checkpoint(size: int, shards: int = 64, quiet: bool = False) -> Path
     """The built-in demo checkpoint, generated once into the user's cache directory."""
     from ckptprof.checkpoint.synth import synthesize
 
-    base = Path(
-        os.environ.get(
-            "CKPTPROF_CACHE", Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ckptprof"
-        )
-    )
-    path = base / f"eagle3-draft-{shards}x{size}"
+    path = cache_dir() / f"eagle3-draft-{shards}x{size}"
     marker = path / ".complete"
     if not marker.exists():
         if not quiet:
@@ -76,7 +78,9 @@ def builtin_checkpoint(size: int, shards: int = 64, quiet: bool = False) -> Path
 
 
 def failed_shard_lines(session: Session) -> list[str]:
-    """One line per shard file that failed (on any rank), naming the file: the rest was still measured."""
+    """One line per rank that failed, then per shard file that failed (on any rank), naming the file: the rest
+    was still measured."""
+    lines = [f"rank {r.rank} ({r.device}) failed: {r.error}" for r in session.ranks if r.status == "failed"]
     paths = {m.role: m.path for m in session.models}
     seen: dict[str, str] = {}
     for r in session.ranks:
@@ -84,7 +88,7 @@ def failed_shard_lines(session: Session) -> list[str]:
             for s in m.shards:
                 if s.status != "ok":
                     seen.setdefault(f"{paths.get(m.role, '.')}/{s.file}", s.error or "failed")
-    return [f"{path}: {error} (the other shards were measured)" for path, error in seen.items()]
+    return lines + [f"{path}: {error} (the other shards were measured)" for path, error in seen.items()]
 
 
 def parse_strategies(text: str, verify: bool) -> list[tuple[str, dict[str, object]]]:
@@ -155,6 +159,35 @@ def _write(unwritten: list[str], path: Path, write: Callable[[], object]) -> boo
         )
         return False
     return True
+
+
+def recent_probe(
+    target: str | Path, draft: str | None, devices: str, sample: int, args: argparse.Namespace
+) -> tuple[dict[str, object] | None, Reused | None]:
+    """(the key this run's probe would be stored under, a reusable recent probe or None). No key when the
+    checkpoint cannot be listed here: the replay then reports that problem itself."""
+    from ckptprof.checkpoint.discovery import discover
+    from ckptprof.probe import reuse
+    from ckptprof.replay.plan import parse_devices
+
+    try:
+        max_age = args.probe_max_age if args.probe_max_age is not None else reuse.max_age_from_env()
+        files = [f for p in (target, draft) if p for f in discover(Path(p)).files]
+        key = reuse.probe_key(files, parse_devices(devices), sample)
+    except (CkptprofError, OSError, ValueError):
+        return None, None
+    if args.reprobe:
+        return key, None
+    found = reuse.lookup(key, max_age)
+    if found is None:
+        return key, None
+    ceilings = dict(found.ceilings)
+    ceilings["reused"] = {
+        "measured_at": found.measured_at,
+        "age_s": round(found.age_s, 1),
+        "max_age_s": max_age,
+    }
+    return key, reuse.Reused(ceilings, found.measured_at, found.age_s, found.path)
 
 
 def choose_release(version: str | None, server_log: dict[str, object] | None) -> dict[str, object]:
@@ -234,7 +267,25 @@ class RunCommand:
             "--no-probe", action="store_true", help="skip measuring storage / page-cache / H2D ceilings"
         )
         parser.add_argument(
-            "--probe-sample", type=_size, default=parse_size("2GB"), help="storage probe sample (default 2GB)"
+            "--probe-sample",
+            type=_size,
+            default=parse_size("2GB"),
+            help="bytes each cold storage read of the probe reads; the 1-stream and N-stream reads take disjoint "
+            "halves of up to twice this, so a smaller checkpoint is read once (default 2GB)",
+        )
+        parser.add_argument(
+            "--reprobe",
+            action="store_true",
+            help="measure the ceilings again even when a recent probe of the same file system(s), devices and "
+            "sample size could be reused",
+        )
+        parser.add_argument(
+            "--probe-max-age",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="reuse a probe younger than this (default 3600, or $CKPTPROF_PROBE_MAX_AGE_S; 0: never reuse); "
+            "the summary prints the reused probe's age",
         )
         parser.add_argument(
             "--synth-size", type=_size, default=parse_size("512MB"), help="size of the built-in checkpoint"
@@ -337,7 +388,6 @@ class RunCommand:
         is_rank0: bool,
     ) -> int:
         from ckptprof import api
-        from ckptprof.render import table
 
         target = args.target or builtin_checkpoint(args.synth_size, quiet=args.quiet)
         devices = args.devices or default_devices()
@@ -374,12 +424,16 @@ class RunCommand:
         )
         sessions: list[Session] = []
         interrupted = False
-        ceilings = None
+        probe_key = None
+        reused = None
+        if not args.no_probe and is_rank0:
+            probe_key, reused = recent_probe(target, args.draft, devices, args.probe_sample, args)
+        ceilings = reused.ceilings if reused is not None else None
         for name, params in strategies:
             if len(strategies) > 1:
                 say(f"strategy {name} ...")
             try:
-                session = replay_here(
+                one = replay_here(
                     strategy=name,
                     strategy_params=params,
                     verify=args.verify,
@@ -391,20 +445,65 @@ class RunCommand:
                     else None,
                 )
             except api.InterruptedReplay as exc:
-                session = exc.session
+                one = exc.session
                 interrupted = True
-            sessions.append(session)
+            except (
+                KeyboardInterrupt
+            ):  # before the replay had a session (reading the headers): nothing measured
+                if not sessions:
+                    raise
+                interrupted = True
+                break
+            sessions.append(one)
+            if reused is not None:
+                one.notes.insert(
+                    0,
+                    f"ceilings reused from a probe {reused.describe()} of the same file system(s) and devices "
+                    "(--reprobe measures them again)",
+                )
             if not args.no_probe and ceilings is None:
-                ceilings = session.ceilings  # measure the hardware once; every strategy is held against it
+                ceilings = one.ceilings  # measure the hardware once; every strategy is held against it
+                if probe_key is not None and "interrupted" not in one.extra:
+                    from ckptprof.probe import reuse
+
+                    reuse.store(probe_key, ceilings)
             if interrupted:
                 break
         session = sessions[0]
         if args.check_predictions and not interrupted:
-            check_recommendations(
-                session, functools.partial(replay_here, ceilings=ceilings, probe=False), say
-            )
+            try:
+                stage_begins("check")
+                check_recommendations(
+                    session, functools.partial(replay_here, ceilings=ceilings, probe=False), say
+                )
+            except (api.InterruptedReplay, KeyboardInterrupt):
+                session.notes.append(
+                    f"interrupted ({interrupts.description()}) while checking the predictions: not all were checked"
+                )
+                interrupted = True
         if not is_rank0:
             return 0
+        # From here on the work is done: a signal no longer cuts anything short, it only sets the exit code.
+        with interrupts.deferred():
+            stage_begins("report")
+            code = self._report(args, session, sessions, server_log, out_dir, interrupted)
+        if interrupted or interrupts.received():
+            return 130
+        return code
+
+    def _report(
+        self,
+        args: argparse.Namespace,
+        session: Session,
+        sessions: list[Session],
+        server_log: dict[str, object] | None,
+        out_dir: Path,
+        interrupted: bool,
+    ) -> int:
+        """Save the sessions, print the summary, write the asked-for renderings; the exit code for the outcome
+        (an interrupted run's outcome is the interruption: its ranks' and strategies' states are not listed)."""
+        from ckptprof.render import table
+
         if server_log is not None:
             session.extra["server_log"] = server_log
         verified_ok = True
@@ -447,6 +546,13 @@ class RunCommand:
         if unwritten:
             return 2
         if interrupted:
+            where = session.extra.get("interrupted") or {}
+            stage = f" during the {where['stage']}" if isinstance(where, dict) and "stage" in where else ""
+            print(
+                f"ckptprof run: interrupted ({interrupts.description()}){stage}: the partial session holds what "
+                "was measured",
+                file=sys.stderr,
+            )
             return 130
         from ckptprof.analysis.strategies import session_status
 

@@ -23,15 +23,17 @@ def measure_ceilings(
     streams: int | None = None,
     progress: bool = True,
     transfer_bytes: int = transfer.DEFAULT_TRANSFER_BYTES,
+    into: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Storage (when ``paths`` is not empty), page cache, memcpy and H2D ceilings, merged into one JSON-safe dict.
 
     ``notes`` collects every caveat (drop not verified, no CUDA, ...); ``probe_s`` is how long probing took.
+    ``into`` receives each ceiling as soon as it is measured, so an interrupted probe still leaves the finished ones.
     """
     log = _stderr_log if progress else None
     t0 = time.perf_counter()
-    notes: list[str] = []
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {} if into is None else into
+    notes: list[str] = out.setdefault("notes", [])
     if paths:
         st = storage.measure_storage(paths, sample_bytes=sample_bytes, streams=streams, log=log)
     else:
@@ -45,7 +47,6 @@ def measure_ceilings(
     tr = transfer.measure_transfer(devices, nbytes=transfer_bytes, log=log)
     notes.extend(tr.pop("notes"))
     out.update(tr)
-    out["notes"] = notes
     out["probe_s"] = round(time.perf_counter() - t0, 3)
     return out
 

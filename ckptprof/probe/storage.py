@@ -44,8 +44,11 @@ MIN_REGION_BYTES = 64 * MiB
 # The page-cache ceiling is a memory property: a bounded sample read a few times is enough, and must fit.
 PAGE_CACHE_SAMPLE_CAP = 1 << 30
 PAGE_CACHE_REPEATS = 3
+# Repeats of a rate whose spread (max - min) is within this fraction of the median need no more runs.
+SETTLED_SPREAD = 0.10
+MOST_REPEATS = 5
 MEMCPY_BYTES = 256 * MiB
-MEMCPY_REPEATS = 5
+MEMCPY_REPEATS = 3
 
 METHOD_O_DIRECT = "o_direct"
 METHOD_BUFFERED_DROPPED = "buffered-dropped"
@@ -134,11 +137,24 @@ def split_streams(regions: Sequence[Region], n: int) -> list[list[Region]]:
     return [s for s in streams if s]
 
 
+def disjoint_halves(regions: Sequence[Region]) -> tuple[list[Region], list[Region]]:
+    """The sample cut in two halves of nearly equal bytes (aligned cuts); a sample too small to cut is used whole
+    for both."""
+    halves = split_streams(regions, 2)
+    if len(halves) < 2:
+        return list(regions), list(regions)
+    return halves[0], halves[1]
+
+
 def _align_up(value: int, align: int) -> int:
     return -(-value // align) * align
 
 
 # -- reading ----------------------------------------------------------------------------------------------------
+
+
+# Set while an interrupted probe waits for its reader threads: each stops after the block it is reading.
+_CANCEL = threading.Event()
 
 
 def _aligned_buffer(nbytes: int) -> mmap.mmap:
@@ -168,7 +184,7 @@ def read_regions(regions: Sequence[Region], block: int, direct: bool, buf: mmap.
 
 def _read_region(fd: int, region: Region, block: int, direct: bool, view: memoryview) -> int:
     offset, end, done = region.offset, region.offset + region.length, 0
-    while offset < end:
+    while offset < end and not _CANCEL.is_set():
         want = min(block, end - offset)
         if direct:
             want = _align_up(want, DIRECT_ALIGN)  # a tail past EOF just reads short
@@ -215,19 +231,33 @@ def timed_parallel(jobs: Sequence[Callable[[], int]], clock: Clock = time.perf_c
     errors: list[BaseException] = []
 
     def worker(i: int) -> None:
-        barrier.wait()
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            return  # the caller was interrupted before the start
         try:
             results[i] = jobs[i]()
         except BaseException as exc:  # re-raised in the caller's thread below
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(len(jobs))]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    t0 = clock()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        barrier.wait()
+        t0 = clock()
+        for t in threads:
+            t.join()
+    except BaseException:
+        # Ctrl-C lands in this (main) thread. The readers must stop before their buffers are released (an
+        # mmap closed under a pread is a BufferError that would hide the interrupt): they finish their block.
+        _CANCEL.set()
+        barrier.abort()
+        for t in threads:
+            if t.ident is not None:  # started
+                t.join()
+        _CANCEL.clear()
+        raise
     elapsed = clock() - t0
     if errors:
         raise errors[0]
@@ -317,13 +347,16 @@ def measure_storage(
 ) -> dict[str, Any]:
     """Cold storage read ceilings (1 and N streams) and the page-cache read ceiling on the given files.
 
+    Each cold read reads up to ``sample_bytes``, and the two read disjoint halves of a sample of up to twice that:
+    a probe of a small checkpoint reads each byte once (never more than the load it precedes), and the second
+    read cannot be served by a cache the first one filled (a drive's, an NFS server's).
     ``method``: "auto" (O_DIRECT where it works, else buffered after a drop), "o_direct" or "buffered".
     """
     say = log or (lambda _msg: None)
     n = streams or default_streams()
     block = _align_up(block, DIRECT_ALIGN)
     files = [Path(p) for p in paths]
-    regions = choose_sample(files, sample_bytes)
+    regions = choose_sample(files, 2 * sample_bytes)
     notes: list[str] = []
     out: dict[str, Any] = empty_storage_result()
     if not regions:
@@ -335,17 +368,18 @@ def measure_storage(
     if why_not:
         notes.append(f"{why_not} on {fstype}: buffered reads after dropping the page cache")
 
-    say(f"storage: cold read, 1 stream, {sample / GB:.2f} GB")
-    one = cold_read(regions, 1, block, direct, clock)
-    say(f"storage: cold read, {n} streams")
-    many = cold_read(regions, n, block, direct, clock)
+    first, second = disjoint_halves(regions)
+    say(f"storage: cold read, 1 stream, {sum(r.length for r in first) / GB:.2f} GB")
+    one = cold_read(first, 1, block, direct, clock)
+    say(f"storage: cold read, {n} streams, {sum(r.length for r in second) / GB:.2f} GB")
+    many = cold_read(second, n, block, direct, clock)
     drops = [one.drop, many.drop]
     verified = direct or all(d.ok for d in drops)
     storage_method = _method_name(direct, verified)
     notes.extend(_cold_notes(drops, direct, fstype))
 
     say("page cache: warm read, 1 and N threads")
-    page = measure_page_cache(regions, n, block, clock)
+    page = measure_page_cache(second, n, block, clock)
     notes.extend(page.pop("notes"))
 
     out.update(
@@ -449,8 +483,8 @@ def measure_page_cache(
                 f"page-cache sample only {100.0 * resident / nbytes:.0f}% resident after warming: "
                 "the page-cache figure includes storage reads"
             )
-        one = _median_rate(one_fd_jobs, repeats, clock)
-        many = _median_rate(_fd_streams(sample, streams, fds, block), repeats, clock)
+        one = _median_rate(one_fd_jobs, repeats, clock, most=MOST_REPEATS)
+        many = _median_rate(_fd_streams(sample, streams, fds, block), repeats, clock, most=MOST_REPEATS)
     finally:
         for fd in fds.values():
             os.close(fd)
@@ -495,12 +529,21 @@ def _fd_reader(stream: Sequence[Region], fds: dict[Path, int], buf: bytearray) -
     return run
 
 
-def _median_rate(jobs: Sequence[Callable[[], int]], repeats: int, clock: Clock) -> float:
+def _median_rate(
+    jobs: Sequence[Callable[[], int]], repeats: int, clock: Clock, most: int | None = None
+) -> float:
+    """The median rate of ``repeats`` timed runs; while they disagree by more than SETTLED_SPREAD, more runs up
+    to ``most``: a quiet host pays for three, a noisy one gets the five a fixed count would always spend."""
     rates = []
-    for _ in range(max(1, repeats)):
+    while True:
         nbytes, seconds = timed_parallel(jobs, clock)
         rates.append(_rate(nbytes, seconds))
-    return statistics.median(rates)
+        if len(rates) < max(1, repeats):
+            continue
+        middle = statistics.median(rates)
+        settled = middle <= 0 or (max(rates) - min(rates)) <= SETTLED_SPREAD * middle
+        if settled or len(rates) >= max(repeats, most or repeats):
+            return middle
 
 
 def measure_memcpy(
@@ -518,12 +561,12 @@ def measure_memcpy(
     src = np.ones(nbytes, dtype=np.uint8)  # ones, not empty: pages must exist before timing
     dst = np.zeros(nbytes, dtype=np.uint8)
     np.copyto(dst, src)  # warm-up
-    one = _median_rate([_copier(dst, src)], repeats, clock)
+    one = _median_rate([_copier(dst, src)], repeats, clock, most=MOST_REPEATS)
     bounds = np.linspace(0, nbytes, n + 1, dtype=np.int64)
     slices = [(int(a), int(b)) for a, b in itertools.pairwise(bounds) if b > a]
-    many = _median_rate([_copier(dst[a:b], src[a:b]) for a, b in slices], repeats, clock)
+    many = _median_rate([_copier(dst[a:b], src[a:b]) for a, b in slices], repeats, clock, most=MOST_REPEATS)
     del dst
-    fresh = _median_rate([_fresh_writer(src)], max(1, repeats // 2), clock)
+    fresh = _median_rate([_fresh_writer(src)], min(2, max(1, repeats)), clock)
     return {
         "fresh_write_GBps": _round(fresh),
         "memcpy_GBps": _round(one),

@@ -30,6 +30,7 @@ from ckptprof.render.table import (
     PY_SPY_HEADERS,
     RANK_HEADERS,
     STRATEGY_HEADERS,
+    ceiling_header,
     ceiling_rows,
     py_spy_rows,
     rank_rows,
@@ -228,7 +229,7 @@ def render(session: Session, with_plots: bool | None = None, slowest: int = 10) 
         sections.append(_section(f"{len(rows)} slowest shards", html_table(SLOWEST_HEADERS, rows)))
     sections.append(
         _section(
-            "Ceilings (measured this run)",
+            ceiling_header(session.ceilings or {}, heading=True),
             html_table(["ceiling", "measured"], crows) if crows else "<p>Not measured (--no-probe).</p>",
         )
     )

@@ -19,6 +19,7 @@ from ckptprof.render.table import (
     PY_SPY_HEADERS,
     RANK_HEADERS,
     STRATEGY_HEADERS,
+    ceiling_header,
     ceiling_rows,
     prediction_heading,
     prediction_rows,
@@ -212,7 +213,9 @@ def headline(session: Session) -> str:
     bottleneck = (session.verdict or {}).get("bottleneck")
     if not bottleneck:
         return "no verdict"
-    return "no timings" if bottleneck == "unknown" else f"{bottleneck}-bound"
+    if bottleneck == "unknown":
+        return "no timings"
+    return "no single bottleneck" if bottleneck == "mixed" else f"{bottleneck}-bound"
 
 
 def _try_line(flags: str, outcome: str) -> str:
@@ -251,7 +254,7 @@ def render(session: Session, slowest: int = 10) -> str:
     if rows:
         out += [f"### {len(rows)} slowest shards", "", md_table(SLOWEST_HEADERS, rows), ""]
     crows = ceiling_rows(session.ceilings or {})
-    out += ["### Ceilings (measured this run)", ""]
+    out += [f"### {ceiling_header(session.ceilings or {}, heading=True)}", ""]
     out += [md_table(["ceiling", "measured"], crows) if crows else "_not measured_", ""]
     prows = py_spy_rows(session)
     if prows:

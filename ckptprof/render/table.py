@@ -94,6 +94,17 @@ def ceiling_rows(ceilings: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def ceiling_header(ceilings: dict[str, Any], heading: bool = False) -> str:
+    """'ceiling (measured this run)', or how old the reused probe was; 'Ceilings (...)' as a heading."""
+    word = "Ceilings" if heading else "ceiling"
+    reused = ceilings.get("reused")
+    if isinstance(reused, dict) and isinstance(reused.get("age_s"), (int, float)):
+        from ckptprof.probe.reuse import age_words
+
+        return f"{word} (reused: measured {age_words(reused['age_s'])} ago)"
+    return f"{word} (measured this run)"
+
+
 def release_line(session: Session) -> str:
     """Which SGLang release the replay stands for, and why that one ("" for sessions from before profiles)."""
     release = session.config.get("sglang_release")
@@ -119,7 +130,12 @@ def render(session: Session, slowest: int = 5) -> str:
         out.append(release)
     out.append("")
     # Numbers stay as formatted: tabulate would print "14.00" GB/s as "14".
-    out.append(tabulate(rank_rows(session), headers=RANK_HEADERS, tablefmt="simple", disable_numparse=True))
+    if session.ranks:
+        out.append(
+            tabulate(rank_rows(session), headers=RANK_HEADERS, tablefmt="simple", disable_numparse=True)
+        )
+    else:
+        out.append("no rank replayed anything")
     out.append("")
     rows = [
         [
@@ -147,7 +163,7 @@ def render(session: Session, slowest: int = 5) -> str:
         out.append("")
     crow = ceiling_rows(session.ceilings or {})
     if crow:
-        out.append(tabulate(crow, headers=["ceiling (measured this run)", ""], tablefmt="simple"))
+        out.append(tabulate(crow, headers=[ceiling_header(session.ceilings or {}), ""], tablefmt="simple"))
         out.append("")
     if v:
         out.append(f"verdict: {v.get('summary', '')}")
@@ -172,9 +188,12 @@ def render(session: Session, slowest: int = 5) -> str:
                     f"storage busy {100 * on_path.get('storage', 0.0):.0f}% of the faithful wall"
                     + (f" ({source})" if source else "")
                 )
+        elif session.config.get("faithful"):
+            extras.append("faithful check interrupted")
         else:
             extras.append("faithful check not run (--faithful)")
-        out.append("  " + "; ".join(extras))
+        if session.ranks:  # amplification, skew and the faithful check describe a load that ran
+            out.append("  " + "; ".join(extras))
         memory = memory_summary(session)
         if memory:
             out.append(f"  memory: {memory}")

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any
 
+from ckptprof.replay.changed import explain_signal_death
 from ckptprof.replay.plan import ReplayPlan
 from ckptprof.session import RankModel, RankResult, ShardTiming, rank_from_dict
 
@@ -214,7 +215,8 @@ def run_spawned(
     for rank, p in enumerate(procs):
         if rank not in collector.done:
             collector.fail(
-                rank, _exit_reason(p.exitcode) if p.exitcode not in (None, 0) else "exited without reporting"
+                rank,
+                _exit_reason(p.exitcode, plan) if p.exitcode not in (None, 0) else "exited without reporting",
             )
     return _ordered(plan, collector)
 
@@ -271,18 +273,18 @@ def _collect(procs: list[Any], results: Any, barrier: Any, collector: _Collector
             # The process is gone; give its last queue message a moment to arrive before declaring it dead.
             first = dead_since.setdefault(rank, time.monotonic())
             if time.monotonic() - first > 1.0:
-                collector.fail(rank, _exit_reason(p.exitcode))
+                collector.fail(rank, _exit_reason(p.exitcode, collector.plan))
                 barrier.abort()  # ranks still waiting at the start barrier must not wait for a dead one
 
 
-def _exit_reason(code: int) -> str:
+def _exit_reason(code: int, plan: ReplayPlan) -> str:
     if code < 0:
         try:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
         hint = " (out of host memory? the OOM killer sends SIGKILL)" if -code == signal.SIGKILL else ""
-        return f"rank process killed by {name}{hint}"
+        return explain_signal_death(plan, f"rank process killed by {name}{hint}", name)
     return f"rank process exited with code {code} without reporting"
 
 

@@ -17,6 +17,7 @@ import torch
 
 from ckptprof.checkpoint import diskstats
 from ckptprof.replay import memory
+from ckptprof.replay.changed import changed_files, explain_shard_error
 from ckptprof.replay.plan import ReplayPlan
 from ckptprof.replay.recorder import CudaCopyTimer, HostCopyTimer, Recorder, WallOnlyRecorder
 from ckptprof.replay.strategies import get_strategy, param_digests
@@ -90,6 +91,8 @@ def replay_rank(
         if plan.verify and not faithful:
             result.checksums = param_digests(ctx)
         failed = [s for m in recorder.models for s in m.shards if s.status != "ok"]
+        for shard in failed:  # a raw EFAULT or "incomplete metadata" is a file that shrank under the load
+            shard.error = explain_shard_error(plan, shard.file, shard.error or "failed")
         if failed:
             result.error = f"{len(failed)} shard(s) failed; first: {failed[0].file}: {failed[0].error}"
     except KeyboardInterrupt:
@@ -109,6 +112,9 @@ def replay_rank(
         last = traceback.extract_tb(exc.__traceback__)[-1:]
         where = f" at {os.path.basename(last[0].filename)}:{last[0].lineno}" if last else ""
         result.error = f"{type(exc).__name__}: {exc}{where}"
+        changed = changed_files(plan)
+        if changed:
+            result.error = f"{changed[0].path}: {changed[0].cause()}: {result.error}"
     finally:
         close = getattr(strategy, "close", None)
         if close is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -221,3 +222,52 @@ def test_a_rank_process_that_cannot_start_raises_its_own_error_and_stops_the_oth
     # rank 0, already started and waiting at the barrier, was stopped
     assert [p.name for p in started] == ["rank0"]
     assert not started[0].is_alive()
+
+
+@pytest.mark.parametrize(
+    ("fault_in", "expect"),
+    [
+        # populate (the default): madvise answers the pages past the new end with EFAULT, the shard fails
+        ("populate", "shard"),
+        # touch: reading a mapped page past the end is SIGBUS, which kills the rank
+        ("touch", "rank"),
+    ],
+)
+def test_a_shard_truncated_while_it_is_read_is_named_with_the_cause(
+    small_draft: Path, tmp_path: Path, fault_in: str, expect: str
+) -> None:
+    # GIVEN a copy of the checkpoint (the test truncates a file) replayed slowly by two ranks
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(small_draft, ckpt)
+    victim = sorted(ckpt.glob("*.safetensors"))[-1]
+    size = victim.stat().st_size
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {
+        **os.environ,
+        "CKPTPROF_FAULT_DELAY_S": "0.4",
+        "CKPTPROF_FAULT_MARK_DIR": str(out),
+        "CKPTPROF_FAULT_IN": fault_in,
+        "OMP_NUM_THREADS": "1",
+    }
+    cmd = [sys.executable, "-m", "ckptprof", "run", str(ckpt), "--tp", "2", "--devices", "cpu", "--no-probe"]
+    cmd += ["-q", "-o", str(out), "--strategy", "sglang-mt"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # WHEN the last shard loses half its bytes after the ranks have opened it (the multithread loader maps eight
+    # files ahead) and before they reach it
+    loading(out, 0)
+    os.truncate(victim, size // 2)
+    _, err = proc.communicate(timeout=120)
+    # THEN the run fails (exit 2) and the error names the file and the cause, not a bare signal or errno
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err
+    session = Session.load(out / "session.json")
+    cause = "shrank while it was read"
+    if expect == "rank":
+        failed = [r for r in session.ranks if r.status == "failed"]
+        assert failed and all("SIGBUS" in (r.error or "") for r in failed)
+        assert all(victim.name in (r.error or "") and cause in (r.error or "") for r in failed)
+    else:
+        shards = [s for r in session.ranks for m in r.models for s in m.shards if s.status == "failed"]
+        assert shards and all(s.file == victim.name and cause in (s.error or "") for s in shards)
+    assert victim.name in err and cause in err

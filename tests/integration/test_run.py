@@ -16,6 +16,7 @@ import pytest
 
 from ckptprof import api
 from ckptprof.analysis.attribution import model_totals
+from ckptprof.analysis.verdict import BOTTLENECKS
 from ckptprof.cli.main import main
 from ckptprof.session import Session
 
@@ -178,14 +179,7 @@ def test_json_dash_prints_the_session(
     assert main(["run", str(small_draft), "--no-probe", "-q", "--json", "-", "-o", str(tmp_path)]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["schema_version"] == 1
-    assert data["verdict"]["bottleneck"] in {
-        "storage",
-        "page-cache",
-        "deserialize",
-        "h2d",
-        "rank-skew",
-        "cpu",
-    }
+    assert data["verdict"]["bottleneck"] in BOTTLENECKS
 
 
 def test_bad_usage(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -254,14 +248,7 @@ def test_python_api_is_ckptprof_replay(small_draft: Path) -> None:
 
     session = ckptprof.replay(small_draft, tp=1, devices="cpu", cache="warm", probe=False)  # type: ignore[operator]
     assert isinstance(session, Session)
-    assert session.verdict["bottleneck"] in {
-        "storage",
-        "page-cache",
-        "deserialize",
-        "h2d",
-        "rank-skew",
-        "cpu",
-    }
+    assert session.verdict["bottleneck"] in BOTTLENECKS
 
 
 def test_server_log_is_put_next_to_the_replay(
@@ -384,4 +371,4 @@ def test_the_readme_api_line_works_after_a_plain_import(small_draft: Path) -> No
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() in {"storage", "page-cache", "deserialize", "h2d", "rank-skew", "cpu"}
+    assert proc.stdout.strip() in BOTTLENECKS

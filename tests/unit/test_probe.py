@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,6 +147,28 @@ def test_timed_parallel_reraises_a_worker_error() -> None:
         storage.timed_parallel([lambda: 1, boom])
 
 
+def test_ctrl_c_during_a_parallel_read_stops_the_readers_before_their_buffers_go(disk_dir: Path) -> None:
+    # GIVEN four readers with 64 KiB blocks over 32 MiB each (thousands of preads)
+    paths = _files(disk_dir, [32 * MiB] * 4)
+    streams = storage.split_streams(storage.choose_sample(paths, 10**9), 4)
+    before = threading.active_count()
+
+    class InterruptAtStart:
+        """Ctrl-C lands in the main thread just as the readers are released."""
+
+        def __call__(self) -> float:
+            raise KeyboardInterrupt
+
+    # WHEN the interrupt comes while they read
+    with pytest.raises(KeyboardInterrupt):
+        storage.read_streams(streams, 64 * 1024, False, InterruptAtStart())
+    # THEN the interrupt itself surfaces (not a BufferError from closing a buffer a reader still used), every
+    # reader has stopped, and the next probe is not cancelled
+    assert threading.active_count() == before
+    assert not storage._CANCEL.is_set()
+    assert storage.read_streams(streams, 1 * MiB, False)[0] == 128 * MiB
+
+
 def test_o_direct_refused_on_a_file_system_without_it(
     monkeypatch: pytest.MonkeyPatch, disk_dir: Path
 ) -> None:
@@ -207,12 +230,29 @@ def test_measure_storage_on_disk(disk_dir: Path, method: str) -> None:
 
 
 def test_measure_storage_rates_follow_the_clock(disk_dir: Path) -> None:
+    # GIVEN 8 MiB of checkpoint, less than twice the sample: the two cold reads take a disjoint half each
     paths = _files(disk_dir, [4 * MiB, 4 * MiB])
     result = storage.measure_storage(paths, streams=2, block=1 * MiB, clock=StepClock(0.25))
-    expected = round(8 * MiB / 0.25 / 1e9, 3)
-    assert result["storage_read_1_stream_GBps"] == expected
-    assert result["storage_read_n_streams_GBps"] == expected
-    assert result["page_cache_read_1_thread_GBps"] == expected
+    half = round(4 * MiB / 0.25 / 1e9, 3)
+    assert result["storage_read_1_stream_GBps"] == half
+    assert result["storage_read_n_streams_GBps"] == half
+    assert result["storage_sample_bytes"] == 8 * MiB  # every byte read cold once, none twice
+    assert result["page_cache_read_1_thread_GBps"] == half  # the warm sample is the second half
+
+
+def test_the_cold_reads_take_disjoint_halves_of_the_sample(disk_dir: Path) -> None:
+    # A second read of the same bytes could come from a cache the first filled (a drive's, an NFS server's).
+    paths = _files(disk_dir, [3 * MiB, 5 * MiB, 1 * MiB + 4096], sparse=True)
+    first, second = storage.disjoint_halves(storage.choose_sample(paths, 10**9))
+    covered = [(r.path, b) for r in first + second for b in range(r.offset, r.offset + r.length, 4096)]
+    assert len(covered) == len(set(covered))  # nothing read twice
+    assert sum(r.length for r in first + second) == 9 * MiB + 4096
+    assert abs(sum(r.length for r in first) - sum(r.length for r in second)) <= 4096
+    # a sample too small to cut is used whole by both reads
+    (disk_dir / "tiny").mkdir()
+    (tiny,) = _files(disk_dir / "tiny", [100])
+    small = storage.choose_sample([tiny], 10**9)
+    assert storage.disjoint_halves(small) == (small, small)
 
 
 def test_measure_storage_on_tmpfs_says_it_is_memory() -> None:

@@ -295,3 +295,40 @@ def test_on_cpu_the_copy_stand_in_is_not_called_h2d_bound_against_no_ceiling() -
     assert v["bottleneck"] == "h2d"  # the JSON contract's word for the copy phase
     assert v["summary"].startswith("host-copy-bound (no CUDA device")
     assert "vs 12.00 GB/s host memcpy" in v["summary"] and "n/a" not in v["summary"]
+
+
+def test_shares_within_the_noise_name_no_single_bottleneck() -> None:
+    # GIVEN the CPU runs that flipped between verdicts: warm faults, deserialisation and copies near a third each
+    s = session(read=0.34, deser=0.31, h2d=0.33, resident=4 * GB, device="cpu")
+    s.ceilings["memcpy_GBps"] = 12.0
+    v = compute_verdict(s)
+    # THEN no winner is named; the close shares are shown, largest first
+    assert v["bottleneck"] == "mixed"
+    assert v["close"] == ["page-cache", "h2d", "deserialize"]
+    assert v["summary"].startswith(
+        "no single bottleneck: page-cache faults 34%, copies 33%, deserialisation 31%"
+    )
+    assert "host-copy stand-in" in v["summary"] and "GB/s overall" in v["summary"]
+    s.verdict = v
+    assert table.render(s).count("no single bottleneck") == 1
+    # AND the flags for the largest share are still offered
+    assert v["predictions"]
+
+
+def test_a_clear_margin_still_names_the_winner() -> None:
+    v = compute_verdict(session(read=0.5, deser=0.05, h2d=0.3, resident=4 * GB))
+    assert v["bottleneck"] == "page-cache" and v["close"] == []
+
+
+def test_storage_and_page_cache_close_together_are_the_read_phase_not_a_tie() -> None:
+    # half the checkpoint was cached: the read phase binds, split by what was cached
+    v = compute_verdict(session(read=1.0, deser=0.02, h2d=0.05, resident=2 * GB))
+    assert v["shares"]["storage"] > 0.3 and v["shares"]["page_cache"] > 0.3
+    assert v["bottleneck"] in ("storage", "page-cache") and v["close"] == []
+
+
+def test_every_report_format_heads_a_tie_as_no_single_bottleneck() -> None:
+    s = session(read=0.34, deser=0.31, h2d=0.33, resident=4 * GB)
+    s.verdict = compute_verdict(s)
+    assert markdown.render(s).splitlines()[0] == "## ckptprof verdict: no single bottleneck"
+    assert "mixed-bound" not in html.render(s) and "no single bottleneck" in html.render(s)

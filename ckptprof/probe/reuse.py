@@ -1,0 +1,127 @@
+"""Ceilings kept from a recent probe of the same file system and devices, so a run need not measure them again.
+
+A default run on a small checkpoint spent more time probing than loading. The ceilings describe the storage
+under the checkpoint, the host's memory and the device links - not the checkpoint - so ``ckptprof run`` keeps
+each probe's result (in the cache directory) and a later run on the same host, the same file system(s), the same
+devices and the same sample size reuses it while it is younger than a maximum age (one hour by default). The
+session says so, with the age; ``--reprobe`` measures again. What could have changed since (a busier NFS server,
+another tenant on the PCIe switch) is the price of reuse, which is why the age is printed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ckptprof import __version__
+from ckptprof.cachedir import cache_dir
+from ckptprof.checkpoint import fs
+
+DEFAULT_MAX_AGE_S = 3600.0
+FORMAT = 1
+
+
+def max_age_from_env() -> float:
+    """CKPTPROF_PROBE_MAX_AGE_S (seconds; 0 turns reuse off), else one hour."""
+    text = os.environ.get("CKPTPROF_PROBE_MAX_AGE_S", "").strip()
+    if not text:
+        return DEFAULT_MAX_AGE_S
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"CKPTPROF_PROBE_MAX_AGE_S must be a number of seconds, got {text!r}") from None
+    return max(0.0, value)
+
+
+def probe_key(files: Sequence[Path], devices: Sequence[str], sample_bytes: int) -> dict[str, Any]:
+    """What must match for a probe to stand for this run: host, file systems (device ids and types), devices,
+    sample size and ckptprof version (a newer probe may measure differently)."""
+    filesystems = sorted({(os.stat(f).st_dev, fs.fs_type(f)) for f in files})
+    return {
+        "format": FORMAT,
+        "ckptprof": __version__,
+        "host": socket.gethostname(),
+        "filesystems": [[dev, kind] for dev, kind in filesystems],
+        "devices": list(devices),
+        "sample_bytes": sample_bytes,
+    }
+
+
+def _path_for(key: dict[str, Any], base: Path | None = None) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+    return (base or cache_dir()) / "probes" / f"{digest}.json"
+
+
+@dataclass(frozen=True)
+class Reused:
+    ceilings: dict[str, Any]
+    measured_at: str
+    age_s: float
+    path: Path
+
+    def describe(self) -> str:
+        """'12 min ago' - how old the reused ceilings are."""
+        return f"{age_words(self.age_s)} ago"
+
+
+def age_words(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def lookup(key: dict[str, Any], max_age_s: float, base: Path | None = None) -> Reused | None:
+    """The stored ceilings for ``key`` when younger than ``max_age_s``; None otherwise (or when unreadable)."""
+    if max_age_s <= 0:
+        return None
+    path = _path_for(key, base)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("key") != key or not isinstance(doc.get("ceilings"), dict):
+        return None
+    measured = doc.get("measured_unix")
+    if not isinstance(measured, (int, float)):
+        return None
+    age = time.time() - measured
+    if age < 0 or age > max_age_s:
+        return None  # too old, or a clock that went backwards: measure again
+    from ckptprof.session import InvalidField, validate_ceilings
+
+    try:
+        validate_ceilings(doc["ceilings"])
+    except InvalidField:
+        return None
+    return Reused(doc["ceilings"], str(doc.get("measured_at", "")), age, path)
+
+
+def store(key: dict[str, Any], ceilings: dict[str, Any], base: Path | None = None) -> Path | None:
+    """Keep a fresh probe's ceilings for later runs; None when the cache directory cannot be written (the run
+    goes on: reuse is an optimisation)."""
+    path = _path_for(key, base)
+    now = time.time()
+    doc = {
+        "key": key,
+        "measured_unix": now,
+        "measured_at": dt.datetime.fromtimestamp(now, dt.timezone.utc).isoformat(timespec="seconds"),
+        "ceilings": {k: v for k, v in ceilings.items() if k != "reused"},
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(doc, allow_nan=False), encoding="utf-8")
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        return None
+    return path

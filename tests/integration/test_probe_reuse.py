@@ -1,0 +1,131 @@
+"""`ckptprof run` reuses a recent probe of the same file system and devices, says how old it is, and measures
+again when asked (--reprobe), when the probe is too old, when the sample or devices differ, or when the kept probe
+cannot be trusted (corrupt, from the future)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from ckptprof.cli.main import main
+from ckptprof.probe import reuse
+from ckptprof.session import Session
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Reuse on (the test suite turns it off everywhere else), kept in this test's own cache directory."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("CKPTPROF_CACHE", str(path))
+    monkeypatch.delenv("CKPTPROF_PROBE_MAX_AGE_S")
+    return path
+
+
+def run(ckpt: Path, out: Path, *extra: str) -> tuple[Session, str]:
+    argv = ["run", str(ckpt), "--devices", "cpu", "-q", "-o", str(out), "--strategy", "sglang"]
+    argv += ["--probe-sample", "4MB", *extra]
+    code = main(argv)
+    assert code == 0
+    return Session.load(out / "session.json"), (out / "session.json").read_text()
+
+
+def kept_probes(cache: Path) -> list[Path]:
+    return sorted((cache / "probes").glob("*.json"))
+
+
+def test_a_second_run_reuses_the_probe_and_prints_its_age(
+    small_draft: Path, tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a first run, which probes and keeps the result
+    first, _ = run(small_draft, tmp_path / "a")
+    assert "reused" not in first.ceilings
+    assert "ceiling (measured this run)" in capsys.readouterr().out
+    assert len(kept_probes(cache)) == 1
+    # WHEN a second run starts within the hour
+    second, _ = run(small_draft, tmp_path / "b")
+    printed = capsys.readouterr().out
+    # THEN it holds the first run's ceilings, says they were reused and how old they are, and did not probe
+    reused = second.ceilings["reused"]
+    assert 0 <= reused["age_s"] < 600 and reused["max_age_s"] == reuse.DEFAULT_MAX_AGE_S
+    assert {k: v for k, v in second.ceilings.items() if k != "reused"} == first.ceilings
+    assert "ceiling (reused: measured" in printed
+    assert any(n.startswith("ceilings reused from a probe") and "--reprobe" in n for n in second.notes)
+    assert not any("the storage probe drops and re-reads a sample" in n for n in second.notes)
+
+
+def test_reprobe_a_different_sample_or_an_old_probe_measure_again(
+    small_draft: Path, tmp_path: Path, cache: Path
+) -> None:
+    run(small_draft, tmp_path / "a")
+    again, _ = run(small_draft, tmp_path / "b", "--reprobe")
+    assert "reused" not in again.ceilings
+    other_sample, _ = run(small_draft, tmp_path / "c", "--probe-sample", "2MB")
+    assert "reused" not in other_sample.ceilings
+    assert len(kept_probes(cache)) == 2  # one per sample size
+    never, _ = run(small_draft, tmp_path / "d", "--probe-max-age", "0")
+    assert "reused" not in never.ceilings
+    # a kept probe older than the maximum age is measured again
+    for path in kept_probes(cache):
+        doc = json.loads(path.read_text())
+        doc["measured_unix"] -= 7200
+        path.write_text(json.dumps(doc))
+    old, _ = run(small_draft, tmp_path / "e")
+    assert "reused" not in old.ceilings
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda doc: "{not json",
+        lambda doc: json.dumps({**doc, "measured_unix": doc["measured_unix"] + 3600}),  # from the future
+        lambda doc: json.dumps({**doc, "ceilings": {**doc["ceilings"], "memcpy_GBps": -1}}),
+        lambda doc: json.dumps({**doc, "key": {**doc["key"], "host": "elsewhere"}}),
+    ],
+    ids=["corrupt", "future", "negative-rate", "other-host"],
+)
+def test_a_kept_probe_that_cannot_be_trusted_is_measured_again(
+    small_draft: Path, tmp_path: Path, cache: Path, damage: object
+) -> None:
+    run(small_draft, tmp_path / "a")
+    (path,) = kept_probes(cache)
+    assert callable(damage)
+    path.write_text(damage(json.loads(path.read_text())))
+    session, _ = run(small_draft, tmp_path / "b")
+    assert "reused" not in session.ceilings
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through read-only permissions")
+def test_an_unwritable_cache_directory_only_costs_the_reuse(
+    small_draft: Path, tmp_path: Path, cache: Path
+) -> None:
+    cache.mkdir()
+    cache.chmod(0o500)
+    try:
+        first, _ = run(small_draft, tmp_path / "a")
+        second, _ = run(small_draft, tmp_path / "b")
+    finally:
+        cache.chmod(0o700)
+    assert "reused" not in first.ceilings and "reused" not in second.ceilings
+
+
+def test_a_cache_path_that_is_a_file_only_costs_the_reuse(
+    small_draft: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "cache-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("CKPTPROF_CACHE", str(blocker))
+    monkeypatch.delenv("CKPTPROF_PROBE_MAX_AGE_S")
+    first, _ = run(small_draft, tmp_path / "a")
+    second, _ = run(small_draft, tmp_path / "b")
+    assert "reused" not in first.ceilings and "reused" not in second.ceilings
+
+
+def test_the_key_names_the_file_systems_and_devices(small_draft: Path) -> None:
+    files = sorted(small_draft.glob("*.safetensors"))
+    key = reuse.probe_key(files, ["cpu"], 4_000_000)
+    assert key["devices"] == ["cpu"] and key["sample_bytes"] == 4_000_000
+    assert key["filesystems"] == [[os.stat(files[0]).st_dev, key["filesystems"][0][1]]]
+    assert reuse.probe_key(files, ["cuda:0"], 4_000_000) != key
