@@ -18,7 +18,7 @@ import os
 import resource
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -203,6 +203,14 @@ class CudaCopyTimer:
             return 0.0
         self._torch.cuda.synchronize(self._device)
         return sum(a.elapsed_time(b) for a, b in spans) / 1e3
+
+
+@dataclass
+class Awaited:
+    """Filled in by the caller of ``Recorder.read_awaited`` once it knows what it waited for."""
+
+    shard: ShardTiming | None = None
+    nbytes: int = 0
 
 
 @dataclass
@@ -452,6 +460,46 @@ class Recorder:
                 t.major_faults += c1[0] - c0[0]
                 t.storage_bytes += max(0, c1[1] - c0[1])
 
+    @contextmanager
+    def read_awaited(self) -> Iterator[Awaited]:
+        """A read whose shard is known only when it ends (a streaming library's next tensor, read by its own
+        threads): inside the block set ``shard`` and ``nbytes`` on the yielded object; the wait is booked there,
+        with the whole process's faults and storage bytes. A block that sets no shard records nothing."""
+        awaited = Awaited()
+        c0 = self._process_counts()
+        t0 = self.clock()
+        try:
+            yield awaited
+        finally:
+            t1 = self.clock()
+            if awaited.shard is not None:
+                self._add(
+                    self._state(awaited.shard),
+                    "read",
+                    awaited.nbytes,
+                    t0,
+                    t1,
+                    None,
+                    c0,
+                    self._process_counts(),
+                )
+
+    def process_storage_bytes(self) -> int:
+        """The whole process's storage bytes so far (all its threads, a library's own included)."""
+        return self._process_counts()[1]
+
+    def settle_storage(self, shard: ShardTiming, since: int, timings: Iterable[ShardTiming]) -> None:
+        """Book on the open ``shard`` the process's storage bytes since ``since`` (``process_storage_bytes``) that
+        no timed block of ``timings`` counted: a library reads ahead on its own threads while the rank copies.
+        Called as each shard closes, it keeps the rank's total exact; the split between shards is approximate."""
+        residual = (self.process_storage_bytes() - since) - sum(t.storage_bytes for t in timings)
+        if residual <= 0:
+            return
+        with self._lock:
+            state = self._open.get(id(shard))
+            if state is not None:
+                state.timing.storage_bytes += residual
+
     def deserialize(self, shard: ShardTiming | None = None) -> AbstractContextManager[None]:
         """Opening a file, parsing its header, building tensor objects (no tensor bytes moved).
 
@@ -492,6 +540,15 @@ class WallOnlyRecorder(Recorder):
     """For the faithful pass: SGLang's exact sequence, only shard walls measured, no per-phase clock reads."""
 
     times_phases: ClassVar[bool] = False
+
+    @contextmanager
+    def read_awaited(self) -> Iterator[Awaited]:
+        awaited = Awaited()
+        yield awaited
+        if awaited.shard is not None:
+            state = self._state(awaited.shard)
+            with self._lock:
+                state.timing.bytes += awaited.nbytes
 
     @contextmanager
     def _phase(

@@ -2,7 +2,7 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe predict | deps strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier
+# steps: env smoke synth tp1 tp8 probe predict | deps peers gputests strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier
 # (deps installs the wheels carried in .whl/: fastsafetensors, py-spy, pytest + pytest-benchmark for bench)
 # (STRATEGIES picks the strategies; STRAT8_DEVICES / STRAT8_CACHES the device specs and cache modes of strategies8;
 #  tune: the pipelined strategy's reader count, TUNE_READERS, and chunk size, TUNE_CHUNKS; readahead: RA_TPS and
@@ -67,6 +67,24 @@ for s in $STEPS; do
     fi
     command -v py-spy || true
     python3 -c 'import fastsafetensors; print("fastsafetensors", fastsafetensors.__version__ if hasattr(fastsafetensors, "__version__") else "present")' || true
+    python3 -c 'import runai_model_streamer, instanttensor; print("runai-model-streamer and instanttensor present")' || true
+    ;;
+  peers)
+    # The peers' real loaders (runai-model-streamer, instanttensor, fastsafetensors from .whl/) next to SGLang's
+    # default path, values verified: TP1, TP2 with a GPU each (instanttensor's NCCL group), TP8 sharing PEER_DEVICES.
+    for cfg in ${PEER_CONFIGS:-1:cuda:0 2:cuda 8:cuda}; do
+      tp=${cfg%%:*}; devs=${cfg#*:}
+      for cache in ${PEER_CACHES:-cold warm}; do
+        step "TP$tp on $devs $cache, peers' loaders, verified"
+        timeout -s INT ${STEP_TIMEOUT_S:-300} $CK run "$DATA/eagle3" --tp $tp --devices $devs --cache $cache \
+          --strategy "${PEER_STRATEGIES:-sglang-mt:num_threads=8,runai-streamer,instanttensor,fastsafetensors}" --verify \
+          --probe-sample ${PEER_PROBE:-2GB} -o "$OUT/peers-tp$tp-${devs/:/}-$cache" -q
+      done
+    done
+    ;;
+  gputests)
+    step "GPU tests (tests/gpu) with the peers' packages"
+    python3 -m pytest -q -p no:cacheprovider tests/gpu 2>&1 | tail -15
     ;;
   strategies1)
     for cache in warm cold; do

@@ -94,3 +94,30 @@ def test_every_strategy_loads_sglangs_values_onto_a_shared_gpu(
         assert r.checksums == sglang_digests(build_plan(small_draft, tp=2).models, 2, r.rank), (
             f"{strategy} {r.rank}"
         )
+
+
+PEERS = {"runai-streamer": "runai_model_streamer", "instanttensor": "instanttensor"}
+
+
+@pytest.mark.parametrize("strategy", list(PEERS))
+@pytest.mark.parametrize("spread", ["shared", "own"])
+def test_the_peers_real_loaders_load_sglangs_values(
+    small_draft: Path, strategy: str, spread: str, sglang_digests: Digests
+) -> None:
+    # GIVEN a peer's real package (skipped where it is not installed: tests/unit cover the unavailable path)
+    pytest.importorskip(PEERS[strategy])
+    gpus = torch.cuda.device_count()
+    if spread == "own" and gpus < 2:
+        pytest.skip("one GPU per rank needs two GPUs")
+    # WHEN 2 ranks load through it, sharing cuda:0 or one GPU each (instanttensor's NCCL group)
+    devices = "cuda:0" if spread == "shared" else "cuda:0,cuda:1"
+    session = api.replay(
+        small_draft, tp=2, devices=devices, cache="cold", strategy=strategy, probe=False, verify=True
+    )
+    # THEN both ranks hold what SGLang's default path gives them, and every shard was read and copied
+    assert all(r.status == "ok" and not r.error for r in session.ranks), [r.error for r in session.ranks]
+    for r in session.ranks:
+        assert r.checksums == sglang_digests(build_plan(small_draft, tp=2).models, 2, r.rank), r.rank
+        shards = r.models[0].shards
+        assert all(s.status == "ok" and s.bytes > 0 for s in shards)
+        assert sum(s.h2d_bytes for s in shards) > 0

@@ -32,6 +32,7 @@ from ckptprof.replay.strategies import (
 )
 from ckptprof.replay.strategies import fastsafetensors as fst_mod
 from ckptprof.replay.strategies import pipelined as pipelined_mod
+from ckptprof.replay.strategies import runai as runai_mod
 from ckptprof.replay.strategies.base import LoadContext
 from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardTiming
 
@@ -223,12 +224,20 @@ def test_registry_names_flags_and_params() -> None:
         "prefetch",
         "pipelined",
         "fastsafetensors",
+        "runai-streamer",
+        "instanttensor",
     }
     assert "enable_multithread_load" in FLAGS["sglang-mt"] and '"num_threads": 8' in FLAGS["sglang-mt"]
     assert '"num_threads": 16' in get_strategy("sglang-mt", num_threads=16).flags
     assert FLAGS["no-mmap"] == "--weight-loader-disable-mmap"
     assert FLAGS["prefetch"].startswith("--weight-loader-prefetch-checkpoints")
     assert FLAGS["fastsafetensors"] == "--load-format fastsafetensors"
+    assert FLAGS["runai-streamer"] == "--load-format runai_streamer"
+    assert get_strategy("runai-streamer", concurrency=32).flags == (
+        "--load-format runai_streamer --model-loader-extra-config '{\"concurrency\": 32}'"
+    )
+    assert FLAGS["instanttensor"] == "--load-format instanttensor"
+    assert '"backend": "AIO"' in get_strategy("instanttensor", backend="aio").flags
     assert FLAGS["pipelined"].startswith("not an SGLang flag")
     assert PARAMS["pipelined"]["readers"] is None and PARAMS["prefetch"]["num_threads"] == 4  # None: per TP
     assert [pipelined_mod.default_readers(tp) for tp in (1, 2, 4, 8, 16)] == [16, 16, 8, 4, 4]
@@ -361,6 +370,10 @@ def test_strategy_loads_the_same_bytes_as_sglang(
 def test_a_corrupt_shard_fails_alone(small_draft: Path, tmp_path: Path, name: str) -> None:
     if name == "fastsafetensors" and fst_mod.load_package() is None:
         pytest.skip("fastsafetensors is not installed")
+    if name == "runai-streamer" and runai_mod.load_package() is None:
+        pytest.skip("runai-model-streamer is not installed")
+    if name == "instanttensor":
+        pytest.skip("instanttensor loads to CUDA devices only (tests/gpu)")
     ckpt = tmp_path / "c"
     shutil.copytree(small_draft, ckpt)
     victim = sorted(ckpt.glob("*.safetensors"))[2]
@@ -466,6 +479,71 @@ def test_fastsafetensors_when_installed_loads_the_same_bytes(models: list[ModelP
     assert digests == reference(models, 1, 0)
     shards = [s for m in rec.models for s in m.shards]
     assert all(s.status == "ok" for s in shards) and sum(s.bytes for s in shards) > 0
+
+
+def test_runai_streamer_unavailable_says_how_to_install(
+    models: list[ModelPlan], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runai_mod, "load_package", lambda: None)
+    with pytest.raises(StrategyUnavailable, match=r"^runai-model-streamer is not installed \(pip install"):
+        load(models, "runai-streamer", {}, 1, 0)
+
+
+# 12 MiB: above the largest tensor (9 MiB), below each model's size, so the streamer's ring is reused
+@pytest.mark.parametrize(("tp", "params"), [(1, {}), (3, {"concurrency": 2, "memory_limit": 12 * 2**20})])
+def test_runai_streamer_when_installed_loads_the_same_bytes(
+    models: list[ModelPlan], tp: int, params: dict[str, Any]
+) -> None:
+    if runai_mod.load_package() is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI installs runai-model-streamer: the real package's path must run there")
+        pytest.skip("runai-model-streamer is not installed: the unavailable path is tested instead")
+    before = {
+        key: os.environ.get(key) for key in ("RUNAI_STREAMER_CONCURRENCY", "RUNAI_STREAMER_MEMORY_LIMIT")
+    }
+    for rank in range(tp):
+        digests, rec = load(models, "runai-streamer", params, tp, rank)
+        assert digests == reference(models, tp, rank)
+        for model, rm in zip(models, rec.models, strict=True):
+            assert sorted(s.file for s in rm.shards) == sorted(s.name for s in model.shards)
+            assert all(s.status == "ok" for s in rm.shards), [s.error for s in rm.shards]
+            # every tensor's wait is booked on its own file, and every file's bytes were counted
+            assert sum(s.tensors for s in rm.shards) == sum(len(s.tensors or {}) for s in model.shards)
+            assert all(s.bytes > 0 and s.read_s > 0 for s in rm.shards if s.tensors)
+    # the extra config's environment is the load's only
+    assert {key: os.environ.get(key) for key in before} == before
+
+
+def test_runai_streamer_counts_the_storage_bytes_its_threads_read_ahead(models: list[ModelPlan]) -> None:
+    # The streamer reads ahead while the rank copies: bytes read outside the rank's waits count too.
+    if runai_mod.load_package() is None:
+        pytest.skip("runai-model-streamer is not installed")
+    files = [f for m in models for f in m.files]
+    total = sum(f.stat().st_size for f in files)
+    drop = fs.drop_cache(files)
+    if not drop.ok or fs.total_resident_bytes(files) > 0.05 * total:
+        pytest.skip(f"the page cache could not be dropped here: {drop.note}")
+    _, rec = load(models, "runai-streamer", {}, 1, 0, cache="as-is")
+    counted = sum(s.storage_bytes for m in rec.models for s in m.shards)
+    if counted == 0:
+        pytest.skip("this file system's reads are not in the kernel's io accounting")
+    assert counted >= 0.9 * total, (counted, total)
+
+
+def test_runai_streamer_memory_limit_below_a_tensor_fails_the_shards_with_the_librarys_reason(
+    models: list[ModelPlan],
+) -> None:
+    if runai_mod.load_package() is None:
+        pytest.skip("runai-model-streamer is not installed")
+    _, rec = load(models, "runai-streamer", {"memory_limit": 2**20}, 1, 0)
+    shards = [s for m in rec.models for s in m.shards]
+    assert shards and all(s.status == "failed" for s in shards)
+    assert all("cannot be smaller than" in (s.error or "") for s in shards)
+
+
+def test_instanttensor_needs_a_cuda_device(models: list[ModelPlan]) -> None:
+    with pytest.raises(StrategyUnavailable, match="CUDA devices only"):
+        load(models, "instanttensor", {}, 1, 0)
 
 
 # -- the comparison ---------------------------------------------------------------------------------------------

@@ -19,9 +19,11 @@ import torch
 
 from ckptprof.replay.strategies.base import LoadContext, Strategy
 from ckptprof.replay.strategies.fastsafetensors import FastSafetensors, StrategyUnavailable
+from ckptprof.replay.strategies.instanttensor import InstantTensor
 from ckptprof.replay.strategies.no_mmap import SGLangNoMmap
 from ckptprof.replay.strategies.pipelined import Pipelined
 from ckptprof.replay.strategies.prefetch import SGLangPrefetch
+from ckptprof.replay.strategies.runai import RunaiStreamer
 from ckptprof.replay.strategies.sglang import SGLangMmap
 from ckptprof.replay.strategies.sglang_mt import SGLangMultiThread
 
@@ -52,6 +54,8 @@ _FACTORIES: dict[str, Callable[..., Any]] = {
     "prefetch": SGLangPrefetch,
     "pipelined": Pipelined,
     "fastsafetensors": FastSafetensors,
+    "runai-streamer": RunaiStreamer,
+    "instanttensor": InstantTensor,
 }
 
 AVAILABLE: tuple[str, ...] = tuple(_FACTORIES)

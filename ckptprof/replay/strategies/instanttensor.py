@@ -1,0 +1,165 @@
+"""SGLang's ``--load-format instanttensor``, driven through the real ``instanttensor`` package (CUDA only).
+
+What SGLang does (read from the 0.5.23 wheel, ``instanttensor_weights_iterator``): every safetensors file at once
+goes to one ``instanttensor.safe_open(files, framework="pt", device=<this GPU>, process_group=<the load group's
+device group when it has more than one rank>, copy=True, **extra_config)``; its I/O backend (io_uring / AIO,
+O_DIRECT, or mmap on tmpfs) reads the files into a GPU ring buffer, the ranks of the group sharing the reads over
+NCCL, and ``tensors()`` yields each tensor already on the GPU (a clone). The model's loader then narrows it and
+copies it into the parameter, device to device.
+
+Recorded per rank: waiting for the next tensor (storage reads, the library's host-to-device transfer and the
+ranks' exchange, done by its own threads) as "read" on the tensor's shard, with the process's storage bytes;
+the narrow + device copy as "h2d". Opening (headers, buffer sizing, the first submissions) is "read" on the
+first shard. Ranks that share a GPU cannot form the NCCL group SGLang would use: each then loads every file
+alone, and the flags say so.
+
+When the package is not installed, or there is no CUDA device, the strategy is unavailable and says so.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ckptprof.replay.plan import ModelPlan, ReplayPlan, ShardPlan
+from ckptprof.replay.recorder import Recorder
+from ckptprof.replay.strategies.base import LoadContext
+from ckptprof.replay.strategies.fastsafetensors import StrategyUnavailable, close_group, make_group
+from ckptprof.replay.strategies.sglang_mt import nonresident
+from ckptprof.session import ShardTiming
+
+INSTALL_HINT = "instanttensor is not installed (pip install instanttensor)"
+BACKENDS = ("URING", "AIO", "URING_BUFFERED", "AIO_BUFFERED", "CUFILE", "MMAP", "BUFFERED")
+
+
+def load_package() -> ModuleType | None:
+    try:
+        return importlib.import_module("instanttensor")
+    except (ImportError, OSError):  # OSError: the extension's CUDA libraries failed to load
+        return None
+
+
+class InstantTensor:
+    name = "instanttensor"
+    flags = "--load-format instanttensor"
+
+    def __init__(self, backend: str | None = None) -> None:
+        if backend is not None and backend.upper() not in BACKENDS:
+            raise ValueError(
+                f"strategy instanttensor: backend must be one of {', '.join(BACKENDS)}, got {backend!r}"
+            )
+        self.backend = None if backend is None else backend.upper()
+        if self.backend is not None:
+            self.flags = (
+                f'--load-format instanttensor --model-loader-extra-config \'{{"backend": "{self.backend}"}}\''
+            )
+        self._group: Any = None
+        self._store_path: str | None = None
+        self._grouped = False
+
+    def prepare(self, ctx: LoadContext, plan: ReplayPlan) -> None:
+        if ctx.device.type != "cuda" or load_package() is None:
+            return  # load_model says why it cannot run
+        if ctx.tp > 1:
+            self._group, self._store_path = make_group(ctx, plan, "it", nccl_only=True)
+            self._grouped = self._group is not None
+
+    def close(self) -> None:
+        close_group(self._store_path)
+        self._store_path = None
+        self._group = None
+
+    def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
+        if ctx.device.type != "cuda":
+            raise StrategyUnavailable(
+                "instanttensor loads to CUDA devices only (SGLang refuses it elsewhere)"
+            )
+        package = load_package()
+        if package is None:
+            raise StrategyUnavailable(INSTALL_HINT)
+        readable: list[ShardPlan] = []
+        for shard in model.shards:
+            if shard.error is None and shard.tensors is not None:
+                readable.append(shard)
+                continue
+            timing = rec.open_shard(Path(shard.path).name)  # every rank skips it alike: no collective
+            rec.close_shard(timing, ValueError(shard.error or "header not readable"))
+        if not readable:
+            return
+        timings = {
+            s.path: rec.open_shard(Path(s.path).name, nonresident_bytes=nonresident(s.path, s.bytes))
+            for s in readable
+        }
+        left = {s.path: len(s.tensors or {}) for s in readable}
+        error: BaseException | None = None
+        try:
+            self._load(package, ctx, model.role, readable, timings, left, rec)
+        except Exception as exc:
+            error = exc
+        for path, timing in timings.items():
+            if left.get(path, 0) > 0 or error is not None:
+                rec.close_shard(
+                    timing, error or RuntimeError("instanttensor ended before this file's tensors")
+                )
+
+    def _load(
+        self,
+        package: ModuleType,
+        ctx: LoadContext,
+        role: str,
+        shards: list[ShardPlan],
+        timings: dict[str, ShardTiming],
+        left: dict[str, int],
+        rec: Recorder,
+    ) -> None:
+        import torch
+
+        where = {name: s.path for s in shards for name in (s.tensors or {})}
+        kwargs: dict[str, Any] = {}
+        if self.backend is not None:
+            kwargs["backend"] = [
+                getattr(package.Backend, self.backend, None) or getattr(package.BackendPolicy, self.backend)
+            ]
+        first = timings[shards[0].path]
+        started = rec.process_storage_bytes()
+        with rec.read(0, shard=first, process=True):
+            handle = package.safe_open(
+                [s.path for s in shards],
+                framework="pt",
+                device=ctx.device,
+                process_group=self._group,
+                copy=True,
+                **kwargs,
+            )
+            handle.__enter__()
+        try:
+            tensors = handle.tensors()
+            while True:
+                with rec.read_awaited() as awaited:
+                    item = next(tensors, None)
+                    path = where.get(item[0]) if item is not None else None
+                    if item is not None and path is not None:
+                        awaited.shard = timings[path]
+                        awaited.nbytes = item[1].numel() * item[1].element_size()
+                if item is None:
+                    break
+                name, full = item
+                if path is None:
+                    continue
+                timing = timings[path]
+                with rec.use_shard(timing):
+                    src = ctx.narrow(role, name, full)
+                    if src is not None:
+                        with rec.h2d(src.numel() * src.element_size()):
+                            ctx.copy(role, name, src)
+                    rec.tensor_done()
+                del full
+                left[path] -= 1
+                if left[path] == 0:
+                    rec.settle_storage(timing, started, timings.values())
+                    torch.cuda.synchronize(ctx.device)
+                    rec.close_shard(timing)
+        finally:
+            handle.__exit__(None, None, None)
