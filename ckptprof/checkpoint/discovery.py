@@ -48,6 +48,11 @@ class Checkpoint:
     def total_bytes(self) -> int:
         return sum(f.stat().st_size for f in self.files)
 
+    def missing_reason(self) -> str:
+        """Why a shard in ``missing_from_disk`` is an error: the same words for `inspect` and `run`."""
+        index = self.index_path.name if self.index_path is not None else "the index"
+        return f"named by {index} but missing"
+
 
 def natural_key(name: str) -> list[int | str]:
     return [int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", name)]

@@ -96,7 +96,7 @@ def inspect_checkpoint(path: str | Path, order: str = "sorted", residency: bool 
     headers: list[ShardHeader] = []
     errors = list(ckpt.problems)
     for name in ckpt.missing_from_disk:
-        errors.append(f"{ckpt.path / name}: named by {ckpt.index_path} but missing")
+        errors.append(f"{ckpt.path / name}: {ckpt.missing_reason()}")
     if ckpt.format != "safetensors":
         errors.append(
             f"{ckpt.path}: holds only .{ckpt.format} (pickle) weight files; ckptprof reads safetensors and never "

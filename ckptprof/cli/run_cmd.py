@@ -301,7 +301,8 @@ class RunCommand:
             default=None,
             metavar="NAME[,NAME...]",
             help="loading path(s) to replay, compared side by side: sglang, sglang-mt, sglang-mt-completed, "
-            "no-mmap, prefetch, pipelined, fastsafetensors, or 'all'; parameters as NAME:key=value "
+            "no-mmap, prefetch, pipelined, and the peers' real loaders fastsafetensors, runai-streamer, "
+            "instanttensor (unavailable when not installed), or 'all'; parameters as NAME:key=value "
             "(e.g. sglang-mt:num_threads=16). Default: the SGLang release's own default path (sglang-mt with 8 "
             "threads from 0.5.10 on, sglang before)",
         )

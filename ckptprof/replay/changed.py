@@ -51,6 +51,8 @@ def changed_files(plan: ReplayPlan) -> list[ChangedFile]:
     out: list[ChangedFile] = []
     for model in plan.models:
         for shard in model.shards:
+            if shard.error is not None:
+                continue  # unusable from the start (missing, invalid): nothing changed under the run
             changed = changed_file(shard.path, shard.bytes)
             if changed is not None:
                 out.append(changed)
@@ -61,7 +63,7 @@ def explain_shard_error(plan: ReplayPlan, file: str, error: str) -> str:
     """A failed shard's error, led by the cause when that shard's file shrank or vanished while it was read."""
     for model in plan.models:
         for shard in model.shards:
-            if shard.name == file:
+            if shard.name == file and shard.error is None:
                 changed = changed_file(shard.path, shard.bytes)
                 if changed is not None and not error.startswith("the file "):
                     return f"{changed.cause()}: {error}"

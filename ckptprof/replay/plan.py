@@ -9,11 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from ckptprof.checkpoint import fs, pickled
-from ckptprof.checkpoint.discovery import INDEX_NAME, ORDERS, discover, order_files
+from ckptprof.checkpoint.discovery import ORDERS, discover, order_files
 from ckptprof.checkpoint.header import read_header
 from ckptprof.errors import CheckpointError, UsageError
 
 CACHE_MODES = ("cold", "warm", "as-is")
+
+
+class UnreadableShard(ValueError):
+    """A shard the plan found unusable (its header failed validation): the message is the validator's, the same
+    words ``inspect`` prints for that file."""
 
 
 @dataclass
@@ -171,9 +176,7 @@ def plan_model(role: str, path: str | Path, order: str = "sorted", allow_pickle:
     # A shard the index names but the directory lacks is a failed shard: the server would fail on it too.
     for name in ckpt.missing_from_disk:
         missing = ckpt.path / name
-        shards.append(
-            ShardPlan(path=str(missing), bytes=0, tensors=None, error=f"named by {INDEX_NAME} but missing")
-        )
+        shards.append(ShardPlan(path=str(missing), bytes=0, tensors=None, error=ckpt.missing_reason()))
     by_path = {s.path: s for s in shards}
     shards = [by_path[str(p)] for p in order_files([Path(s.path) for s in shards], order)]
     if all(s.tensors is None for s in shards):

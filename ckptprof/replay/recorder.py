@@ -23,6 +23,7 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from ckptprof.replay.plan import UnreadableShard
 from ckptprof.session import RankModel, ShardTiming
 
 
@@ -323,7 +324,13 @@ class Recorder:
             timing.h2d_s += h2d_s
             if error is not None:
                 timing.status = "failed"
-                timing.error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+                timing.error = (
+                    error
+                    if isinstance(error, str)
+                    else str(error)
+                    if isinstance(error, UnreadableShard)
+                    else f"{type(error).__name__}: {error}"
+                )
             if state.owner is not None or state.first is None or state.last is None:
                 timing.wall_s = t1 - state.t0
             else:

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from ckptprof.replay.plan import ModelPlan, ReplayPlan, ShardPlan
+from ckptprof.replay.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext
 from ckptprof.replay.strategies.sglang_mt import nonresident
@@ -130,7 +130,7 @@ class FastSafetensors:
                 readable.append(shard)
                 continue
             timing = rec.open_shard(Path(shard.path).name)  # every rank skips it alike: no collective
-            rec.close_shard(timing, ValueError(shard.error))
+            rec.close_shard(timing, UnreadableShard(shard.error))
         for i in range(0, len(readable), size):
             self._load_batch(fst, pg, rank, ctx, model.role, readable[i : i + size], rec)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ckptprof.replay.plan import ModelPlan, ReplayPlan, ShardPlan
+from ckptprof.replay.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext
 from ckptprof.replay.strategies.fastsafetensors import StrategyUnavailable, close_group, make_group
@@ -85,7 +85,7 @@ class InstantTensor:
                 readable.append(shard)
                 continue
             timing = rec.open_shard(Path(shard.path).name)  # every rank skips it alike: no collective
-            rec.close_shard(timing, ValueError(shard.error or "header not readable"))
+            rec.close_shard(timing, UnreadableShard(shard.error or "header not readable"))
         if not readable:
             return
         timings = {

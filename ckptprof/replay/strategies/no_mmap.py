@@ -11,7 +11,7 @@ from pathlib import Path
 
 import safetensors.torch
 
-from ckptprof.replay.plan import ModelPlan, ShardPlan
+from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext
 from ckptprof.replay.strategies.sglang_mt import nonresident
@@ -26,7 +26,7 @@ class SGLangNoMmap:
             try:
                 with rec.shard(Path(shard.path).name, nonresident_bytes=nonresident(shard.path, shard.bytes)):
                     if shard.error is not None:
-                        raise ValueError(shard.error)
+                        raise UnreadableShard(shard.error)
                     self._load_shard(ctx, model.role, shard, rec)
             except Exception:
                 continue  # recorded as failed by rec.shard; the other shards are still measured

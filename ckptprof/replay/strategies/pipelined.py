@@ -36,7 +36,7 @@ import torch
 
 from ckptprof.checkpoint.header import ShardHeader, read_header
 from ckptprof.checkpoint.tp_rules import TPSlice
-from ckptprof.replay.plan import ModelPlan, ReplayPlan, ShardPlan
+from ckptprof.replay.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext
 from ckptprof.replay.strategies.sglang_mt import nonresident
@@ -283,7 +283,7 @@ class Pipelined:
         f = _File(shard=shard, timing=timing, direct=False, rec=rec)
         try:
             if shard.error is not None:
-                raise ValueError(shard.error)
+                raise UnreadableShard(shard.error)
             with rec.read(0, shard=timing):
                 header = read_header(shard.path)
             with rec.deserialize(shard=timing):

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ckptprof.replay.plan import ModelPlan, ShardPlan
+from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext
 from ckptprof.replay.strategies.sglang import SGLangMmap
@@ -104,7 +104,7 @@ class SGLangPrefetch:
             error: BaseException | None = None
             try:
                 if shard.error is not None:
-                    raise ValueError(shard.error)
+                    raise UnreadableShard(shard.error)
                 with rec.use_shard(tracker.timing):
                     mmap_path._load_shard(ctx, model.role, shard.path, rec)
             except Exception as exc:

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
-from ckptprof.replay.plan import ModelPlan, ShardPlan
+from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext
 from ckptprof.replay.strategies.fastsafetensors import StrategyUnavailable
@@ -91,7 +91,7 @@ class RunaiStreamer:
                 readable.append(shard)
                 continue
             timing = rec.open_shard(Path(shard.path).name)
-            rec.close_shard(timing, ValueError(shard.error or "header not readable"))
+            rec.close_shard(timing, UnreadableShard(shard.error or "header not readable"))
         if not readable:
             return
         timings = {

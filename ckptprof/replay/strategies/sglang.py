@@ -28,7 +28,7 @@ import torch
 from safetensors import safe_open
 
 from ckptprof.checkpoint import fs, pickled
-from ckptprof.replay.plan import ModelPlan
+from ckptprof.replay.plan import ModelPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext, replay_tensor
 from ckptprof.replay.touch import fault_in, read_header_region
@@ -72,7 +72,7 @@ class SGLangMmap:
                 try:
                     with rec.shard(os.path.basename(shard.path), nonresident_bytes=nonresident) as timing:
                         if shard.error is not None:
-                            raise ValueError(shard.error)
+                            raise UnreadableShard(shard.error)
                         if ahead is not None and nonresident > 0 and not pickled.is_pickle(shard.path):
                             self._load_shard_read_ahead(ctx, model.role, shard.path, rec, timing, ahead)
                         else:

@@ -25,7 +25,7 @@ import torch
 from safetensors import safe_open
 
 from ckptprof.checkpoint import fs
-from ckptprof.replay.plan import ModelPlan, ShardPlan
+from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext, replay_tensor
 from ckptprof.replay.touch import read_header_region
@@ -101,7 +101,7 @@ class SGLangMultiThread:
         opened = _Opened(timing=timing)
         try:
             if shard.error is not None:
-                raise ValueError(shard.error)
+                raise UnreadableShard(shard.error)
             with rec.use_shard(timing):
                 self._open_views(ctx, shard, rec, opened)
         except Exception as exc:
