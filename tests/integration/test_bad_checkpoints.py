@@ -174,7 +174,10 @@ def test_one_bad_shard_among_good_ones(case: str, tmp_path: Path, capsys: pytest
     assert files[1].name in line and expect in line
     # the same words as inspect, not a Python exception class in front of them
     reason = said.split(f"{files[1].name}: ", 1)[1]
-    assert line.split(f"{files[1].name}: ", 1)[1] == f"{reason} (the other shards were measured)", (said, line)
+    assert line.split(f"{files[1].name}: ", 1)[1] == f"{reason} (the other shards were measured)", (
+        said,
+        line,
+    )
     shards = Session.load(tmp_path / "run" / "session.json").ranks[0].models[0].shards
     assert [s.status for s in shards] == ["ok", "failed", "ok"]
     assert _digests(ckpt) == before
