@@ -21,7 +21,7 @@ from ckptprof.replay.changed import changed_files, explain_shard_error
 from ckptprof.replay.plan import ReplayPlan
 from ckptprof.replay.recorder import CudaCopyTimer, HostCopyTimer, Recorder, WallOnlyRecorder
 from ckptprof.replay.strategies import get_strategy, param_digests
-from ckptprof.replay.strategies.base import LoadContext
+from ckptprof.replay.strategies.base import LoadContext, Strategy
 from ckptprof.session import RankResult, ShardTiming
 
 ShardCallback = Callable[[str, ShardTiming], None]
@@ -47,7 +47,7 @@ def replay_rank(
     proc = psutil.Process()
     cpu0 = proc.cpu_times()
     recorder: Recorder | None = None
-    strategy: Any = None
+    strategy: Strategy | None = None
     try:
         if device.type == "cuda":
             torch.cuda.set_device(device)
@@ -64,11 +64,9 @@ def replay_rank(
         recorder_cls = WallOnlyRecorder if faithful else Recorder
         recorder = recorder_cls(copy_timer=copy_timer, on_shard_done=on_shard_done)
         strategy = get_strategy(plan.strategy, **plan.strategy_params)
-        prepare = getattr(strategy, "prepare", None)
-        if prepare is not None:
-            # Set-up a server does before loading (process groups, pinned buffer rings): outside the timed wall,
-            # like allocating the parameters.
-            prepare(ctx, plan)
+        # Set-up a server does before loading (process groups, pinned buffer rings): outside the timed wall, like
+        # allocating the parameters.
+        strategy.prepare(ctx, plan)
         disks = [diskstats.device_for(model.path) for model in plan.models]
         if wait_for_all is not None:
             wait_for_all()  # like SGLang's TP workers, every rank starts reading at the same moment
@@ -116,11 +114,10 @@ def replay_rank(
         if changed:
             result.error = f"{changed[0].path}: {changed[0].cause()}: {result.error}"
     finally:
-        close = getattr(strategy, "close", None)
-        if close is not None:
+        if strategy is not None:
             # Releasing buffers or a process group must not hide the load's own outcome.
             with contextlib.suppress(Exception):
-                close()
+                strategy.close()
         if recorder is not None:
             result.models = list(recorder.models)
         cpu1 = proc.cpu_times()

@@ -315,9 +315,7 @@ def load(
     for m in models:
         with rec.model(m.role):
             strategy.load_model(ctx, m, rec)
-    close = getattr(strategy, "close", None)
-    if close is not None:
-        close()
+    strategy.close()
     return param_digests(ctx), rec
 
 

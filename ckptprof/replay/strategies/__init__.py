@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from ckptprof.replay.strategies.base import LoadContext, Strategy
-from ckptprof.replay.strategies.fastsafetensors import FastSafetensors, StrategyUnavailable
+from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable
+from ckptprof.replay.strategies.fastsafetensors import FastSafetensors
 from ckptprof.replay.strategies.instanttensor import InstantTensor
 from ckptprof.replay.strategies.no_mmap import SGLangNoMmap
 from ckptprof.replay.strategies.pipelined import Pipelined

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import torch
 
+from ckptprof.checkpoint import fs
 from ckptprof.checkpoint.tp_rules import TPSlice, tp_slice
-from ckptprof.replay.plan import ModelPlan
+from ckptprof.replay.plan import ModelPlan, ReplayPlan
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.touch import fault_in
 
@@ -35,6 +35,18 @@ for _name, _attr in (
 ):
     if hasattr(torch, _attr):
         TORCH_DTYPES[_name] = getattr(torch, _attr)
+
+
+class StrategyUnavailable(RuntimeError):
+    """The strategy cannot run here (a package or a capability is missing); the message says what to do."""
+
+
+def nonresident(path: str, size: int) -> int:
+    """Bytes of the file not in the page cache now (0 when residency cannot be read)."""
+    try:
+        return size - fs.resident_bytes(path)
+    except OSError:
+        return 0
 
 
 @dataclass
@@ -96,11 +108,22 @@ class LoadContext:
         return out
 
 
-class Strategy(Protocol):
+class Strategy:
+    """A loading path. ``load_model`` loads one model through the recorder; ``prepare`` is set-up a server does
+    before loading (process groups, buffer rings: outside the timed wall) and ``close`` releases it - both do
+    nothing unless a strategy needs them."""
+
     name: str
     flags: str  # the SGLang flags that select this path
 
-    def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None: ...
+    def prepare(self, ctx: LoadContext, plan: ReplayPlan) -> None:
+        """Before the timed load (after the parameters are allocated, before the ranks start together)."""
+
+    def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """After the load, whatever its outcome."""
 
 
 def replay_tensor(ctx: LoadContext, role: str, name: str, full: torch.Tensor, rec: Recorder) -> None:

@@ -15,11 +15,7 @@ more than one rank needs a process group: under torchrun the launch's, otherwise
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib
-import os
-import tempfile
-from contextlib import suppress
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,16 +24,11 @@ import torch
 
 from ckptprof.replay.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext
-from ckptprof.replay.strategies.sglang_mt import nonresident
+from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable, nonresident
+from ckptprof.replay.strategies.groups import close_group, make_group
 from ckptprof.session import ShardTiming
 
 INSTALL_HINT = "fastsafetensors is not installed (pip install fastsafetensors)"
-GROUP_TIMEOUT_S = 120
-
-
-class StrategyUnavailable(RuntimeError):
-    """The strategy cannot run here (a package or a capability is missing); the message says what to do."""
 
 
 def load_package() -> ModuleType | None:
@@ -47,50 +38,7 @@ def load_package() -> ModuleType | None:
         return None
 
 
-def make_group(ctx: LoadContext, plan: ReplayPlan, tag: str, nccl_only: bool) -> tuple[Any, str | None]:
-    """The process group a TP load coordinates through, and the store file to remove afterwards (None under a
-    launcher's group). NCCL needs one GPU per rank; ranks sharing a GPU (or CPU ranks) use gloo, or get no group
-    (None) when ``nccl_only``: each then loads alone."""
-    import torch.distributed as dist
-
-    if not dist.is_available():
-        raise StrategyUnavailable(
-            "a TP load through a process group needs torch.distributed, which this torch lacks"
-        )
-    nccl = ctx.device.type == "cuda" and plan.tp <= len(plan.devices)
-    if nccl_only and not nccl:
-        return None, None
-    backend = "nccl" if nccl else "gloo"
-    if dist.is_initialized():  # a torchrun launch: its world group is gloo (ckptprof's own gather)
-        return (dist.new_group(backend=backend) if nccl else dist.group.WORLD), None
-    # Spawned ranks share no address: they meet in a store file named by the plan's run id and the pass.
-    store_path = os.path.join(
-        tempfile.gettempdir(), f"ckptprof-{tag}-{plan.run_id}-{'d' if ctx.decompose else 'f'}"
-    )
-    store = dist.FileStore(store_path, ctx.tp)
-    dist.init_process_group(
-        backend,
-        store=store,
-        rank=ctx.rank,
-        world_size=ctx.tp,
-        timeout=dt.timedelta(seconds=GROUP_TIMEOUT_S),
-    )
-    return dist.group.WORLD, store_path
-
-
-def close_group(store_path: str | None) -> None:
-    """Tear down a group ``make_group`` created for spawned ranks (a launcher's group stays up)."""
-    import torch.distributed as dist
-
-    if store_path is None:
-        return
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    with suppress(OSError):
-        os.unlink(store_path)
-
-
-class FastSafetensors:
+class FastSafetensors(Strategy):
     name = "fastsafetensors"
     flags = "--load-format fastsafetensors"
 

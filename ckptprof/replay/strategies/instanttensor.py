@@ -25,9 +25,8 @@ from typing import Any
 
 from ckptprof.replay.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext
-from ckptprof.replay.strategies.fastsafetensors import StrategyUnavailable, close_group, make_group
-from ckptprof.replay.strategies.sglang_mt import nonresident
+from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable, nonresident
+from ckptprof.replay.strategies.groups import close_group, make_group
 from ckptprof.session import ShardTiming
 
 INSTALL_HINT = "instanttensor is not installed (pip install instanttensor)"
@@ -41,7 +40,7 @@ def load_package() -> ModuleType | None:
         return None
 
 
-class InstantTensor:
+class InstantTensor(Strategy):
     name = "instanttensor"
     flags = "--load-format instanttensor"
 

@@ -13,11 +13,10 @@ import safetensors.torch
 
 from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext
-from ckptprof.replay.strategies.sglang_mt import nonresident
+from ckptprof.replay.strategies.base import LoadContext, Strategy, nonresident
 
 
-class SGLangNoMmap:
+class SGLangNoMmap(Strategy):
     name = "no-mmap"
     flags = "--weight-loader-disable-mmap"
 

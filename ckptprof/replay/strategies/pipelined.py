@@ -38,8 +38,7 @@ from ckptprof.checkpoint.header import ShardHeader, read_header
 from ckptprof.checkpoint.tp_rules import TPSlice
 from ckptprof.replay.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext
-from ckptprof.replay.strategies.sglang_mt import nonresident
+from ckptprof.replay.strategies.base import LoadContext, Strategy, nonresident
 from ckptprof.session import ShardTiming
 
 DEFAULT_READERS = 16  # one rank alone (TP1): 16 and 32 readers both reached 29-32 GB/s warm on the H200
@@ -163,7 +162,7 @@ class _Ring:
         self._free.put(idx)
 
 
-class Pipelined:
+class Pipelined(Strategy):
     name = "pipelined"
     flags = "not an SGLang flag: what a pinned, pipelined loader reaches (fastsafetensors-like)"
 

@@ -21,9 +21,8 @@ from pathlib import Path
 
 from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext
+from ckptprof.replay.strategies.base import LoadContext, Strategy, nonresident
 from ckptprof.replay.strategies.sglang import SGLangMmap
-from ckptprof.replay.strategies.sglang_mt import nonresident
 from ckptprof.session import ShardTiming
 
 DEFAULT_THREADS = 4
@@ -58,7 +57,7 @@ def local_position(ctx: LoadContext) -> tuple[int, int]:
     return ctx.rank, max(1, ctx.tp)
 
 
-class SGLangPrefetch:
+class SGLangPrefetch(Strategy):
     name = "prefetch"
 
     def __init__(self, num_threads: int = DEFAULT_THREADS, block_mib: int = DEFAULT_BLOCK_MIB) -> None:

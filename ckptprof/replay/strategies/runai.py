@@ -26,9 +26,7 @@ from types import ModuleType
 
 from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext
-from ckptprof.replay.strategies.fastsafetensors import StrategyUnavailable
-from ckptprof.replay.strategies.sglang_mt import nonresident
+from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable, nonresident
 from ckptprof.session import ShardTiming
 
 INSTALL_HINT = "runai-model-streamer is not installed (pip install runai-model-streamer)"
@@ -62,7 +60,7 @@ def _streamer_env(concurrency: int | None, memory_limit: int | None) -> Iterator
                 os.environ[key] = value
 
 
-class RunaiStreamer:
+class RunaiStreamer(Strategy):
     name = "runai-streamer"
     flags = "--load-format runai_streamer"
 

@@ -30,7 +30,7 @@ from safetensors import safe_open
 from ckptprof.checkpoint import fs, pickled
 from ckptprof.replay.plan import ModelPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, replay_tensor
+from ckptprof.replay.strategies.base import LoadContext, Strategy, replay_tensor
 from ckptprof.replay.touch import fault_in, read_header_region
 from ckptprof.session import ShardTiming
 
@@ -43,7 +43,7 @@ class _Block:
     last: bool  # the tensor's last block
 
 
-class SGLangMmap:
+class SGLangMmap(Strategy):
     name = "sglang"
     flags = "(default: no flags)"
 

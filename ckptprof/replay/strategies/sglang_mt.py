@@ -24,10 +24,9 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from ckptprof.checkpoint import fs
 from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, replay_tensor
+from ckptprof.replay.strategies.base import LoadContext, Strategy, nonresident, replay_tensor
 from ckptprof.replay.touch import read_header_region
 from ckptprof.session import ShardTiming
 
@@ -49,14 +48,7 @@ class _Opened:
     error: BaseException | None = None
 
 
-def nonresident(path: str, size: int) -> int:
-    try:
-        return size - fs.resident_bytes(path)
-    except OSError:
-        return 0
-
-
-class SGLangMultiThread:
+class SGLangMultiThread(Strategy):
     """``enable_multithread_load`` with ``num_threads`` pool threads; ``in_order`` picks the newer variant."""
 
     def __init__(self, num_threads: int = DEFAULT_THREADS, in_order: bool = True) -> None:
