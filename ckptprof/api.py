@@ -206,11 +206,14 @@ def replay(
     ceilings: dict[str, Any] | None = None,
     allow_pickle: bool = False,
     sglang_release: dict[str, Any] | None = None,
+    draft_strategy: str | None = None,
+    draft_strategy_params: dict[str, Any] | None = None,
 ) -> Session:
     """Replay SGLang's loading of ``target`` (and ``draft``) on ``tp`` ranks; returns the analysed session.
 
     ``strategy`` picks the loading path (``ckptprof.replay.strategies.AVAILABLE``) and ``strategy_params`` its
-    parameters; ``verify`` makes each rank return a digest of every loaded parameter; ``ceilings`` reuses
+    parameters; ``draft_strategy`` (and its params) gives the draft its own path, as SGLang's
+    ``--speculative-draft-load-format`` does (None: the draft loads like the target); ``verify`` makes each rank return a digest of every loaded parameter; ``ceilings`` reuses
     ceilings measured by an earlier call instead of probing again. ``faithful_rounds`` > 1 alternates that many
     faithful passes with decomposed ones (wall only) and compares medians. ``sglang_release`` is the SGLang
     release profile the replay stands for (``ckptprof.engines.sglang``): the verdict spells its flags for it.
@@ -242,6 +245,8 @@ def replay(
         strategy_params=strategy_params,
         verify=verify,
         allow_pickle=allow_pickle,
+        draft_strategy=draft_strategy,
+        draft_strategy_params=draft_strategy_params,
     )
     if group is not None:
         # Every rank of a torchrun launch uses rank r's device mapping: device index = LOCAL_RANK.
@@ -257,6 +262,13 @@ def replay(
     from ckptprof.replay.strategies import get_strategy
 
     session.config["strategy_flags"] = get_strategy(strategy, **(strategy_params or {})).flags
+    if plan.draft_strategy is not None:
+        name, params = plan.strategy_for("draft")
+        session.config["draft_strategy_flags"] = draft_flags(get_strategy(name, **params).flags)
+        # What a server needs to load both models this way: the target's flags and the draft's.
+        session.config["strategy_flags"] = " ".join(
+            f for f in (session.config["strategy_flags"], session.config["draft_strategy_flags"]) if f
+        )
     if sglang_release is not None:
         session.config["sglang_release"] = dict(sglang_release)
     # Where the run is, so an interrupt at any point saves what exists and says what it cut short.
@@ -374,6 +386,11 @@ def _keep_partial(session: Session, plan: ReplayPlan, stage: str, exc: BaseExcep
         )
     session.extra["interrupted"] = {"stage": stage, "by": how}
     session.notes.append(f"interrupted ({how}) during the {stage}: partial session")
+
+
+def draft_flags(flags: str) -> str:
+    """A load-format strategy's flags as they select the draft's format (``--speculative-draft-load-format``)."""
+    return flags.replace("--load-format ", "--speculative-draft-load-format ", 1)
 
 
 class InterruptedReplay(Exception):

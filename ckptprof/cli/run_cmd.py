@@ -112,6 +112,34 @@ def parse_strategies(text: str, verify: bool) -> list[tuple[str, dict[str, objec
     return specs
 
 
+# Strategies SGLang can give the draft alone: load formats (--speculative-draft-load-format). The other paths are
+# server-wide flags that the draft shares with the target.
+DRAFT_FORMATS = ("runai-streamer", "instanttensor", "fastsafetensors")
+
+
+def parse_draft_strategy(
+    text: str | None, draft: str | None, default_spec: str
+) -> tuple[str, dict[str, object]] | None:
+    """--draft-strategy: a load format, or 'auto' for the release's default path; None when not given."""
+    if text is None:
+        return None
+    if draft is None:
+        raise UsageError("--draft-strategy: there is no draft (give it with --draft DIR)")
+    from ckptprof.replay.strategies import parse_spec
+
+    spec = default_spec if text.strip() == "auto" else text
+    try:
+        name, params = parse_spec(spec)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"--draft-strategy: {exc}") from None
+    if text.strip() != "auto" and name not in DRAFT_FORMATS:
+        raise UsageError(
+            f"--draft-strategy {name}: SGLang sets only the draft's load format on its own "
+            f"(--speculative-draft-load-format): {', '.join(DRAFT_FORMATS)} or auto"
+        )
+    return name, params
+
+
 def read_server_log(path: str) -> dict[str, object]:
     """The server's own load-weights phases, read before the replay so a bad path fails fast."""
     from ckptprof.bootlog import LogInputError, analyze_path
@@ -307,6 +335,13 @@ class RunCommand:
             "threads from 0.5.10 on, sglang before)",
         )
         parser.add_argument(
+            "--draft-strategy",
+            metavar="NAME",
+            help="the draft's own load format, as SGLang's --speculative-draft-load-format gives it: "
+            "runai-streamer, instanttensor, fastsafetensors (parameters as NAME:key=value), or auto (the release's "
+            "default path); default: the draft loads like the target, as SGLang does when the flag is not set",
+        )
+        parser.add_argument(
             "--check-predictions",
             action="store_true",
             help="replay every flag the verdict recommends (same cache mode, same ceilings) and print its "
@@ -368,13 +403,14 @@ class RunCommand:
         # multithread path reads safetensors only.
         default_spec = "sglang" if args.allow_pickle else default_strategy_spec(release)
         strategies = parse_strategies(args.strategy or default_spec, args.verify)
+        draft_spec = parse_draft_strategy(args.draft_strategy, args.draft, default_spec)
         is_rank0 = int(os.environ.get("RANK", "0")) == 0
         # Every place this run writes is checked before the minutes of probing and replay; rank 0 writes them.
         for flag, value in (("--json", args.json), ("--html", args.html), ("--trace", args.trace)):
             check_output_file(flag, value)
         out_dir = claim_run_dir(args.out) if is_rank0 else Path(args.out or DEFAULT_PARENT / "rank-output")
         try:
-            return self._run(args, release, server_log, strategies, out_dir, is_rank0)
+            return self._run(args, release, server_log, strategies, draft_spec, out_dir, is_rank0)
         finally:
             if is_rank0:
                 release_run_dir(out_dir)
@@ -385,6 +421,7 @@ class RunCommand:
         release: dict[str, object],
         server_log: dict[str, object] | None,
         strategies: list[tuple[str, dict[str, object]]],
+        draft_spec: tuple[str, dict[str, object]] | None,
         out_dir: Path,
         is_rank0: bool,
     ) -> int:
@@ -419,6 +456,8 @@ class RunCommand:
             sglang_release=release,
             faithful=args.faithful,
             faithful_rounds=args.faithful_rounds,
+            draft_strategy=draft_spec[0] if draft_spec else None,
+            draft_strategy_params=draft_spec[1] if draft_spec else None,
             expert_parallel=args.ep,
             progress=not quiet,
             log=say,

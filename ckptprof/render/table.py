@@ -124,6 +124,7 @@ def render(session: Session, slowest: int = 5) -> str:
     out.append(
         f"ckptprof: {models}; tp={cfg.get('tp')} on {', '.join(cfg.get('devices', []))}; cache={cfg.get('cache')}; "
         f"strategy={cfg.get('strategy')}"
+        + (f" (draft: {cfg['draft_strategy']})" if cfg.get("draft_strategy") else "")
     )
     release = release_line(session)
     if release:

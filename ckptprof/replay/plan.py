@@ -65,8 +65,17 @@ class ReplayPlan:
     # Keyword arguments of the strategy's constructor, e.g. {"num_threads": 16} for sglang-mt.
     strategy_params: dict[str, Any] = field(default_factory=dict)
     verify: bool = False  # each rank also returns a digest of every parameter after the load
+    # The draft's own path (SGLang's --speculative-draft-load-format); None: the draft loads like the target.
+    draft_strategy: str | None = None
+    draft_strategy_params: dict[str, Any] = field(default_factory=dict)
     # Unique per plan: names rendezvous that the ranks of one replay share (e.g. fastsafetensors' process group).
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def strategy_for(self, role: str) -> tuple[str, dict[str, Any]]:
+        """The strategy (name, parameters) that loads the model of this role."""
+        if role == "draft" and self.draft_strategy is not None:
+            return self.draft_strategy, dict(self.draft_strategy_params)
+        return self.strategy, dict(self.strategy_params)
 
     def rank_device(self, rank: int) -> str:
         """Ranks map to devices round-robin; more ranks than devices share them."""
@@ -85,6 +94,14 @@ class ReplayPlan:
             "verify": self.verify,
             "faithful": self.faithful,
             "expert_parallel": self.expert_parallel,
+            **(
+                {
+                    "draft_strategy": self.draft_strategy,
+                    "draft_strategy_params": dict(self.draft_strategy_params),
+                }
+                if self.draft_strategy is not None
+                else {}
+            ),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -218,6 +235,8 @@ def build_plan(
     strategy_params: dict[str, Any] | None = None,
     verify: bool = False,
     allow_pickle: bool = False,
+    draft_strategy: str | None = None,
+    draft_strategy_params: dict[str, Any] | None = None,
 ) -> ReplayPlan:
     if tp < 1:
         raise UsageError("--tp must be at least 1")
@@ -238,4 +257,6 @@ def build_plan(
         expert_parallel=expert_parallel,
         strategy_params=dict(strategy_params or {}),
         verify=verify,
+        draft_strategy=draft_strategy if draft is not None else None,
+        draft_strategy_params=dict(draft_strategy_params or {}),
     )

@@ -27,6 +27,20 @@ from ckptprof.session import RankResult, ShardTiming
 ShardCallback = Callable[[str, ShardTiming], None]
 
 
+def strategies_by_role(plan: ReplayPlan) -> dict[str, Strategy]:
+    """One strategy object per loading path: the draft shares the target's unless it has its own."""
+    target = get_strategy(plan.strategy, **plan.strategy_params)
+    out = {model.role: target for model in plan.models}
+    if plan.draft_strategy is not None and "draft" in out:
+        name, params = plan.strategy_for("draft")
+        out["draft"] = get_strategy(name, **params)
+    return out
+
+
+def unique(strategies: dict[str, Strategy]) -> list[Strategy]:
+    return list({id(s): s for s in strategies.values()}.values())
+
+
 def replay_rank(
     plan: ReplayPlan,
     rank: int,
@@ -47,7 +61,7 @@ def replay_rank(
     proc = psutil.Process()
     cpu0 = proc.cpu_times()
     recorder: Recorder | None = None
-    strategy: Strategy | None = None
+    strategies: dict[str, Strategy] = {}
     try:
         if device.type == "cuda":
             torch.cuda.set_device(device)
@@ -63,10 +77,11 @@ def replay_rank(
             torch.cuda.synchronize(device)
         recorder_cls = WallOnlyRecorder if faithful else Recorder
         recorder = recorder_cls(copy_timer=copy_timer, on_shard_done=on_shard_done)
-        strategy = get_strategy(plan.strategy, **plan.strategy_params)
+        strategies = strategies_by_role(plan)
         # Set-up a server does before loading (process groups, pinned buffer rings): outside the timed wall, like
         # allocating the parameters.
-        strategy.prepare(ctx, plan)
+        for strategy in unique(strategies):
+            strategy.prepare(ctx, plan)
         disks = [diskstats.device_for(model.path) for model in plan.models]
         if wait_for_all is not None:
             wait_for_all()  # like SGLang's TP workers, every rank starts reading at the same moment
@@ -77,7 +92,7 @@ def replay_rank(
         for model, disk in zip(plan.models, disks, strict=True):
             before = diskstats.sample(disk) if disk else None
             with recorder.model(model.role) as timed:
-                strategy.load_model(ctx, model, recorder)
+                strategies[model.role].load_model(ctx, model, recorder)
             after = diskstats.sample(disk) if disk else None
             if before is not None and after is not None:
                 timed.disk = disk
@@ -114,7 +129,7 @@ def replay_rank(
         if changed:
             result.error = f"{changed[0].path}: {changed[0].cause()}: {result.error}"
     finally:
-        if strategy is not None:
+        for strategy in unique(strategies):
             # Releasing buffers or a process group must not hide the load's own outcome.
             with contextlib.suppress(Exception):
                 strategy.close()

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from ckptprof import api
+from ckptprof.cli.main import main
 from ckptprof.replay import ranks
 from ckptprof.replay.plan import ModelPlan, build_plan
 from ckptprof.replay.recorder import HostCopyTimer, Recorder
@@ -215,3 +217,45 @@ def test_a_read_ahead_failure_fails_its_shard_only(
     assert len(status) == len(model.files)
     assert status[victim][0] == "failed" and "injected" in (status[victim][1] or "")
     assert all(st == "ok" for f, (st, _) in status.items() if f != victim)
+
+
+def test_the_draft_loads_through_its_own_format_and_holds_sglangs_values(
+    small_verifier: Path, small_draft: Path, sglang_digests: Digests
+) -> None:
+    # GIVEN SGLang's --speculative-draft-load-format runai_streamer: the target on the default path, the draft not
+    pytest.importorskip("runai_model_streamer")
+    session = api.replay(
+        small_verifier,
+        small_draft,
+        tp=2,
+        devices="cpu",
+        strategy="sglang",
+        draft_strategy="runai-streamer",
+        probe=False,
+        verify=True,
+    )
+    # THEN both models hold on every rank what SGLang's default path gives them
+    assert all(r.status == "ok" and not r.error for r in session.ranks), [r.error for r in session.ranks]
+    plan = build_plan(small_verifier, small_draft, tp=2)
+    for r in session.ranks:
+        assert r.checksums == sglang_digests(plan.models, 2, r.rank), r.rank
+    # AND the session says how each model was loaded, with the flag that selects the draft's format
+    assert session.config["draft_strategy"] == "runai-streamer"
+    assert session.config["draft_strategy_flags"] == "--speculative-draft-load-format runai_streamer"
+    assert session.config["strategy_flags"].endswith("--speculative-draft-load-format runai_streamer")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--draft-strategy", "runai-streamer"], "there is no draft"),
+        (["--draft", "D", "--draft-strategy", "sglang-mt"], "only the draft's load format"),
+        (["--draft", "D", "--draft-strategy", "runai-streamer:nope=1"], "no parameter nope"),
+    ],
+)
+def test_draft_strategy_refusals_name_the_problem(
+    small_verifier: Path, small_draft: Path, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [str(small_draft) if a == "D" else a for a in argv]
+    assert main(["run", str(small_verifier), "--no-probe", "-q", *argv]) == 2
+    assert message in capsys.readouterr().err
