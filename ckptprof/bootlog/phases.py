@@ -132,6 +132,7 @@ class BootLogAnalyzer:
         self._dp_attention = False
         self._filesystem: str | None = None
         self._loader: str | None = None
+        self._model_loaders: dict[str, str] = {}  # the loader each model's load-weights bar shows
         self._throughput: float | None = None
         self._prefetch: str | None = None
         self._first_ts = first_ts
@@ -547,12 +548,22 @@ class BootLogAnalyzer:
         if identity is None:
             desc = _DESC_DETAIL_RE.sub("", bar.desc) or bar.desc
             identity = (desc, self._phase_for_bar(bar))
+            self._note_model_loader(bar, identity[1])
             # Opening a phase moved the sequence: cache under the new one.
             if self._bar_cache_seq != self._seq:
                 self._bar_cache.clear()
                 self._bar_cache_seq = self._seq
             self._bar_cache[cache_key] = identity
         return identity
+
+    def _note_model_loader(self, bar: Bar, key: PhaseKey | None) -> None:
+        """A load-weights bar names its model's loader: the target and a draft may load through different ones
+        (SGLang's --speculative-draft-load-format)."""
+        kind = bar_kind(bar.desc)
+        if kind is not None and kind.loader is not None and key is not None and key[0] == "load-weights":
+            model = key[1]
+            if model:
+                self._model_loaders[model] = kind.loader
 
     def _phase_for_bar(self, bar: Bar) -> PhaseKey | None:
         """The phase a bar belongs to: the one open on the rank drawing it (global rank 0 under SGLang)."""
@@ -695,6 +706,7 @@ class BootLogAnalyzer:
             boots=self._boots,
             boot=self._boots,
             loader=self._loader,
+            loaders=dict(self._model_loaders),
             throughput_GiBps=self._throughput,
             prefetch=self._prefetch,
             failure=failure,
@@ -827,6 +839,7 @@ _BOOT_STATE = (
     "_dp_attention",
     "_filesystem",
     "_loader",
+    "_model_loaders",
     "_throughput",
     "_prefetch",
     "_first_ts",

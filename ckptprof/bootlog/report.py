@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,8 @@ class BootReport:
     loader: str | None = (
         None  # the weight loader the log shows ("default", "multithread", "runai_streamer", ...)
     )
+    # model ("target", "draft") -> the loader its load-weights bar shows, when it shows one
+    loaders: dict[str, str] = field(default_factory=dict)
     throughput_GiBps: float | None = None  # the load's throughput, when the loader logged it
     prefetch: str | None = (
         None  # vLLM's checkpoint prefetch into the page cache: "started", "finished in 3.2 s", ...
@@ -116,6 +118,7 @@ class BootReport:
             "boots": self.boots,
             "boot": self.boot,
             "loader": self.loader,
+            "loaders": dict(self.loaders),
             "throughput_GiBps": self.throughput_GiBps,
             "prefetch": self.prefetch,
             "failure": self.failure.to_json() if self.failure else None,

@@ -140,6 +140,30 @@ def parse_draft_strategy(
     return name, params
 
 
+# The bar a server's log shows for a load format -> the strategy that replays it.
+LOGGED_FORMATS = {
+    "runai_streamer": "runai-streamer",
+    "instanttensor": "instanttensor",
+    "fastsafetensors": "fastsafetensors",
+}
+
+
+def logged_load_formats(
+    server_log: dict[str, object] | None, default_spec: str, has_draft: bool
+) -> tuple[str | None, str | None]:
+    """(the target's strategy, the draft's --draft-strategy) that the server's log shows, or None for each the
+    log does not settle: its load-weights bars name the loader of each model."""
+    loaders = server_log.get("loaders") if server_log else None
+    if not isinstance(loaders, dict):
+        return None, None
+    target = LOGGED_FORMATS.get(str(loaders.get("target")))
+    draft_loader = loaders.get("draft")
+    if not has_draft or draft_loader is None or draft_loader == loaders.get("target"):
+        return target, None
+    # The draft's bar differs from the target's: --speculative-draft-load-format was set on the server.
+    return target, LOGGED_FORMATS.get(str(draft_loader), "auto")
+
+
 def read_server_log(path: str) -> dict[str, object]:
     """The server's own load-weights phases, read before the replay so a bad path fails fast."""
     from ckptprof.bootlog import LogInputError, analyze_path
@@ -155,6 +179,7 @@ def read_server_log(path: str) -> dict[str, object]:
         "state": report.state,
         "load_weights": phases,
         "loader": report.loader,
+        "loaders": dict(report.loaders),
     }
 
 
@@ -402,8 +427,15 @@ class RunCommand:
         # A pickle checkpoint (--allow-pickle) has one replayed path, `sglang`'s torch.load; the release's default
         # multithread path reads safetensors only.
         default_spec = "sglang" if args.allow_pickle else default_strategy_spec(release)
-        strategies = parse_strategies(args.strategy or default_spec, args.verify)
-        draft_spec = parse_draft_strategy(args.draft_strategy, args.draft, default_spec)
+        # The server's own load format, when its log shows one (a bar of runai_streamer, instanttensor, ...), is
+        # the path to replay unless the user names one.
+        logged_target, logged_draft = logged_load_formats(server_log, default_spec, args.draft is not None)
+        if server_log is not None and logged_target and not args.strategy:
+            server_log["strategy_from_log"] = logged_target
+        if server_log is not None and logged_draft and not args.draft_strategy:
+            server_log["draft_strategy_from_log"] = logged_draft
+        strategies = parse_strategies(args.strategy or logged_target or default_spec, args.verify)
+        draft_spec = parse_draft_strategy(args.draft_strategy or logged_draft, args.draft, default_spec)
         is_rank0 = int(os.environ.get("RANK", "0")) == 0
         # Every place this run writes is checked before the minutes of probing and replay; rank 0 writes them.
         for flag, value in (("--json", args.json), ("--html", args.html), ("--trace", args.trace)):

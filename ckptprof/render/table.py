@@ -253,6 +253,13 @@ def server_log_lines(session: Session) -> list[str]:
             ]
         )
     head = f"server log {log.get('path')} ({log.get('framework')}, state {log.get('state')})"
+    followed = [
+        f"{role} replayed with {log[key]} (its load-weights bar)"
+        for role, key in (("target", "strategy_from_log"), ("draft", "draft_strategy_from_log"))
+        if log.get(key)
+    ]
+    if followed:
+        head += "; the log set the path: " + ", ".join(followed)
     if not rows:
         return ["", head + ": no load-weights phase found"]
     table = tabulate(

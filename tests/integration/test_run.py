@@ -267,6 +267,64 @@ def test_server_log_is_put_next_to_the_replay(
     assert "nope.log" in capsys.readouterr().err
 
 
+def test_a_server_log_that_shows_a_load_format_sets_the_replayed_path(
+    small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a vLLM boot log a user posted, whose server loaded with --load-format runai_streamer (its bar says so)
+    pytest.importorskip("runai_model_streamer")
+    log = Path(__file__).parent.parent / "fixtures" / "logs" / "real" / "vllm-cr7258-runai-local.log"
+    # WHEN ckptprof replays with that log and no --strategy
+    code = main(["run", str(small_draft), "--no-probe", "-q", "--log", str(log), "-o", str(tmp_path)])
+    out = capsys.readouterr().out
+    # THEN it replays the server's own path and says the log chose it
+    assert code == 0
+    session = Session.load(tmp_path / "session.json")
+    assert session.config["strategy"] == "runai-streamer"
+    assert session.extra["server_log"]["loaders"] == {"target": "runai_streamer"}
+    assert "the log set the path: target replayed with runai-streamer" in out
+    # AND a --strategy the user gives still wins
+    assert (
+        main(
+            [
+                "run",
+                str(small_draft),
+                "--no-probe",
+                "-q",
+                "--log",
+                str(log),
+                "-o",
+                str(tmp_path / "b"),
+                "--strategy",
+                "sglang",
+            ]
+        )
+        == 0
+    )
+    assert Session.load(tmp_path / "b" / "session.json").config["strategy"] == "sglang"
+
+
+@pytest.mark.parametrize(
+    ("loaders", "has_draft", "expected"),
+    [
+        ({"target": "multithread"}, False, (None, None)),  # the release profile covers the default paths
+        ({"target": "instanttensor", "draft": "instanttensor"}, True, ("instanttensor", None)),
+        ({"target": "multithread", "draft": "runai_streamer"}, True, (None, "runai-streamer")),
+        ({"target": "fastsafetensors", "draft": "multithread"}, True, ("fastsafetensors", "auto")),
+        (
+            {"target": "multithread", "draft": "runai_streamer"},
+            False,
+            (None, None),
+        ),  # no --draft to give it to
+    ],
+)
+def test_the_logged_loaders_pick_each_models_path(
+    loaders: dict[str, str], has_draft: bool, expected: tuple[str | None, str | None]
+) -> None:
+    from ckptprof.cli.run_cmd import logged_load_formats
+
+    assert logged_load_formats({"loaders": loaders}, "sglang-mt:num_threads=8", has_draft) == expected
+
+
 def test_the_api_runs_from_a_script_read_from_standard_input(small_draft: Path) -> None:
     # A spawned rank re-imports the parent's __main__ from its __file__, and `python - <<EOF` names '<stdin>'.
     script = (

@@ -90,3 +90,19 @@ def test_real_log_reads_as_a_person_read_it(log: Path) -> None:
         got["summary"] = [text for text in expect["summary_contains"] if text in report.summary]
         want["summary"] = expect["summary_contains"]
     assert got == want, report.summary
+
+
+@pytest.mark.parametrize(
+    ("name", "loaders"),
+    [
+        # an SGLang DFlash boot: target and draft each draw the 0.5.x multithread bar
+        ("sglang-dgx-spark-local-llm-dflash-int4.log", {"target": "multithread", "draft": "multithread"}),
+        # vLLM with --load-format runai_streamer and fastsafetensors
+        ("vllm-cr7258-runai-local.log", {"target": "runai_streamer"}),
+        ("vllm-vllm-49011.log", {"target": "fastsafetensors"}),
+        # an Ascend MTP boot on the one-thread path, a bar per model
+        ("sglang-for_debug-ascend-dsr1-mtp-dp4tp16.log", {"target": "default", "draft": "default"}),
+    ],
+)
+def test_each_models_loader_is_read_from_its_own_bar(name: str, loaders: dict[str, str]) -> None:
+    assert analyze_path(str(REAL / name)).loaders == loaders
