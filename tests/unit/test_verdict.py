@@ -332,3 +332,16 @@ def test_every_report_format_heads_a_tie_as_no_single_bottleneck() -> None:
     s.verdict = compute_verdict(s)
     assert markdown.render(s).splitlines()[0] == "## ckptprof verdict: no single bottleneck"
     assert "mixed-bound" not in html.render(s) and "no single bottleneck" in html.render(s)
+
+
+def test_fastsafetensors_is_not_predicted_when_ranks_share_gpus() -> None:
+    # 8 ranks on one GPU: fastsafetensors hands every tensor to every rank over gloo, which no ceiling prices (the
+    # H200 measured 7.6-9.1 s against a 1.9 s prediction from reads and pinned copies)
+    s = session(read=2.9, deser=0.09, h2d=0.3, resident=0, ranks=8)
+    s.config["ranks_share_devices"] = True
+    (fst,) = [p for p in compute_verdict(s)["predictions"] if p["strategy"] == "fastsafetensors"]
+    assert fst["predicted_s"] is None and "not predicted" in fst["why"] and "gloo" in fst["why"]
+    # one rank per GPU: the batches' reads and pinned copies add up
+    one = compute_verdict(session(read=2.9, deser=0.09, h2d=0.3, resident=0))
+    (fst,) = [p for p in one["predictions"] if p["strategy"] == "fastsafetensors"]
+    assert fst["predicted_s"] == round(4.0 / 1.84 + 4.0 / 55.2, 3)
