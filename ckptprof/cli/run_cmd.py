@@ -91,11 +91,28 @@ def failed_shard_lines(session: Session) -> list[str]:
     return lines + [f"{path}: {error} (the other shards were measured)" for path, error in seen.items()]
 
 
+# `--strategy peers`: the other loaders, each the way its own documentation recommends, beside ckptprof's pipelined
+# reader (InstantTensor twice: its default direct I/O, and the buffered policy that reads through the page cache).
+PEERS = (
+    "pipelined",
+    "safetensors-pread",
+    "fastsafetensors",
+    "runai-streamer",
+    "instanttensor",
+    "instanttensor:backend=BUFFERED",
+)
+
+
 def parse_strategies(text: str, verify: bool) -> list[tuple[str, dict[str, object]]]:
     """'sglang,sglang-mt:num_threads=16' -> [(name, params), ...]; with --verify sglang comes first as reference."""
     from ckptprof.replay.strategies import AVAILABLE, parse_spec
 
-    items = list(AVAILABLE) if text.strip() == "all" else [t for t in text.split(",") if t.strip()]
+    if text.strip() == "all":
+        items = list(AVAILABLE)
+    elif text.strip() == "peers":
+        items = list(PEERS)
+    else:
+        items = [t for t in text.split(",") if t.strip()]
     specs: list[tuple[str, dict[str, object]]] = []
     for item in items:
         try:
@@ -354,8 +371,9 @@ class RunCommand:
             default=None,
             metavar="NAME[,NAME...]",
             help="loading path(s) to replay, compared side by side: sglang, sglang-mt, sglang-mt-completed, "
-            "no-mmap, prefetch, pipelined, and the peers' real loaders fastsafetensors, runai-streamer, "
-            "instanttensor (unavailable when not installed), or 'all'; parameters as NAME:key=value "
+            "no-mmap, prefetch, pipelined, safetensors-pread, and the peers' real loaders fastsafetensors, "
+            "runai-streamer, instanttensor (unavailable when not installed), 'peers' (those and pipelined), or "
+            "'all'; parameters as NAME:key=value "
             "(e.g. sglang-mt:num_threads=16). Default: the SGLang release's own default path (sglang-mt with 8 "
             "threads from 0.5.10 on, sglang before)",
         )

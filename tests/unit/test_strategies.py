@@ -226,6 +226,7 @@ def test_registry_names_flags_and_params() -> None:
         "fastsafetensors",
         "runai-streamer",
         "instanttensor",
+        "safetensors-pread",
     }
     assert "enable_multithread_load" in FLAGS["sglang-mt"] and '"num_threads": 8' in FLAGS["sglang-mt"]
     assert '"num_threads": 16' in get_strategy("sglang-mt", num_threads=16).flags
@@ -328,7 +329,7 @@ def reference(models: list[ModelPlan], tp: int, rank: int) -> dict[str, str]:
     return _REFERENCE[(tp, rank)]
 
 
-BASE = ("sglang-mt", "sglang-mt-completed", "no-mmap", "prefetch", "pipelined")
+BASE = ("sglang-mt", "sglang-mt-completed", "no-mmap", "prefetch", "pipelined", "safetensors-pread")
 CASES: list[tuple[str, dict[str, Any], int, str]] = [
     *[(name, {}, tp, cache) for name in BASE for tp in (1, 3) for cache in ("warm", "cold")],
     # small chunks split tensors across requests; a zero threshold reads row-parallel slices row by row
@@ -477,6 +478,22 @@ def test_fastsafetensors_when_installed_loads_the_same_bytes(models: list[ModelP
     assert digests == reference(models, 1, 0)
     shards = [s for m in rec.models for s in m.shards]
     assert all(s.status == "ok" for s in shards) and sum(s.bytes for s in shards) > 0
+
+
+def test_peers_names_every_other_loader_beside_pipelined() -> None:
+    from ckptprof.cli.run_cmd import parse_strategies
+
+    specs = parse_strategies("peers", verify=True)
+    assert specs[0] == ("sglang", {})  # --verify's reference
+    assert [name for name, _ in specs[1:]] == [
+        "pipelined",
+        "safetensors-pread",
+        "fastsafetensors",
+        "runai-streamer",
+        "instanttensor",
+        "instanttensor",
+    ]
+    assert specs[-1][1] == {"backend": "BUFFERED"}
 
 
 def test_runai_streamer_unavailable_says_how_to_install(

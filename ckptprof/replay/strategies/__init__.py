@@ -22,6 +22,7 @@ from ckptprof.replay.strategies.fastsafetensors import FastSafetensors
 from ckptprof.replay.strategies.instanttensor import InstantTensor
 from ckptprof.replay.strategies.no_mmap import SGLangNoMmap
 from ckptprof.replay.strategies.pipelined import Pipelined
+from ckptprof.replay.strategies.pread import SafetensorsPread
 from ckptprof.replay.strategies.prefetch import SGLangPrefetch
 from ckptprof.replay.strategies.runai import RunaiStreamer
 from ckptprof.replay.strategies.sglang import SGLangMmap
@@ -56,6 +57,7 @@ _FACTORIES: dict[str, Callable[..., Any]] = {
     "fastsafetensors": FastSafetensors,
     "runai-streamer": RunaiStreamer,
     "instanttensor": InstantTensor,
+    "safetensors-pread": SafetensorsPread,
 }
 
 AVAILABLE: tuple[str, ...] = tuple(_FACTORIES)

@@ -1,0 +1,84 @@
+"""safetensors' own ``pread`` backend (safetensors 0.8+: ``safe_open(..., backend="pread")``): a peer, not an SGLang path.
+
+Each shard is opened with the pread backend, so ``get_tensor`` reads the tensor's bytes with ``pread(2)`` into
+memory it owns instead of handing out a view of a memory-mapped file: the disk (or page-cache) read happens
+inside ``get_tensor``, in large reads, not as 4 KiB page faults inside the copy. Then, as SGLang's weight loader
+does, the tensor is narrowed to the rank's slice and copied into the parameter.
+
+Recorded per rank: reading the header (decomposed pass) as "read", opening the shard as "deserialize", each ``get_tensor`` (the pread) as "read", the
+narrow as "deserialize" and the copy as "h2d". With a safetensors that has no pread backend the strategy is
+unavailable and says which version it needs.
+"""
+
+from __future__ import annotations
+
+import inspect
+from contextlib import ExitStack
+from pathlib import Path
+
+from safetensors import safe_open
+
+from ckptprof.replay.plan import ModelPlan, UnreadableShard
+from ckptprof.replay.recorder import Recorder
+from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable, nonresident
+from ckptprof.replay.touch import read_header_region
+
+
+def pread_supported() -> bool:
+    """Whether this safetensors' ``safe_open`` takes ``backend`` (0.8 and later)."""
+    try:
+        return "backend" in inspect.signature(safe_open).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: ask it
+        return "backend" in (safe_open.__doc__ or "") or _accepts_backend()
+
+
+def _accepts_backend() -> bool:
+    try:
+        safe_open("/nonexistent-ckptprof-probe", framework="pt", backend="pread")
+    except TypeError:
+        return False
+    except Exception:  # the missing file: the keyword itself was accepted
+        return True
+    return True
+
+
+class SafetensorsPread(Strategy):
+    name = "safetensors-pread"
+    flags = 'not an SGLang flag: safetensors >= 0.8 safe_open(..., backend="pread")'
+
+    def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
+        if not pread_supported():
+            import safetensors
+
+            raise StrategyUnavailable(
+                f"safetensors {safetensors.__version__} has no pread backend (0.8 or later: pip install -U safetensors)"
+            )
+        for shard in model.shards:
+            try:
+                with rec.shard(Path(shard.path).name, nonresident_bytes=nonresident(shard.path, shard.bytes)):
+                    if shard.error is not None:
+                        raise UnreadableShard(shard.error)
+                    self._load_shard(ctx, model.role, shard.path, rec)
+            except Exception:
+                continue  # recorded as the shard's failure; the other shards are still loaded
+
+    @staticmethod
+    def _load_shard(ctx: LoadContext, role: str, path: str, rec: Recorder) -> None:
+        if ctx.decompose:  # a cold header's disk round-trip is storage's, not deserialisation's
+            with rec.read(0):
+                read_header_region(path)
+        with ExitStack() as stack:
+            with rec.deserialize():
+                handle = stack.enter_context(safe_open(path, framework="pt", device="cpu", backend="pread"))
+                keys = list(handle.keys())
+            for name in keys:
+                with rec.read(0):
+                    full = handle.get_tensor(name)  # the pread: bytes land in memory safetensors allocates
+                rec.add_counts(full.numel() * full.element_size(), 0, 0)
+                with rec.deserialize():
+                    src = ctx.narrow(role, name, full)
+                if src is not None:
+                    with rec.h2d(src.numel() * src.element_size()):
+                        ctx.copy(role, name, src)
+                rec.tensor_done()
+                del full, src
