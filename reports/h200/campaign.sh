@@ -2,7 +2,7 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe predict | deps peers gputests strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier
+# steps: env smoke synth tp1 tp8 probe predict | deps peers peersbest gputests strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier
 # (deps installs the wheels carried in .whl/: fastsafetensors, py-spy, pytest + pytest-benchmark for bench)
 # (STRATEGIES picks the strategies; STRAT8_DEVICES / STRAT8_CACHES the device specs and cache modes of strategies8;
 #  tune: the pipelined strategy's reader count, TUNE_READERS, and chunk size, TUNE_CHUNKS; readahead: RA_TPS and
@@ -79,6 +79,18 @@ for s in $STEPS; do
         timeout -s INT ${STEP_TIMEOUT_S:-300} $CK run "$DATA/eagle3" --tp $tp --devices $devs --cache $cache \
           --strategy "${PEER_STRATEGIES:-sglang-mt:num_threads=8,runai-streamer,instanttensor,fastsafetensors}" --verify \
           --probe-sample ${PEER_PROBE:-2GB} -o "$OUT/peers-tp$tp-${devs/:/}-$cache" -q
+      done
+    done
+    ;;
+  peersbest)
+    # Every peer the way its documentation recommends, beside pipelined and SGLang's path, values verified:
+    # TP1 on cuda:0, cold and warm (PEERSBEST_CONFIGS / PEER_CACHES to change).
+    for cfg in ${PEERSBEST_CONFIGS:-1:cuda:0}; do
+      tp=${cfg%%:*}; devs=${cfg#*:}
+      for cache in ${PEER_CACHES:-cold warm}; do
+        step "TP$tp on $devs $cache, --strategy peers, verified"
+        timeout -s INT ${STEP_TIMEOUT_S:-300} $CK run "$DATA/eagle3" --tp $tp --devices $devs --cache $cache \
+          --strategy peers --verify --probe-sample ${PEER_PROBE:-2GB} -o "$OUT/peersbest-tp$tp-${devs/:/}-$cache" -q
       done
     done
     ;;
