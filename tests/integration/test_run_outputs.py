@@ -91,3 +91,18 @@ def test_a_write_that_fails_at_the_end_still_prints_the_summary(
     captured = capsys.readouterr()
     assert "verdict:" in captured.out
     assert "session.json: could not be written (No space left on device)" in captured.err
+
+
+def test_a_cache_folder_that_cannot_hold_the_built_in_checkpoint_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a cache location under a file (what a read-only or full cache folder also gives: the create fails)
+    (tmp_path / "a-file").write_text("not a folder\n")
+    monkeypatch.setenv("CKPTPROF_CACHE", str(tmp_path / "a-file" / "cache"))
+    # WHEN the default run needs to generate the built-in checkpoint there
+    code = main(["run", "--no-probe", "-q", "--synth-size", "16MB", "-o", str(tmp_path / "out")])
+    # THEN one line names the folder and what to do, exit 2, no traceback and no session
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "cannot write the built-in checkpoint there" in err and "CKPTPROF_CACHE" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
