@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import torch
 
@@ -39,6 +41,14 @@ for _name, _attr in (
 
 class StrategyUnavailable(RuntimeError):
     """The strategy cannot run here (a package or a capability is missing); the message says what to do."""
+
+
+def optional_package(name: str) -> ModuleType | None:
+    """A peer's package when it is installed and loads; None otherwise (the strategy is then unavailable)."""
+    try:
+        return importlib.import_module(name)
+    except (ImportError, OSError):  # OSError: its native libraries (CUDA, libstreamer) failed to load
+        return None
 
 
 def nonresident(path: str, size: int) -> int:
@@ -124,6 +134,17 @@ class Strategy:
 
     def close(self) -> None:
         """After the load, whatever its outcome."""
+
+
+def copy_slice(ctx: LoadContext, role: str, name: str, full: torch.Tensor, rec: Recorder) -> None:
+    """SGLang's weight_loader on a tensor whose bytes are already in memory: narrow it to this rank's slice
+    ("deserialize") and ``copy_`` that into the parameter ("h2d")."""
+    with rec.deserialize():
+        src = ctx.narrow(role, name, full)
+    if src is not None:
+        with rec.h2d(src.numel() * src.element_size()):
+            ctx.copy(role, name, src)
+    rec.tensor_done()
 
 
 def replay_tensor(ctx: LoadContext, role: str, name: str, full: torch.Tensor, rec: Recorder) -> None:

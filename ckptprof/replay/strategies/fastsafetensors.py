@@ -15,7 +15,6 @@ more than one rank needs a process group: under torchrun the launch's, otherwise
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,7 +23,13 @@ import torch
 
 from ckptprof.replay.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable, nonresident
+from ckptprof.replay.strategies.base import (
+    LoadContext,
+    Strategy,
+    StrategyUnavailable,
+    nonresident,
+    optional_package,
+)
 from ckptprof.replay.strategies.groups import close_group, make_group
 from ckptprof.session import ShardTiming
 
@@ -32,10 +37,7 @@ INSTALL_HINT = "fastsafetensors is not installed (pip install fastsafetensors)"
 
 
 def load_package() -> ModuleType | None:
-    try:
-        return importlib.import_module("fastsafetensors")
-    except (ImportError, OSError):  # OSError: the extension's shared libraries failed to load
-        return None
+    return optional_package("fastsafetensors")
 
 
 class FastSafetensors(Strategy):

@@ -18,26 +18,21 @@ When the package is not installed, or there is no CUDA device, the strategy is u
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ckptprof.replay.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
+from ckptprof.replay.plan import ModelPlan, ReplayPlan
 from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable, nonresident
+from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable, optional_package
 from ckptprof.replay.strategies.groups import close_group, make_group
-from ckptprof.session import ShardTiming
+from ckptprof.replay.strategies.streamed import StreamedLoad
 
 INSTALL_HINT = "instanttensor is not installed (pip install instanttensor)"
 BACKENDS = ("URING", "AIO", "URING_BUFFERED", "AIO_BUFFERED", "CUFILE", "MMAP", "BUFFERED")
 
 
 def load_package() -> ModuleType | None:
-    try:
-        return importlib.import_module("instanttensor")
-    except (ImportError, OSError):  # OSError: the extension's CUDA libraries failed to load
-        return None
+    return optional_package("instanttensor")
 
 
 class InstantTensor(Strategy):
@@ -78,87 +73,25 @@ class InstantTensor(Strategy):
         package = load_package()
         if package is None:
             raise StrategyUnavailable(INSTALL_HINT)
-        readable: list[ShardPlan] = []
-        for shard in model.shards:
-            if shard.error is None and shard.tensors is not None:
-                readable.append(shard)
-                continue
-            timing = rec.open_shard(Path(shard.path).name)  # every rank skips it alike: no collective
-            rec.close_shard(timing, UnreadableShard(shard.error or "header not readable"))
-        if not readable:
-            return
-        timings = {
-            s.path: rec.open_shard(Path(s.path).name, nonresident_bytes=nonresident(s.path, s.bytes))
-            for s in readable
-        }
-        left = {s.path: len(s.tensors or {}) for s in readable}
-        error: BaseException | None = None
-        try:
-            self._load(package, ctx, model.role, readable, timings, left, rec)
-        except Exception as exc:
-            error = exc
-        for path, timing in timings.items():
-            if left.get(path, 0) > 0 or error is not None:
-                rec.close_shard(
-                    timing, error or RuntimeError("instanttensor ended before this file's tensors")
-                )
+        StreamedLoad(model, rec).run(
+            lambda load: self._load(package, ctx, load), "instanttensor ended before this file's tensors"
+        )
 
-    def _load(
-        self,
-        package: ModuleType,
-        ctx: LoadContext,
-        role: str,
-        shards: list[ShardPlan],
-        timings: dict[str, ShardTiming],
-        left: dict[str, int],
-        rec: Recorder,
-    ) -> None:
+    def _load(self, package: ModuleType, ctx: LoadContext, load: StreamedLoad) -> None:
         import torch
 
-        where = {name: s.path for s in shards for name in (s.tensors or {})}
         kwargs: dict[str, Any] = {}
         if self.backend is not None:
             kwargs["backend"] = [
                 getattr(package.Backend, self.backend, None) or getattr(package.BackendPolicy, self.backend)
             ]
-        first = timings[shards[0].path]
-        started = rec.process_storage_bytes()
-        with rec.read(0, shard=first, process=True):
+        with load.rec.read(0, shard=load.first, process=True):
             handle = package.safe_open(
-                [s.path for s in shards],
-                framework="pt",
-                device=ctx.device,
-                process_group=self._group,
-                copy=True,
-                **kwargs,
+                load.paths, framework="pt", device=ctx.device, process_group=self._group, copy=True, **kwargs
             )
             handle.__enter__()
         try:
-            tensors = handle.tensors()
-            while True:
-                with rec.read_awaited() as awaited:
-                    item = next(tensors, None)
-                    path = where.get(item[0]) if item is not None else None
-                    if item is not None and path is not None:
-                        awaited.shard = timings[path]
-                        awaited.nbytes = item[1].numel() * item[1].element_size()
-                if item is None:
-                    break
-                name, full = item
-                if path is None:
-                    continue
-                timing = timings[path]
-                with rec.use_shard(timing):
-                    src = ctx.narrow(role, name, full)
-                    if src is not None:
-                        with rec.h2d(src.numel() * src.element_size()):
-                            ctx.copy(role, name, src)
-                    rec.tensor_done()
-                del full
-                left[path] -= 1
-                if left[path] == 0:
-                    rec.settle_storage(timing, started, timings.values())
-                    torch.cuda.synchronize(ctx.device)
-                    rec.close_shard(timing)
+            # A shard is done when its copies have landed.
+            load.consume(ctx, handle.tensors(), shard_done=lambda: torch.cuda.synchronize(ctx.device))
         finally:
             handle.__exit__(None, None, None)

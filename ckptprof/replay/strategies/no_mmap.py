@@ -13,7 +13,7 @@ import safetensors.torch
 
 from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, Strategy, nonresident
+from ckptprof.replay.strategies.base import LoadContext, Strategy, copy_slice, nonresident
 
 
 class SGLangNoMmap(Strategy):
@@ -37,11 +37,6 @@ class SGLangNoMmap(Strategy):
             tensors = safetensors.torch.load(data)
         del data  # the tensors own copies of their bytes: free the file image before copying
         for name in sorted(tensors):
-            with rec.deserialize():
-                full = tensors.pop(name)
-                src = ctx.narrow(role, name, full)
-            if src is not None:
-                with rec.h2d(src.numel() * src.element_size()):
-                    ctx.copy(role, name, src)
-            rec.tensor_done()
-            del full, src
+            full = tensors.pop(name)
+            copy_slice(ctx, role, name, full, rec)
+            del full

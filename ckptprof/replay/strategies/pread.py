@@ -20,7 +20,13 @@ from safetensors import safe_open
 
 from ckptprof.replay.plan import ModelPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable, nonresident
+from ckptprof.replay.strategies.base import (
+    LoadContext,
+    Strategy,
+    StrategyUnavailable,
+    copy_slice,
+    nonresident,
+)
 from ckptprof.replay.touch import read_header_region
 
 
@@ -75,10 +81,5 @@ class SafetensorsPread(Strategy):
                 with rec.read(0):
                     full = handle.get_tensor(name)  # the pread: bytes land in memory safetensors allocates
                 rec.add_counts(full.numel() * full.element_size(), 0, 0)
-                with rec.deserialize():
-                    src = ctx.narrow(role, name, full)
-                if src is not None:
-                    with rec.h2d(src.numel() * src.element_size()):
-                        ctx.copy(role, name, src)
-                rec.tensor_done()
-                del full, src
+                copy_slice(ctx, role, name, full, rec)
+                del full

@@ -17,26 +17,21 @@ When the package is not installed the strategy is unavailable and says so; it is
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from types import ModuleType
 
-from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
+from ckptprof.replay.plan import ModelPlan
 from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable, nonresident
-from ckptprof.session import ShardTiming
+from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable, optional_package
+from ckptprof.replay.strategies.streamed import StreamedLoad
 
 INSTALL_HINT = "runai-model-streamer is not installed (pip install runai-model-streamer)"
 
 
 def load_package() -> ModuleType | None:
-    try:
-        return importlib.import_module("runai_model_streamer")
-    except (ImportError, OSError):  # OSError: libstreamer.so failed to load
-        return None
+    return optional_package("runai_model_streamer")
 
 
 @contextmanager
@@ -83,76 +78,17 @@ class RunaiStreamer(Strategy):
         package = load_package()
         if package is None:
             raise StrategyUnavailable(INSTALL_HINT)
-        readable: list[ShardPlan] = []
-        for shard in model.shards:
-            if shard.error is None and shard.tensors is not None:
-                readable.append(shard)
-                continue
-            timing = rec.open_shard(Path(shard.path).name)
-            rec.close_shard(timing, UnreadableShard(shard.error or "header not readable"))
-        if not readable:
-            return
-        timings = {
-            s.path: rec.open_shard(Path(s.path).name, nonresident_bytes=nonresident(s.path, s.bytes))
-            for s in readable
-        }
-        left = {s.path: len(s.tensors or {}) for s in readable}
-        where = {name: s.path for s in readable for name in (s.tensors or {})}
-        error: BaseException | None = None
-        try:
-            with _streamer_env(self.concurrency, self.memory_limit):
-                self._stream(package, ctx, model.role, readable, timings, left, where, rec)
-        except Exception as exc:
-            error = exc
-        for path, timing in timings.items():
-            if left.get(path, 0) > 0 or error is not None:
-                rec.close_shard(
-                    timing, error or RuntimeError("the streamer ended before this file's tensors")
-                )
 
-    def _stream(
-        self,
-        package: ModuleType,
-        ctx: LoadContext,
-        role: str,
-        shards: list[ShardPlan],
-        timings: dict[str, ShardTiming],
-        left: dict[str, int],
-        where: dict[str, str],
-        rec: Recorder,
-    ) -> None:
-        first = timings[shards[0].path]
-        started = rec.process_storage_bytes()
-        with package.SafetensorsStreamer() as streamer:
-            with rec.read(0, shard=first, process=True):
-                streamer.stream_files([s.path for s in shards], device="cpu", is_distributed=False)
-            tensors = streamer.get_tensors()
-            while True:
-                # The wait is for the streamer's threads, booked on the shard the tensor came from (known only
-                # once it arrived), with the process's storage bytes.
-                with rec.read_awaited() as awaited:
-                    item = next(tensors, None)
-                    path = where.get(item[0]) if item is not None else None
-                    if item is not None and path is not None:
-                        awaited.shard = timings[path]
-                        awaited.nbytes = item[1].numel() * item[1].element_size()
-                if item is None:
-                    return
-                name, full = item
-                if path is None:
-                    continue  # a tensor the plan does not know (the header changed since): not a parameter
-                timing = timings[path]
-                with rec.use_shard(timing):
-                    src = ctx.narrow(role, name, full)
-                    if src is not None:
-                        with rec.h2d(src.numel() * src.element_size()):
-                            ctx.copy(role, name, src)
-                    rec.tensor_done()
-                del full, src
-                left[path] -= 1
-                if left[path] == 0:
-                    rec.settle_storage(timing, started, timings.values())
-                    rec.close_shard(timing)
+        def stream(load: StreamedLoad) -> None:
+            with (
+                _streamer_env(self.concurrency, self.memory_limit),
+                package.SafetensorsStreamer() as streamer,
+            ):
+                with rec.read(0, shard=load.first, process=True):
+                    streamer.stream_files(load.paths, device="cpu", is_distributed=False)
+                load.consume(ctx, streamer.get_tensors())
+
+        StreamedLoad(model, rec).run(stream, "the streamer ended before this file's tensors")
 
 
 def _json(config: dict[str, int]) -> str:
