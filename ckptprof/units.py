@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+# Rates are decimal gigabytes per second throughout ckptprof (GB/s), like the storage and PCIe figures they are
+# held against.
+GB = 1e9
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 _MULTIPLIERS = {
     "": 1,

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 
 from ckptprof.session import RankModel, Session, ShardTiming
 
-PHASES = ("read", "deserialize", "h2d", "other")
-
 
 @dataclass(frozen=True)
 class PhaseTotals:
@@ -45,11 +43,6 @@ class PhaseTotals:
         over the other phases in proportion to their times - the overlap goes to the resource that bounds the load.
         """
         return overlap_shares(self, max(self.wall_s, self.phase_sum_s))
-
-    @property
-    def read_share(self) -> float:
-        sh = self.shares()
-        return sh["storage"] + sh["page_cache"]
 
     def __add__(self, other: PhaseTotals) -> PhaseTotals:
         return PhaseTotals(

@@ -224,10 +224,6 @@ class CacheDropResult:
     ok: bool
     note: str
 
-    @property
-    def resident_fraction_after(self) -> float:
-        return self.resident_bytes_after / self.total_bytes if self.total_bytes else 0.0
-
 
 def drop_cache(paths: Iterable[Path]) -> CacheDropResult:
     """Evict the files' clean pages from the page cache and verify with a residency check.

@@ -16,6 +16,7 @@ from ckptprof.checkpoint.discovery import ORDERS
 from ckptprof.cli.outputs import DEFAULT_PARENT, check_output_file, claim_run_dir, release_run_dir
 from ckptprof.errors import CkptprofError, UsageError
 from ckptprof.replay.plan import CACHE_MODES
+from ckptprof.replay.ranks import in_torchrun
 from ckptprof.session import Session
 from ckptprof.stage_hooks import stage_begins
 from ckptprof.units import parse_size
@@ -436,7 +437,7 @@ class RunCommand:
             raise UsageError("--tp must be at least 1")
         if args.faithful_rounds < 1:
             raise UsageError("--faithful-rounds must be at least 1")
-        if args.check_predictions and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        if args.check_predictions and in_torchrun():
             # Only rank 0 holds the verdict whose flags are replayed: the other ranks could not follow.
             raise UsageError("--check-predictions runs with spawned ranks (--tp N), not under torchrun")
         # Checked before anything slow (generating the built-in checkpoint) so a typo fails at once.

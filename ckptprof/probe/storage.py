@@ -28,11 +28,11 @@ import psutil
 
 from ckptprof.checkpoint import fs
 from ckptprof.fstypes import is_network_fs
+from ckptprof.units import GB
 
 Clock = Callable[[], float]
 Log = Callable[[str], None]
 
-GB = 1e9
 MiB = 1024 * 1024
 DEFAULT_SAMPLE_BYTES = 2 * 10**9
 DEFAULT_BLOCK_BYTES = 16 * MiB

@@ -18,10 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ckptprof.units import GB
+
 if TYPE_CHECKING:
     import torch
 
-GB = 1e9
 MiB = 1024 * 1024
 DEFAULT_TRANSFER_BYTES = 256 * MiB
 DEFAULT_REPEATS = 5

@@ -332,11 +332,6 @@ class TorchrunGroup:
     def barrier(self) -> None:
         self.dist.barrier()
 
-    def broadcast(self, obj: Any) -> Any:
-        box = [obj]
-        self.dist.broadcast_object_list(box, src=0)
-        return box[0]
-
     def gather(self, obj: Any) -> list[Any] | None:
         out: list[Any] | None = [None] * self.world_size if self.is_main else None
         self.dist.gather_object(obj, out, dst=0)

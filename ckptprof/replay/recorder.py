@@ -37,8 +37,7 @@ class CopyTimer(Protocol):
     """Times copies into device memory.
 
     ``start()`` / ``stop(token)`` bracket one copy; ``stop`` returns a span. ``seconds(spans)`` waits for those
-    copies and returns their summed seconds (what the recorder uses, per shard). ``elapsed()`` waits for every
-    copy not yet returned by it and sums them (kept for callers of the older, one-shard-at-a-time interface).
+    copies and returns their summed seconds (what the recorder uses, per shard).
     """
 
     label: str
@@ -48,8 +47,6 @@ class CopyTimer(Protocol):
     def stop(self, token: Any) -> Any: ...
 
     def seconds(self, spans: list[Any]) -> float: ...
-
-    def elapsed(self) -> float: ...
 
 
 # Linux only; elsewhere the process's count.
@@ -134,27 +131,15 @@ class HostCopyTimer:
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self._clock = clock
-        self._total = 0.0
-        self._lock = threading.Lock()
 
     def start(self) -> float:
         return self._clock()
 
     def stop(self, token: Any) -> float:
-        span = self._clock() - float(token)
-        with self._lock:
-            self._total += span
-        return span
+        return self._clock() - float(token)
 
     def seconds(self, spans: list[Any]) -> float:
-        with self._lock:
-            self._total -= sum(spans)  # returned per shard: elapsed() must not count them again
         return float(sum(spans))
-
-    def elapsed(self) -> float:
-        with self._lock:
-            total, self._total = self._total, 0.0
-        return max(0.0, total)
 
 
 class CudaCopyTimer:
@@ -171,8 +156,6 @@ class CudaCopyTimer:
 
         self._torch = torch
         self._device = device
-        self._pending: dict[int, tuple[Any, Any]] = {}
-        self._lock = threading.Lock()
 
     def start(self) -> Any:
         ev = self._torch.cuda.Event(enable_timing=True)
@@ -182,10 +165,7 @@ class CudaCopyTimer:
     def stop(self, token: Any) -> tuple[Any, Any]:
         ev = self._torch.cuda.Event(enable_timing=True)
         ev.record()
-        span = (token, ev)
-        with self._lock:
-            self._pending[id(span)] = span
-        return span
+        return (token, ev)
 
     def seconds(self, spans: list[Any]) -> float:
         total_ms = 0.0
@@ -193,17 +173,7 @@ class CudaCopyTimer:
             start, end = span
             end.synchronize()  # only this copy: other streams' work goes on
             total_ms += start.elapsed_time(end)
-            with self._lock:
-                self._pending.pop(id(span), None)
         return total_ms / 1e3
-
-    def elapsed(self) -> float:
-        with self._lock:
-            spans, self._pending = list(self._pending.values()), {}
-        if not spans:
-            return 0.0
-        self._torch.cuda.synchronize(self._device)
-        return sum(a.elapsed_time(b) for a, b in spans) / 1e3
 
 
 @dataclass
@@ -409,9 +379,6 @@ class Recorder:
         if found is None:
             raise RuntimeError(f"phase recorded against shard {shard.file!r}, which is not open")
         return found
-
-    def _current(self) -> ShardTiming:
-        return self._state(None).timing
 
     # -- phases ------------------------------------------------------------------------------------------------
     @contextmanager

@@ -110,13 +110,6 @@ class LoadContext:
         """``param.data.copy_(slice)``: synchronous, from pageable host memory."""
         self.destination(role, name).copy_(src)
 
-    def checksums(self) -> dict[str, float]:
-        """A cheap per-parameter fingerprint to verify that two strategies loaded the same values."""
-        out = {}
-        for (role, name), p in sorted(self.params.items()):
-            out[f"{role}/{name}"] = float(p.detach().view(torch.uint8).to(torch.float64).sum().item())
-        return out
-
 
 class Strategy:
     """A loading path. ``load_model`` loads one model through the recorder; ``prepare`` is set-up a server does

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
+from ckptprof.replay.ranks import in_torchrun
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext, Strategy, nonresident
 from ckptprof.replay.strategies.sglang import SGLangMmap
@@ -51,7 +52,7 @@ class _Tracker:
 def local_position(ctx: LoadContext) -> tuple[int, int]:
     """(local_rank, local_world_size): torchrun's when this process is a torchrun rank, else the spawned TP group
     (spawned ranks all run on this node)."""
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+    if in_torchrun():
         world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
         return int(os.environ.get("LOCAL_RANK", "0")), max(1, world)
     return ctx.rank, max(1, ctx.tp)
