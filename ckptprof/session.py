@@ -20,8 +20,6 @@ from ckptprof.errors import SessionFileError
 
 SCHEMA_VERSION = 1
 
-GB = 1e9
-
 
 @dataclass
 class ShardInfo:
@@ -190,7 +188,7 @@ class Session:
     def load(cls, path: str | Path) -> Session:
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = _read_text(path)
         except FileNotFoundError:
             raise SessionFileError(path, "no such file") from None
         except IsADirectoryError:
@@ -588,6 +586,27 @@ _SESSION: dict[str, Check] = {
     "extra": _optional(_extra),
     "created": _optional(_text),
 }
+
+
+# A compressed session (reports/ keep them as .json.gz) may not inflate past this: a session is megabytes.
+MAX_INFLATED_BYTES = 1 << 30
+
+
+def _read_text(path: Path) -> str:
+    """The file's text; a ``.gz`` file is inflated first (at most MAX_INFLATED_BYTES)."""
+    if path.suffix != ".gz":
+        return path.read_text(encoding="utf-8")
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(path, "rb") as fh:
+            data = fh.read(MAX_INFLATED_BYTES + 1)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise SessionFileError(path, f"named .gz but not a whole gzip file ({exc})") from None
+    if len(data) > MAX_INFLATED_BYTES:
+        raise SessionFileError(path, f"inflates past {MAX_INFLATED_BYTES} bytes: not a session")
+    return data.decode("utf-8")
 
 
 def validate_session_dict(d: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,12 @@ REPORTS = Path(__file__).resolve().parents[2] / "reports"
 
 
 def committed_sessions() -> list[Path]:
-    """Session JSON files under reports/ (probe outputs and other JSON there are not sessions)."""
+    """Session JSON files under reports/, most of them compressed (probe outputs and other JSON are not sessions)."""
     found = []
-    for path in sorted(REPORTS.rglob("*.json")):
+    for path in sorted([*REPORTS.rglob("*.json"), *REPORTS.rglob("*.json.gz")]):
         try:
-            data = json.loads(path.read_text())
+            raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+            data = json.loads(raw)
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and "schema_version" in data and "ranks" in data:

@@ -294,3 +294,19 @@ def test_every_session_the_project_wrote_still_loads(tmp_path: Path) -> None:
     # THEN each of them passes the validation
     for path in sessions:
         Session.load(path)
+
+
+def test_a_compressed_session_loads_like_the_plain_one(tmp_path: Path) -> None:
+    import gzip
+
+    session = Session(config={"tp": 1}, created="2026-11-30T00:00:00+00:00")
+    plain = session.save(tmp_path / "session.json")
+    packed = tmp_path / "session.json.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert Session.load(packed).to_dict() == Session.load(plain).to_dict()
+    # a .gz that is not gzip, or only half of one, is one clear error naming the file
+    (tmp_path / "bad.json.gz").write_bytes(plain.read_bytes())
+    (tmp_path / "cut.json.gz").write_bytes(packed.read_bytes()[:20])
+    for bad in ("bad.json.gz", "cut.json.gz"):
+        with pytest.raises(SessionFileError, match="not a whole gzip file"):
+            Session.load(tmp_path / bad)
