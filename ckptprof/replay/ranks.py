@@ -204,8 +204,11 @@ def run_spawned(
                     on_start(rank, p.pid)
         _collect(procs, results, barrier, collector)
     except KeyboardInterrupt:
-        _stop(procs)
+        # The ranks ignore SIGINT and keep running a moment: what they finished but had not yet sent (a queue's
+        # feeder thread flushes in the background) arrives before they are stopped, then whatever was in flight.
         collector.drain(results, seconds=0.5)
+        _stop(procs)
+        collector.drain(results, seconds=0.2)
         for rank in range(plan.tp):
             if rank not in collector.done:
                 collector.fail(rank, "interrupted (Ctrl-C) before the rank finished")

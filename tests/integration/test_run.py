@@ -377,7 +377,11 @@ def test_check_predictions_replays_each_recommended_flag_set(
     predicted = [p for p in data["verdict"]["predictions"] if p["predicted_s"] is not None and p["strategy"]]
     checks = data["extra"]["prediction_check"]
     assert [c["strategy"] for c in checks] == [p["strategy"] for p in predicted]
-    assert checks, data["verdict"]["predictions"]
+    if not checks:
+        # A 16 MB cold read on a fast disk can leave no storage-bound share, hence no prediction to replay; the
+        # replaying itself is checked deterministically in tests/unit/test_predictions_check.py.
+        assert not predicted
+        return
     for check in checks:
         assert check["status"] == "ok" and check["measured_s"] > 0, check
         # predicted_s is rounded to the millisecond, so on a 0.1 s CPU load the recomputed error moves by ~1%
