@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 import sys
@@ -167,7 +168,7 @@ LOGGED_FORMATS = {
 
 
 def logged_load_formats(
-    server_log: dict[str, object] | None, default_spec: str, has_draft: bool
+    server_log: dict[str, object] | None, has_draft: bool
 ) -> tuple[str | None, str | None]:
     """(the target's strategy, the draft's --draft-strategy) that the server's log shows, or None for each the
     log does not settle: its load-weights bars name the loader of each model."""
@@ -252,13 +253,8 @@ def recent_probe(
     found = reuse.lookup(key, max_age)
     if found is None:
         return key, None
-    ceilings = dict(found.ceilings)
-    ceilings["reused"] = {
-        "measured_at": found.measured_at,
-        "age_s": round(found.age_s, 1),
-        "max_age_s": max_age,
-    }
-    return key, reuse.Reused(ceilings, found.measured_at, found.age_s, found.path)
+    reused = {"measured_at": found.measured_at, "age_s": round(found.age_s, 1), "max_age_s": max_age}
+    return key, dataclasses.replace(found, ceilings={**found.ceilings, "reused": reused})
 
 
 def choose_release(version: str | None, server_log: dict[str, object] | None) -> dict[str, object]:
@@ -448,7 +444,7 @@ class RunCommand:
         default_spec = "sglang" if args.allow_pickle else default_strategy_spec(release)
         # The server's own load format, when its log shows one (a bar of runai_streamer, instanttensor, ...), is
         # the path to replay unless the user names one.
-        logged_target, logged_draft = logged_load_formats(server_log, default_spec, args.draft is not None)
+        logged_target, logged_draft = logged_load_formats(server_log, args.draft is not None)
         if server_log is not None and logged_target and not args.strategy:
             server_log["strategy_from_log"] = logged_target
         if server_log is not None and logged_draft and not args.draft_strategy:
@@ -538,9 +534,8 @@ class RunCommand:
             except api.InterruptedReplay as exc:
                 one = exc.session
                 interrupted = True
-            except (
-                KeyboardInterrupt
-            ):  # before the replay had a session (reading the headers): nothing measured
+            except KeyboardInterrupt:
+                # Before this replay had a session (reading the headers): nothing of it was measured.
                 if not sessions:
                     raise
                 interrupted = True

@@ -322,7 +322,7 @@ def test_the_logged_loaders_pick_each_models_path(
 ) -> None:
     from ckptprof.cli.run_cmd import logged_load_formats
 
-    assert logged_load_formats({"loaders": loaders}, "sglang-mt:num_threads=8", has_draft) == expected
+    assert logged_load_formats({"loaders": loaders}, has_draft) == expected
 
 
 def test_the_api_runs_from_a_script_read_from_standard_input(small_draft: Path) -> None:

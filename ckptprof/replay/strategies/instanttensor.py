@@ -51,14 +51,12 @@ class InstantTensor(Strategy):
             )
         self._group: Any = None
         self._store_path: str | None = None
-        self._grouped = False
 
     def prepare(self, ctx: LoadContext, plan: ReplayPlan) -> None:
         if ctx.device.type != "cuda" or load_package() is None:
             return  # load_model says why it cannot run
         if ctx.tp > 1:
             self._group, self._store_path = make_group(ctx, plan, "it", nccl_only=True)
-            self._grouped = self._group is not None
 
     def close(self) -> None:
         close_group(self._store_path)

@@ -12,7 +12,7 @@ unavailable and says which version it needs.
 
 from __future__ import annotations
 
-import inspect
+import functools
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -30,15 +30,10 @@ from ckptprof.replay.strategies.base import (
 from ckptprof.replay.touch import read_header_region
 
 
+@functools.lru_cache(maxsize=1)
 def pread_supported() -> bool:
-    """Whether this safetensors' ``safe_open`` takes ``backend`` (0.8 and later)."""
-    try:
-        return "backend" in inspect.signature(safe_open).parameters
-    except (TypeError, ValueError):  # a builtin without a signature: ask it
-        return "backend" in (safe_open.__doc__ or "") or _accepts_backend()
-
-
-def _accepts_backend() -> bool:
+    """Whether this safetensors' ``safe_open`` takes ``backend`` (0.8 and later). It is a compiled class without
+    an inspectable signature, so it is asked: an unknown keyword is a TypeError, a missing file is not."""
     try:
         safe_open("/nonexistent-ckptprof-probe", framework="pt", backend="pread")
     except TypeError:
