@@ -18,6 +18,7 @@ from ckptprof.analysis.attribution import (
 )
 from ckptprof.engines.sglang import MT_DEFAULT_THREADS, LoaderProfile, multithread_extra_config, profile_named
 from ckptprof.fstypes import is_network_fs
+from ckptprof.probe.loader_rate import predicted_seconds
 from ckptprof.session import Session
 
 SKEW_LIMIT = 1.5
@@ -249,12 +250,11 @@ def compute_verdict(session: Session) -> dict[str, Any]:
         pinned,
         fs_type,
     )
-    recommendations = [
-        f"{p['flags']}: ~{p['predicted_s']:.2f} s predicted ({p['why']})"
-        if p["predicted_s"] is not None
-        else f"{p['flags']}: {p['why']}"
-        for p in predictions
-    ]
+    now = faithful_load_wall(session) or wall
+    for p in predictions:
+        # Still listed and still checked by --check-predictions, but never sold as a remedy.
+        p["slower_than_now"] = p["predicted_s"] is not None and now > 0 and p["predicted_s"] > now
+    recommendations = [_recommendation(p, now) for p in predictions]
     fdelta = faithful_delta(session)
     on_path, path_source = path_attribution(session)
     if bottleneck == "storage" and on_path is not None:
@@ -397,13 +397,50 @@ def _whole_file_seconds(
     allocated memory (a page fault per 4 KiB). Measured on the H200 (4.70 GB, TP1 cold): the read into the new
     buffer cost 1.2 s beyond the storage time, one pass at the probe's fresh-memory rate (3.2-3.7 GB/s there,
     memcpy 10); safetensors' deserialise, which copies each tensor into its own new bytes object, cost 3.2 s, two
-    such passes. Without that ceiling (older sessions), the mmap path's own copies stand in."""
-    fresh = session.ceilings.get("fresh_write_GBps")
+    such passes. Ranks on one node write at once: each gets its share of what N writers reach together, never more
+    than one writer alone (TP8 on the H200 x2 box: 8 ranks, 4.0 GB/s alone, 2.8 each together). Without that
+    ceiling (older sessions), the mmap path's own copies stand in."""
+    fresh = _fresh_write_per_rank(session)
     pageable = [v for v in (session.ceilings.get("h2d_pageable_GBps") or {}).values() if v]
     if not fresh:
         return fetched / storage_1 / 1e9 + compute
     copy = h2d_bytes / min(pageable) / 1e9 if pageable else 0.0
     return fetched / storage_1 / 1e9 + (1 + WHOLE_FILE_DESERIALIZE_PASSES) * ckpt / fresh / 1e9 + copy
+
+
+def _recommendation(prediction: dict[str, Any], now: float) -> str:
+    """One line per remedy; one predicted to be slower than the load just measured says so instead of selling it."""
+    flags, why, predicted = prediction["flags"], prediction["why"], prediction["predicted_s"]
+    if predicted is None:
+        return f"{flags}: {why}"
+    if prediction["slower_than_now"]:
+        return f"{flags}: not faster here: ~{predicted:.2f} s predicted against {now:.2f} s now ({why})"
+    return f"{flags}: ~{predicted:.2f} s predicted ({why})"
+
+
+def _fastsafetensors_seconds(
+    session: Session, ckpt: int, tp: object, storage_n: float | None
+) -> float | None:
+    """fastsafetensors' load from the probe's fit of the package on these files (setup per file + bytes at its
+    rate). With TP > 1 (a GPU each) every rank reads its own files of each batch at once, as far as the storage
+    serves them all; the tensors' hand-over between GPUs is not priced."""
+    files = sum(len(m.shards) for m in session.models) or 1
+    ranks = tp if isinstance(tp, int) and tp > 1 else 1
+    per_rank = predicted_seconds(session.ceilings, -(-files // ranks), ckpt // ranks)
+    if per_rank is None:
+        return None
+    together = ckpt / storage_n / 1e9 if ranks > 1 and storage_n else 0.0
+    return max(per_rank, together)
+
+
+def _fresh_write_per_rank(session: Session) -> float | None:
+    """The rate at which each rank copies into fresh memory while all of the session's ranks do so at once."""
+    alone = session.ceilings.get("fresh_write_GBps")
+    together = session.ceilings.get("fresh_write_n_threads_GBps")
+    ranks = len(session.ranks)
+    if not alone or not together or ranks <= 1:
+        return alone
+    return min(alone, together / ranks)
 
 
 def _release(session: Session) -> LoaderProfile | None:
@@ -505,16 +542,31 @@ def _predictions(
                 "gloo, which no ceiling measures (replay it: --strategy fastsafetensors)",
             }
         )
+    elif fastsafetensors and (fitted := _fastsafetensors_seconds(session, ckpt, tp, storage_n)) is not None:
+        out.append(
+            {
+                "flags": FASTST_FLAG,
+                "strategy": "fastsafetensors",
+                "predicted_s": round(fitted, 3),
+                "why": "its own rate measured on "
+                f"{session.ceilings.get('fastsafetensors_sample_files')} of these files, one loader per file as "
+                f"SGLang does: {session.ceilings['fastsafetensors_GBps']:.2f} GB/s and "
+                f"{1000 * session.ceilings['fastsafetensors_setup_s']:.0f} ms per file; it bypasses a warm page "
+                "cache, so it reads every byte from storage",
+            }
+        )
     elif storage_n and pinned and fastsafetensors:
         out.append(
             {
                 "flags": FASTST_FLAG,
                 "strategy": "fastsafetensors",
                 # File batches one after the other, each read whole (O_DIRECT, in parallel) before its copies:
-                # the reads and the pinned copies add up.
+                # the reads and the pinned copies add up. Only for sessions whose probe did not measure the
+                # package itself: its own rate has run 27-35% below this on the H200.
                 "predicted_s": round(ckpt / storage_n / 1e9 + h2d_bytes / pinned / 1e9, 3),
                 "why": f"parallel O_DIRECT reads into pinned buffers, {pinned:.1f} GB/s pinned copies; "
-                "it bypasses a warm page cache, so it reads every byte from storage",
+                "it bypasses a warm page cache, so it reads every byte from storage (its own rate was not "
+                "measured: a lower bound)",
             }
         )
     elif bottleneck == "h2d" and pinned and fastsafetensors:

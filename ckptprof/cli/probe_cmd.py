@@ -151,7 +151,21 @@ def render_text(c: dict[str, Any]) -> str:
             _gbps(c.get("fresh_write_GBps")),
             "a page fault per 4 KiB too",
         ],
+        [
+            f"host copy into fresh memory, {c.get('memcpy_threads')} threads",
+            _gbps(c.get("fresh_write_n_threads_GBps")),
+            "all at once, aggregate (ranks reading whole files)",
+        ],
     ]
+    if c.get("fastsafetensors_GBps") is not None:
+        rows.append(
+            [
+                "fastsafetensors, one loader per file",
+                _gbps(c["fastsafetensors_GBps"]),
+                f"+ {1000 * c['fastsafetensors_setup_s']:.0f} ms per file, fitted on "
+                f"{c['fastsafetensors_sample_files']} files ({human_bytes(c['fastsafetensors_sample_bytes'])})",
+            ]
+        )
     size = human_bytes(c.get("h2d_transfer_bytes") or 0)
     for dev in c.get("h2d_pinned_GBps") or {}:
         rows += [

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptprof.errors import CheckpointError
-from ckptprof.probe import storage, transfer
+from ckptprof.probe import loader_rate, storage, transfer
 
 _RANGE = re.compile(r"^(\d+)-(\d+)$")
 
@@ -47,6 +47,14 @@ def measure_ceilings(
     tr = transfer.measure_transfer(devices, nbytes=transfer_bytes, log=log)
     notes.extend(tr.pop("notes"))
     out.update(tr)
+    if paths and any(d.startswith("cuda") for d in devices) and loader_rate.fastsafetensors_available():
+        if log:
+            log(
+                "fastsafetensors: a sample of the files, one loader each (SGLang's --load-format fastsafetensors)"
+            )
+        rates, rate_notes = loader_rate.measure_fastsafetensors(paths, devices)
+        notes.extend(rate_notes)
+        out.update(rates)
     out["probe_s"] = round(time.perf_counter() - t0, 3)
     return out
 

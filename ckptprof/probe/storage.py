@@ -48,6 +48,7 @@ PAGE_CACHE_REPEATS = 3
 SETTLED_SPREAD = 0.10
 MOST_REPEATS = 5
 MEMCPY_BYTES = 256 * MiB
+FRESH_WRITER_MIN_BYTES = 64 * MiB
 MEMCPY_REPEATS = 3
 
 METHOD_O_DIRECT = "o_direct"
@@ -553,9 +554,11 @@ def measure_memcpy(
     clock: Clock = time.perf_counter,
 ) -> dict[str, Any]:
     """Host memcpy ceiling: bytes copied per second (not read + written), 1 thread and N threads; and the rate of
-    one thread copying into freshly allocated memory (first touch).
+    copies into freshly allocated memory (first touch), by one thread and by N at once (aggregate).
 
-    One thread is what a pageable host-to-device copy's staging can use; N threads is the memory system.
+    One thread is what a pageable host-to-device copy's staging can use; N threads is the memory system. N fresh
+    writers are N ranks each reading whole files into new buffers (``--weight-loader-disable-mmap``): their page
+    faults contend in the kernel's allocator, so N of them get less than N times one.
     """
     n = threads or default_streams()
     src = np.ones(nbytes, dtype=np.uint8)  # ones, not empty: pages must exist before timing
@@ -567,8 +570,13 @@ def measure_memcpy(
     many = _median_rate([_copier(dst[a:b], src[a:b]) for a, b in slices], repeats, clock, most=MOST_REPEATS)
     del dst
     fresh = _median_rate([_fresh_writer(src)], min(2, max(1, repeats)), clock)
+    # Each writer's buffer stays above glibc's largest mmap threshold (32 MiB), so every round maps new pages
+    # instead of reusing a freed heap chunk whose pages were already touched.
+    each = min(nbytes, max(nbytes // n, FRESH_WRITER_MIN_BYTES))
+    fresh_n = _median_rate([_fresh_writer(src[:each]) for _ in range(n)], min(2, max(1, repeats)), clock)
     return {
         "fresh_write_GBps": _round(fresh),
+        "fresh_write_n_threads_GBps": _round(fresh_n),
         "memcpy_GBps": _round(one),
         "memcpy_n_threads_GBps": _round(many),
         "memcpy_threads": len(slices),

@@ -137,6 +137,8 @@ def recommendations(session: Session) -> list[tuple[str, str]]:
         for p in predictions:
             seconds = p.get("predicted_s")
             predicted = f"~{seconds:.2f} s predicted" if isinstance(seconds, (int, float)) else ""
+            if predicted and p.get("slower_than_now"):
+                predicted = f"not faster here: {predicted}"
             why = str(p.get("why", ""))
             outcome = f"{predicted} ({why})" if predicted and why else predicted or why
             out.append((str(p.get("flags", "")), outcome))

@@ -80,6 +80,8 @@ def ceiling_rows(ceilings: dict[str, Any]) -> list[list[str]]:
         ("page_cache_read_GBps", "page-cache read"),
         ("memcpy_GBps", "host memcpy"),
         ("fresh_write_GBps", "host copy into fresh memory"),
+        ("fresh_write_n_threads_GBps", "host copy into fresh memory, N threads at once"),
+        ("fastsafetensors_GBps", "fastsafetensors, one loader per file"),
     ):
         value = ceilings.get(key)
         if isinstance(value, (int, float)):

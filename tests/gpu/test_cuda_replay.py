@@ -121,3 +121,20 @@ def test_the_peers_real_loaders_load_sglangs_values(
         shards = r.models[0].shards
         assert all(s.status == "ok" and s.bytes > 0 for s in shards)
         assert sum(s.h2d_bytes for s in shards) > 0
+
+
+def test_the_fastsafetensors_ceiling_is_fitted_with_the_real_package(small_draft: Path) -> None:
+    # GIVEN the real package on a GPU (skipped where it is not installed: tests/unit cover the fit itself)
+    pytest.importorskip("fastsafetensors")
+    from ckptprof.probe import loader_rate
+    from ckptprof.probe.run_probes import collect_paths
+
+    # WHEN the probe times it on the checkpoint's files, one loader per file as SGLang does
+    paths = collect_paths([str(small_draft)])
+    rates, notes = loader_rate.measure_fastsafetensors(paths, ["cuda:0"])
+    # THEN it measured a rate and a setup from several files, and the prediction prices the whole checkpoint
+    assert not notes, notes
+    assert rates["fastsafetensors_GBps"] > 0 and rates["fastsafetensors_setup_s"] >= 0
+    assert rates["fastsafetensors_sample_files"] >= 2
+    total = sum(p.stat().st_size for p in paths)
+    assert loader_rate.predicted_seconds(rates, len(paths), total) > 0

@@ -285,6 +285,7 @@ def test_memcpy() -> None:
     result = storage.measure_memcpy(nbytes=8 * MiB, repeats=2, threads=2)
     assert result["memcpy_GBps"] > 0 and result["memcpy_n_threads_GBps"] > 0
     assert result["memcpy_threads"] == 2
+    assert result["fresh_write_GBps"] > 0 and result["fresh_write_n_threads_GBps"] > 0
     clocked = storage.measure_memcpy(nbytes=1 * MiB, repeats=3, threads=1, clock=StepClock(1.0))
     assert clocked["memcpy_GBps"] == round(1 * MiB / 1e9, 3)
 
