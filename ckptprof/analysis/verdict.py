@@ -421,13 +421,16 @@ def _recommendation(prediction: dict[str, Any], now: float) -> str:
 def _fastsafetensors_seconds(
     session: Session, ckpt: int, tp: object, storage_n: float | None
 ) -> float | None:
-    """fastsafetensors' load from the probe's fit of the package on these files (setup per file + bytes at its
-    rate). With TP > 1 (a GPU each) every rank reads its own files of each batch at once, as far as the storage
-    serves them all; the tensors' hand-over between GPUs is not priced."""
-    files = sum(len(m.shards) for m in session.models) or 1
+    """fastsafetensors' load priced file by file from the probe's timings of the package on these files. Files go
+    in batches of one per rank (SGLang's iterator), and a batch ends with its slowest file; with TP > 1 (a GPU
+    each) the ranks read at once only as fast as the storage serves them all. The tensors' hand-over between GPUs
+    is not priced."""
+    sizes = [shard.bytes for m in session.models for shard in m.shards]
     ranks = tp if isinstance(tp, int) and tp > 1 else 1
-    per_rank = predicted_seconds(session.ceilings, -(-files // ranks), ckpt // ranks)
-    if per_rank is None:
+    per_rank = predicted_seconds(
+        session.ceilings, [sizes[i : i + ranks] for i in range(0, len(sizes), ranks)]
+    )
+    if per_rank is None or not sizes:
         return None
     together = ckpt / storage_n / 1e9 if ranks > 1 and storage_n else 0.0
     return max(per_rank, together)
@@ -548,11 +551,10 @@ def _predictions(
                 "flags": FASTST_FLAG,
                 "strategy": "fastsafetensors",
                 "predicted_s": round(fitted, 3),
-                "why": "its own rate measured on "
+                "why": "each file priced by its size from the package's own timings on "
                 f"{session.ceilings.get('fastsafetensors_sample_files')} of these files, one loader per file as "
-                f"SGLang does: {session.ceilings['fastsafetensors_GBps']:.2f} GB/s and "
-                f"{1000 * session.ceilings['fastsafetensors_setup_s']:.0f} ms per file; it bypasses a warm page "
-                "cache, so it reads every byte from storage",
+                f"SGLang does ({session.ceilings['fastsafetensors_GBps']:.2f} GB/s over the sample); it bypasses a "
+                "warm page cache, so it reads every byte from storage",
             }
         )
     elif storage_n and pinned and fastsafetensors:

@@ -7,14 +7,15 @@ storage or PCIe ceiling prices that: its reads bypass the page cache (a warm loa
 the rate of its own 16 threads over one file, and each file pays a setup (a device buffer, the loader's threads
 and bounce buffers). Measured on the H200: 1.2-1.6 GB/s against an 8-stream O_DIRECT probe of 1.8-2.5 GB/s.
 
-So the rate is measured with the package itself on a sample of the checkpoint's files of different sizes, one
-loader per file as SGLang does, each file timed on its own; a straight line through (bytes, seconds) gives a
-setup cost per file and a rate per byte, which price the whole checkpoint's files. When the package or a CUDA
-device is missing nothing is measured and the verdict does not predict that flag from it.
+So the package itself is timed on a sample of the checkpoint's files of different sizes, one loader per file as
+SGLang does, each file on its own; every file of the checkpoint is then priced by its size from those points
+(``seconds_for``). When the package or a CUDA device is missing nothing is measured, and the verdict falls back to
+a bound from the storage and PCIe ceilings, which it labels as such.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,8 +34,8 @@ Clock = Callable[[], float]
 def pick_sample(sizes: Sequence[tuple[Path, int]], budget: int, most: int = MAX_SAMPLE_FILES) -> list[Path]:
     """Files spread over the checkpoint's sizes (smallest to largest quantiles), within ``budget`` bytes.
 
-    Different sizes are what separate the per-file setup from the per-byte rate; a file that would overflow the
-    budget is skipped, never cut (a loader reads whole files)."""
+    Different sizes are what the pricing of each file by its size interpolates between; a file that would
+    overflow the budget is skipped, never cut (a loader reads whole files)."""
     ordered = sorted((size, str(path), path) for path, size in sizes if size > 0)
     if not ordered:
         return []
@@ -50,33 +51,38 @@ def pick_sample(sizes: Sequence[tuple[Path, int]], budget: int, most: int = MAX_
     return chosen
 
 
-def fit_setup_and_rate(samples: Sequence[tuple[int, float]]) -> tuple[float, float] | None:
-    """(seconds of setup per file, GB/s) from (bytes, seconds) per file, by least squares.
+def seconds_for(sample: Sequence[Sequence[float]], size: int) -> float:
+    """The time one file of ``size`` bytes takes, read off the sampled (bytes, seconds) points.
 
-    A negative setup (noise on files of similar sizes) is taken as none: the rate is then bytes over seconds."""
-    points = [(b, s) for b, s in samples if b > 0 and s > 0]
-    if not points:
+    Between two points, a straight line; below the smallest, its time scaled down in proportion; above the
+    largest, its time plus the rest at the rate the two largest points show (the largest's own rate when they
+    do not rise). Not one line through all points: a file smaller than the package's 16 MiB bounce buffer is read
+    by one of its threads and a large one by all 16, so time is not linear in bytes."""
+    points = sorted((float(b), float(s)) for b, s in sample if b > 0 and s > 0)
+    if not points or size <= 0:
+        return 0.0
+    first_b, first_s = points[0]
+    if size <= first_b:
+        return first_s * size / first_b
+    for (b0, s0), (b1, s1) in itertools.pairwise(points):
+        if size <= b1:
+            return s0 + (s1 - s0) * (size - b0) / (b1 - b0) if b1 > b0 else max(s0, s1)
+    last_b, last_s = points[-1]
+    per_byte = last_s / last_b
+    if len(points) >= 2:
+        b0, s0 = points[-2]
+        if last_b > b0 and last_s > s0:
+            per_byte = (last_s - s0) / (last_b - b0)
+    return last_s + (size - last_b) * per_byte
+
+
+def predicted_seconds(ceilings: dict[str, Any], batches: Sequence[Sequence[int]]) -> float | None:
+    """fastsafetensors' load of files in ``batches`` (file sizes; one batch = one file per rank, read at once, and
+    no rank goes on before the batch's slowest file is read), from the measured sample; None without one."""
+    sample = ceilings.get("fastsafetensors_sample")
+    if not sample:
         return None
-    total_bytes = sum(b for b, _ in points)
-    total_s = sum(s for _, s in points)
-    if len({b for b, _ in points}) >= 2:
-        mean_b = total_bytes / len(points)
-        mean_s = total_s / len(points)
-        var = sum((b - mean_b) ** 2 for b, _ in points)
-        slope = sum((b - mean_b) * (s - mean_s) for b, s in points) / var
-        setup = mean_s - slope * mean_b
-        if slope > 0 and setup >= 0:
-            return setup, 1 / slope / GB
-    return 0.0, total_bytes / total_s / GB
-
-
-def predicted_seconds(ceilings: dict[str, Any], files: int, nbytes: int) -> float | None:
-    """The time fastsafetensors takes for ``files`` files of ``nbytes`` in all on one rank, from the measured fit."""
-    rate = ceilings.get("fastsafetensors_GBps")
-    setup = ceilings.get("fastsafetensors_setup_s")
-    if not rate or setup is None:
-        return None
-    return files * float(setup) + nbytes / float(rate) / GB
+    return sum(max((seconds_for(sample, size) for size in batch), default=0.0) for batch in batches)
 
 
 def measure(
@@ -85,7 +91,7 @@ def measure(
     budget: int = DEFAULT_SAMPLE_BYTES,
     clock: Clock = time.perf_counter,
 ) -> dict[str, Any]:
-    """Time ``load_one`` on a sample of ``files`` after one untimed warm-up on the smallest, and fit the line."""
+    """Time ``load_one`` on each file of a sample of ``files``, after one untimed warm-up on the smallest."""
     sample = pick_sample(files, budget)
     if not sample:
         return {}
@@ -96,15 +102,15 @@ def measure(
         start = clock()
         load_one(path)
         timed.append((sizes[path], clock() - start))
-    fit = fit_setup_and_rate(timed)
-    if fit is None:
+    nbytes = sum(b for b, _ in timed)
+    seconds = sum(s for _, s in timed)
+    if nbytes <= 0 or seconds <= 0:
         return {}
-    setup, rate = fit
     return {
-        "fastsafetensors_GBps": round(rate, 3),
-        "fastsafetensors_setup_s": round(setup, 4),
+        "fastsafetensors_GBps": round(nbytes / seconds / GB, 3),
+        "fastsafetensors_sample": [[b, round(s, 5)] for b, s in sorted(timed)],
         "fastsafetensors_sample_files": len(timed),
-        "fastsafetensors_sample_bytes": sum(b for b, _ in timed),
+        "fastsafetensors_sample_bytes": nbytes,
     }
 
 

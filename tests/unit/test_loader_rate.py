@@ -30,27 +30,30 @@ def test_a_budget_smaller_than_every_file_still_takes_the_smallest_whole() -> No
     assert loader_rate.pick_sample([(Path("empty"), 0)], budget=10) == []
 
 
-def test_the_fit_recovers_the_setup_and_the_rate() -> None:
-    samples = [(b, 0.02 + b / 1.5e9) for b in (10_000_000, 70_000_000, 300_000_000, 900_000_000)]
-    setup, rate = loader_rate.fit_setup_and_rate(samples) or (0.0, 0.0)
-    assert setup == pytest.approx(0.02)
-    assert rate == pytest.approx(1.5)
+def test_each_file_is_priced_from_the_sampled_points_by_its_size() -> None:
+    # one thread reads a small file, sixteen a large one: time is not a line through the origin
+    sample = [[10_000_000, 0.02], [100_000_000, 0.08], [400_000_000, 0.28]]
+    assert loader_rate.seconds_for(sample, 100_000_000) == pytest.approx(0.08)
+    assert loader_rate.seconds_for(sample, 55_000_000) == pytest.approx(0.05)  # halfway between two points
+    assert loader_rate.seconds_for(sample, 5_000_000) == pytest.approx(0.01)  # the smallest's rate, scaled
+    # above the largest: the rate between the two largest points (300 MB in 0.2 s)
+    assert loader_rate.seconds_for(sample, 1_000_000_000) == pytest.approx(0.28 + 0.6e9 * 0.2 / 300e6)
+    assert loader_rate.seconds_for([], 10) == 0.0 and loader_rate.seconds_for(sample, 0) == 0.0
 
 
-def test_a_negative_setup_from_noise_falls_back_to_bytes_over_seconds() -> None:
-    # the small file was slow: the line through them would start below zero
-    samples = [(100_000_000, 0.2), (200_000_000, 0.1)]
-    assert loader_rate.fit_setup_and_rate(samples) == (0.0, pytest.approx(300_000_000 / 0.3 / GB))
-    assert loader_rate.fit_setup_and_rate([]) is None
-    assert loader_rate.fit_setup_and_rate([(5, 0.0)]) is None
+def test_a_batch_waits_for_its_slowest_file() -> None:
+    ceilings = {"fastsafetensors_sample": [[100, 1.0], [200, 2.0]]}
+    assert loader_rate.predicted_seconds(ceilings, [[100, 200], [100]]) == pytest.approx(2.0 + 1.0)
+    assert loader_rate.predicted_seconds({}, [[100]]) is None
 
 
-@given(st.lists(st.tuples(st.integers(1, 10**10), st.floats(1e-6, 100.0)), min_size=1, max_size=12))
-def test_the_fit_is_never_negative_or_infinite(samples: list[tuple[int, float]]) -> None:
-    fit = loader_rate.fit_setup_and_rate(samples)
-    assert fit is not None
-    setup, rate = fit
-    assert setup >= 0 and 0 < rate < float("inf")
+@given(
+    st.lists(st.tuples(st.integers(1, 10**10), st.floats(1e-6, 100.0)), min_size=1, max_size=12),
+    st.integers(1, 10**11),
+)
+def test_a_file_is_never_priced_negative_or_infinite(sample: list[tuple[int, float]], size: int) -> None:
+    seconds = loader_rate.seconds_for(sample, size)
+    assert 0 < seconds < float("inf")
 
 
 def test_measure_times_each_file_after_an_untimed_warm_up() -> None:
@@ -66,10 +69,9 @@ def test_measure_times_each_file_after_an_untimed_warm_up() -> None:
     assert loaded[0] == loaded[1] == Path("f0")  # the warm-up, then the timed pass
     assert result["fastsafetensors_sample_files"] == 3
     assert result["fastsafetensors_sample_bytes"] == 260_000_000
-    assert result["fastsafetensors_GBps"] == pytest.approx(2.0)
-    assert result["fastsafetensors_setup_s"] == pytest.approx(0.01)
-    assert loader_rate.predicted_seconds(result, 64, 4 * GB) == pytest.approx(64 * 0.01 + 2.0)
-    assert loader_rate.predicted_seconds({}, 64, 4 * GB) is None
+    assert result["fastsafetensors_GBps"] == pytest.approx(0.26 / 0.16, abs=1e-3)
+    assert result["fastsafetensors_sample"] == [[10_000_000, 0.015], [50_000_000, 0.035], [200_000_000, 0.11]]
+    assert loader_rate.predicted_seconds(result, [[50_000_000]] * 4) == pytest.approx(4 * 0.035)
 
 
 def test_nothing_is_measured_without_a_cuda_device() -> None:
