@@ -565,6 +565,9 @@ _extra = _keys(
                         "measured_s": _optional(_seconds),
                         "baseline_s": _optional(_seconds),
                         "error": _optional(_number),
+                        "repriced_s": _optional(_seconds),
+                        "repriced_error": _optional(_number),
+                        "storage_GBps_then": _optional(_nonnegative),
                     }
                 )
             )

@@ -8,6 +8,7 @@ the server's load, so it is held against the closest thing to it that was measur
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from ckptprof.analysis.attribution import faithful_load_wall, load_wall
@@ -26,13 +27,34 @@ def measured_wall(session: Session) -> tuple[float, str]:
     return load_wall(session), "decomposed"
 
 
+def repriced(session: Session, ceilings_now: dict[str, Any], flags: str) -> float | None:
+    """What the verdict would predict for ``flags`` from the same load with the ceilings measured just before its
+    replay: the model held to the storage as it was then, not as it was when the run began."""
+    from ckptprof.analysis.verdict import compute_verdict
+
+    if not ceilings_now:
+        return None
+    again = replace(session, ceilings={**session.ceilings, **ceilings_now}, verdict={})
+    for prediction in compute_verdict(again).get("predictions", []):
+        if prediction["flags"] == flags:
+            value = prediction.get("predicted_s")
+            return float(value) if isinstance(value, (int, float)) else None
+    return None
+
+
 def check_predictions(
-    session: Session, replays: list[tuple[dict[str, Any], Session]]
+    session: Session,
+    replays: list[tuple[dict[str, Any], Session]],
+    ceilings_then: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per checked prediction: predicted vs measured seconds, the error, and whether it is within 20%."""
+    """One row per checked prediction: predicted vs measured seconds, the error, and whether it is within 20%.
+
+    ``ceilings_then`` (one per replay) are the drifting ceilings measured just before each replay: each row then
+    also holds the prediction re-priced with them, its error, and the storage rate at the time."""
     rows = []
     baseline, baseline_kind = measured_wall(session)
-    for prediction, replay in replays:
+    for index, (prediction, replay) in enumerate(replays):
+        then = ceilings_then[index] if ceilings_then and index < len(ceilings_then) else {}
         status, error = session_status(replay)
         row: dict[str, Any] = {
             "flags": prediction["flags"],
@@ -46,7 +68,14 @@ def check_predictions(
             "reason": error,
             "baseline_s": round(baseline, 4) if baseline > 0 else None,
             "baseline_wall": baseline_kind,
+            "storage_GBps_then": then.get("storage_read_n_streams_GBps"),
+            "repriced_s": None,
+            "repriced_error": None,
+            "repriced_within_tolerance": None,
         }
+        again = repriced(session, then, prediction["flags"]) if then else None
+        if again is not None:
+            row["repriced_s"] = round(again, 4)
         if status == "ok":
             wall, kind = measured_wall(replay)
             predicted = prediction.get("predicted_s")
@@ -54,5 +83,8 @@ def check_predictions(
             if isinstance(predicted, (int, float)) and wall > 0 and math.isfinite(predicted):
                 row["error"] = round(predicted / wall - 1.0, 4)
                 row["within_tolerance"] = abs(predicted / wall - 1.0) <= TOLERANCE
+            if again is not None and wall > 0:
+                row["repriced_error"] = round(again / wall - 1.0, 4)
+                row["repriced_within_tolerance"] = abs(again / wall - 1.0) <= TOLERANCE
         rows.append(row)
     return rows

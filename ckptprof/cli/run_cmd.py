@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ckptprof import interrupts
 from ckptprof.cachedir import cache_dir
@@ -211,14 +211,35 @@ def check_recommendations(
     from ckptprof.replay.strategies import parse_spec
 
     replays = []
+    ceilings_then: list[dict[str, Any]] = []
     for prediction in (session.verdict or {}).get("predictions", []):
         spec = prediction.get("strategy")
         if not spec or prediction.get("predicted_s") is None:
             continue
         name, params = parse_spec(spec)
         say(f"checking the prediction for {prediction['flags']} ({spec}) ...")
+        ceilings_then.append(storage_now(session, fastsafetensors=name == "fastsafetensors"))
         replays.append((prediction, replay_one(strategy=name, strategy_params=params)))
-    session.extra["prediction_check"] = check_predictions(session, replays)
+    session.extra["prediction_check"] = check_predictions(session, replays, ceilings_then)
+
+
+def storage_now(session: Session, fastsafetensors: bool) -> dict[str, Any]:
+    """The drifting ceilings measured again just before a checked replay (nothing when the run had no probe, or
+    the files cannot be read: the check then holds the first prediction alone)."""
+    from ckptprof.checkpoint.discovery import discover
+    from ckptprof.errors import CheckpointError
+    from ckptprof.probe.run_probes import measure_storage_now
+
+    if not session.ceilings.get("storage_read_n_streams_GBps"):
+        return {}
+    try:
+        paths = [path for model in session.models for path in discover(Path(model.path)).files]
+        devices = [str(d) for d in session.config.get("devices") or []]
+        return measure_storage_now(
+            paths, devices, session.ceilings.get("storage_streams"), fastsafetensors=fastsafetensors
+        )
+    except (CheckpointError, OSError):
+        return {}
 
 
 def _write(unwritten: list[str], path: Path, write: Callable[[], object]) -> bool:

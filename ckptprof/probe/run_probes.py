@@ -59,6 +59,27 @@ def measure_ceilings(
     return out
 
 
+# What a prediction check measures again just before each replay it checks: enough to see a drift, little time.
+RECHECK_SAMPLE_BYTES = 512 * 1024 * 1024
+
+
+def measure_storage_now(
+    paths: list[Path], devices: list[str], streams: int | None, fastsafetensors: bool
+) -> dict[str, Any]:
+    """The ceilings that drift while a run goes on, measured again: cold storage reads (1 and N streams, no page
+    cache) and, when asked, fastsafetensors' own timings. A cloud volume spending its burst credits or a shared
+    file server can lose a third of its rate within minutes (the H200 x2 box: 2.31 GB/s, then 1.62 four minutes
+    later), and a prediction made from the first figure then misses by that much without the model being wrong."""
+    out = storage.measure_storage(paths, sample_bytes=RECHECK_SAMPLE_BYTES, streams=streams, page_cache=False)
+    out.pop("notes", None)
+    if fastsafetensors and any(d.startswith("cuda") for d in devices):
+        rates, _ = loader_rate.measure_fastsafetensors(paths, devices)
+        out.update(rates)
+    return {
+        key: value for key, value in out.items() if value is not None and not key.startswith("page_cache")
+    }
+
+
 def _stderr_log(msg: str) -> None:
     print(f"ckptprof probe: {msg}", file=sys.stderr, flush=True)
 

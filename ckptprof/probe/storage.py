@@ -345,8 +345,10 @@ def measure_storage(
     method: str = "auto",
     clock: Clock = time.perf_counter,
     log: Log | None = None,
+    page_cache: bool = True,
 ) -> dict[str, Any]:
-    """Cold storage read ceilings (1 and N streams) and the page-cache read ceiling on the given files.
+    """Cold storage read ceilings (1 and N streams) and, unless ``page_cache`` is False, the page-cache read
+    ceiling on the given files.
 
     Each cold read reads up to ``sample_bytes``, and the two read disjoint halves of a sample of up to twice that:
     a probe of a small checkpoint reads each byte once (never more than the load it precedes), and the second
@@ -379,9 +381,11 @@ def measure_storage(
     storage_method = _method_name(direct, verified)
     notes.extend(_cold_notes(drops, direct, fstype))
 
-    say("page cache: warm read, 1 and N threads")
-    page = measure_page_cache(second, n, block, clock)
-    notes.extend(page.pop("notes"))
+    page: dict[str, Any] = {}
+    if page_cache:
+        say("page cache: warm read, 1 and N threads")
+        page = measure_page_cache(second, n, block, clock)
+        notes.extend(page.pop("notes"))
 
     out.update(
         {

@@ -15,12 +15,12 @@ from ckptprof.analysis.compare import Comparison, Delta
 from ckptprof.analysis.memory import memory_summary
 from ckptprof.analysis.verdict import VERDICT_NOTES
 from ckptprof.render.table import (
-    PREDICTION_HEADERS,
     PY_SPY_HEADERS,
     RANK_HEADERS,
     STRATEGY_HEADERS,
     ceiling_header,
     ceiling_rows,
+    prediction_headers,
     prediction_heading,
     prediction_rows,
     py_spy_rows,
@@ -250,7 +250,7 @@ def render(session: Session, slowest: int = 10) -> str:
     checked = prediction_rows(session)
     if checked:
         out += ["### Predictions checked", "", f"> {prediction_heading(session)}", ""]
-        out += [md_table(PREDICTION_HEADERS, checked), ""]
+        out += [md_table(prediction_headers(session), checked), ""]
     out += ["### Per rank", "", md_table(RANK_HEADERS, rank_rows(session)), ""]
     rows = slowest_rows(session, slowest)
     if rows:

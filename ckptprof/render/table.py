@@ -284,6 +284,7 @@ STRATEGY_HEADERS = [
 
 
 PREDICTION_HEADERS = ["flags", "predicted", "measured", "error", "within 20%"]
+REPRICED_HEADER = "re-priced with the storage then"
 
 
 def prediction_heading(session: Session) -> str:
@@ -307,25 +308,51 @@ def prediction_rows(session: Session) -> list[list[str]]:
             "-" if check.get("within_tolerance") is None else ("yes" if check["within_tolerance"] else "no")
         )
         measured = check.get("measured_s")
-        rows.append(
-            [
-                check.get("flags"),
-                f"{check['predicted_s']:.2f} s" if check.get("predicted_s") is not None else "-",
-                f"{measured:.2f} s ({check.get('measured_wall')})"
-                if measured is not None
-                else check.get("status"),
-                f"{100 * error:+.0f}%" if error is not None else (check.get("reason") or "-"),
-                verdict,
-            ]
-        )
+        row = [
+            check.get("flags"),
+            f"{check['predicted_s']:.2f} s" if check.get("predicted_s") is not None else "-",
+            f"{measured:.2f} s ({check.get('measured_wall')})"
+            if measured is not None
+            else check.get("status"),
+            f"{100 * error:+.0f}%" if error is not None else (check.get("reason") or "-"),
+            verdict,
+        ]
+        if any(c.get("repriced_s") is not None for c in checks):
+            row.append(_repriced_cell(check))
+        rows.append(row)
     return rows
+
+
+def _repriced_cell(check: dict[str, Any]) -> str:
+    """'2.31 s, -9%, yes (storage 1.62 GB/s)': the prediction made again from the storage just before the replay."""
+    again = check.get("repriced_s")
+    if again is None:
+        return "-"
+    text = f"{again:.2f} s"
+    error = check.get("repriced_error")
+    if error is not None:
+        text += f", {100 * error:+.0f}%, " + ("yes" if check.get("repriced_within_tolerance") else "no")
+    storage = check.get("storage_GBps_then")
+    if storage is not None:
+        text += f" (storage {storage:.2f} GB/s)"
+    return text
+
+
+def prediction_headers(session: Session) -> list[str]:
+    checks = session.extra.get("prediction_check") or []
+    repriced = any(isinstance(c, dict) and c.get("repriced_s") is not None for c in checks)
+    return PREDICTION_HEADERS + ([REPRICED_HEADER] if repriced else [])
 
 
 def prediction_lines(session: Session) -> list[str]:
     rows = prediction_rows(session)
     if not rows:
         return []
-    return ["", prediction_heading(session), tabulate(rows, headers=PREDICTION_HEADERS, tablefmt="simple")]
+    return [
+        "",
+        prediction_heading(session),
+        tabulate(rows, headers=prediction_headers(session), tablefmt="simple"),
+    ]
 
 
 def strategy_rows(session: Session) -> list[list[str]]:

@@ -81,3 +81,48 @@ def test_a_recommendation_without_a_prediction_or_a_strategy_is_not_replayed() -
     ]
     check_recommendations(session, lambda **_k: pytest.fail("nothing should be replayed"), lambda _m: None)
     assert session.extra["prediction_check"] == []
+
+
+def test_each_check_is_also_repriced_with_the_storage_measured_just_before_its_replay() -> None:
+    # GIVEN a storage that lost half its rate between the probe and the replay (a cloud volume out of burst
+    # credits: the H200 x2 box went from 2.31 to 1.62 GB/s within four minutes)
+    from ckptprof.analysis.predictions import check_predictions, repriced
+    from ckptprof.render import markdown, table
+
+    session = storage_bound(3.0)
+    (prefetch,) = [p for p in session.verdict["predictions"] if p["strategy"] == "prefetch"]
+    then = {"storage_read_n_streams_GBps": 1.0, "storage_read_1_stream_GBps": 0.7, "storage_read_GBps": 1.0}
+    # WHEN the check holds the replay against the prediction and against the prediction made again from then
+    (row,) = check_predictions(session, [(prefetch, storage_bound(4.0, "prefetch"))], [then])
+    # THEN the first prediction is kept and judged as it was; the re-priced one is the model on the storage then
+    assert row["predicted_s"] == prefetch["predicted_s"] == pytest.approx(2.0)  # 4 GB at 2 GB/s
+    assert row["error"] == pytest.approx(-0.5) and row["within_tolerance"] is False
+    assert row["repriced_s"] == pytest.approx(4.0) == repriced(session, then, prefetch["flags"])
+    assert row["repriced_error"] == pytest.approx(0.0) and row["repriced_within_tolerance"] is True
+    assert row["storage_GBps_then"] == 1.0
+    session.extra["prediction_check"] = [row]
+    assert table.prediction_rows(session)[0][-1] == "4.00 s, +0%, yes (storage 1.00 GB/s)"
+    assert "| re-priced with the storage then " in markdown.render(session)
+    # a check without a re-measure keeps the five columns
+    (plain,) = check_predictions(session, [(prefetch, storage_bound(4.0, "prefetch"))])
+    assert plain["repriced_s"] is None
+    session.extra["prediction_check"] = [plain]
+    assert len(table.prediction_rows(session)[0]) == len(table.PREDICTION_HEADERS)
+
+
+def test_the_storage_is_measured_again_on_the_checkpoints_own_files(tmp_path: Any) -> None:
+    from pathlib import Path
+
+    from ckptprof.checkpoint.synth import synthesize
+    from ckptprof.cli.run_cmd import storage_now
+
+    ckpt = Path(tmp_path) / "ckpt"
+    synthesize(ckpt, preset="eagle3-draft", shards=4, size=8_000_000, seed=3)
+    session = storage_bound(3.0)
+    session.models[0].path = str(ckpt)
+    now = storage_now(session, fastsafetensors=True)  # no CUDA device here: storage alone
+    assert now["storage_read_n_streams_GBps"] > 0 and now["storage_read_1_stream_GBps"] > 0
+    assert not any(key.startswith(("page_cache", "fastsafetensors")) for key in now)
+    # a run without a probe has nothing to hold a drift against
+    session.ceilings = {}
+    assert storage_now(session, fastsafetensors=False) == {}
