@@ -258,6 +258,10 @@ def replay(
     session.config["launcher"] = "torchrun" if group is not None else "spawn"
     if faithful:
         session.config["faithful_rounds"] = faithful_rounds
+        from ckptprof.replay.strategies.sglang_own import availability
+
+        # SGLang's own code when it is importable here (inside the serving container), else the replica: said.
+        plan.faithful_own, session.config["faithful_source"] = availability(plan)
 
     from ckptprof.replay.strategies import get_strategy
 

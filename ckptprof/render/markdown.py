@@ -203,6 +203,9 @@ def run_line(session: Session) -> str:
     release = cfg.get("sglang_release")
     if isinstance(release, dict):
         parts.append(f"SGLang profile {release.get('profile')} ({release.get('why')})")
+    source = cfg.get("faithful_source")
+    if isinstance(source, str) and source:
+        parts.append(f"faithful pass: {source}")
     host = session.environment.get("host")
     if host:
         parts.append(f"host {host}")

@@ -131,6 +131,9 @@ def render(session: Session, slowest: int = 5) -> str:
     release = release_line(session)
     if release:
         out.append(release)
+    source = session.config.get("faithful_source")
+    if isinstance(source, str) and source:
+        out.append(f"faithful pass: {source}")
     out.append("")
     # Numbers stay as formatted: tabulate would print "14.00" GB/s as "14".
     if session.ranks:

@@ -68,6 +68,8 @@ class ReplayPlan:
     # The draft's own path (SGLang's --speculative-draft-load-format); None: the draft loads like the target.
     draft_strategy: str | None = None
     draft_strategy_params: dict[str, Any] = field(default_factory=dict)
+    # The faithful pass drives SGLang's own iterator functions (sglang importable here) instead of the replica.
+    faithful_own: bool = False
     # Unique per plan: names rendezvous that the ranks of one replay share (e.g. fastsafetensors' process group).
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 

@@ -22,18 +22,26 @@ from ckptprof.replay.plan import ReplayPlan
 from ckptprof.replay.recorder import CudaCopyTimer, HostCopyTimer, Recorder, WallOnlyRecorder
 from ckptprof.replay.strategies import get_strategy, param_digests
 from ckptprof.replay.strategies.base import LoadContext, Strategy
+from ckptprof.replay.strategies.sglang_own import SGLangOwnIterator, own_call
 from ckptprof.session import RankResult, ShardTiming
 
 ShardCallback = Callable[[str, ShardTiming], None]
 
 
-def strategies_by_role(plan: ReplayPlan) -> dict[str, Strategy]:
-    """One strategy object per loading path: the draft shares the target's unless it has its own."""
-    target = get_strategy(plan.strategy, **plan.strategy_params)
+def strategies_by_role(plan: ReplayPlan, faithful: bool = False) -> dict[str, Strategy]:
+    """One strategy object per loading path: the draft shares the target's unless it has its own. The faithful
+    pass of a plan with ``faithful_own`` drives SGLang's own iterator for each path that has one."""
+    own = faithful and plan.faithful_own
+
+    def make(name: str, params: dict[str, Any]) -> Strategy:
+        if own and own_call(name, params) is not None:
+            return SGLangOwnIterator(name, params)
+        return get_strategy(name, **params)
+
+    target = make(plan.strategy, dict(plan.strategy_params))
     out = {model.role: target for model in plan.models}
     if plan.draft_strategy is not None and "draft" in out:
-        name, params = plan.strategy_for("draft")
-        out["draft"] = get_strategy(name, **params)
+        out["draft"] = make(*plan.strategy_for("draft"))
     return out
 
 
@@ -77,7 +85,7 @@ def replay_rank(
             torch.cuda.synchronize(device)
         recorder_cls = WallOnlyRecorder if faithful else Recorder
         recorder = recorder_cls(copy_timer=copy_timer, on_shard_done=on_shard_done)
-        strategies = strategies_by_role(plan)
+        strategies = strategies_by_role(plan, faithful)
         # Set-up a server does before loading (process groups, pinned buffer rings): outside the timed wall, like
         # allocating the parameters.
         for strategy in unique(strategies):

@@ -434,3 +434,69 @@ def test_the_readme_api_line_works_after_a_plain_import(small_draft: Path) -> No
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() in BOTTLENECKS
+
+
+STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "sglang_standin"
+
+
+def _run_with_standin(argv: list[str], calls: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(STANDIN), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        "CKPTPROF_TEST_SGLANG_CALLS": str(calls),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "ckptprof", *argv], capture_output=True, text=True, env=env, timeout=600
+    )
+
+
+def test_faithful_drives_the_installed_sglangs_own_iterator(small_draft: Path, tmp_path: Path) -> None:
+    """GIVEN an importable sglang (a stand-in with 0.5.23's iterator functions) WHEN run --faithful THEN the faithful
+    pass goes through SGLang's own function with the profile's keywords, and the session and summary say so."""
+    calls = tmp_path / "calls.jsonl"
+    argv = ["run", str(small_draft), "--tp", "2", "--no-probe", "--faithful", "-o", str(tmp_path / "s")]
+    done = _run_with_standin([*argv, "--json", str(tmp_path / "s.json")], calls)
+    assert done.returncode == 0, done.stderr
+    session = json.loads((tmp_path / "s.json").read_text())
+    # the installed release picked the profile, and its own buffered iterator ran once per rank with 8 workers
+    assert session["config"]["sglang_release"]["version"] == "0.5.23"
+    assert session["config"]["faithful_source"] == (
+        "SGLang's own buffered_multi_thread_safetensors_weights_iterator (sglang 0.5.23, installed here)"
+    )
+    made = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert (
+        made
+        == [{"function": "buffered_multi_thread_safetensors_weights_iterator", "files": 8, "max_workers": 8}]
+        * 2
+    )
+    assert "faithful pass: SGLang's own buffered_multi_thread" in done.stdout
+    # every rank has the faithful wall of that pass beside its decomposed one
+    for rank in session["ranks"]:
+        (model,) = rank["models"]
+        assert model["faithful_wall_s"] > 0 and rank["status"] == "ok"
+    # a path SGLang 0.5.23 has no function for keeps the replica, and says which function is missing
+    calls.unlink()
+    done = _run_with_standin(
+        [
+            *argv[:-1],
+            str(tmp_path / "t"),
+            "--strategy",
+            "sglang-mt-completed",
+            "--json",
+            str(tmp_path / "t.json"),
+        ],
+        calls,
+    )
+    assert done.returncode == 0, done.stderr
+    source = json.loads((tmp_path / "t.json").read_text())["config"]["faithful_source"]
+    assert source == "ckptprof's replica: sglang 0.5.23 has no multi_thread_safetensors_weights_iterator"
+    assert not calls.exists()
+
+
+def test_faithful_says_the_replica_ran_when_sglang_is_not_importable(
+    small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", str(small_draft), "--no-probe", "--faithful", "-o", str(tmp_path / "s")]) == 0
+    assert "faithful pass: ckptprof's replica of SGLang's sequence (sglang is not installed here)" in (
+        capsys.readouterr().out
+    )
