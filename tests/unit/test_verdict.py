@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from ckptprof.analysis.attribution import rank_skew, run_totals
 from ckptprof.analysis.verdict import compute_verdict
 from ckptprof.render import html, markdown, table
@@ -387,8 +389,25 @@ def test_a_remedy_predicted_slower_than_the_load_just_measured_is_not_sold() -> 
     assert "not faster here: ~2.50 s predicted" in markdown.render(s)
     # a remedy that is faster is phrased as before
     cold = compute_verdict(session(read=2.9, deser=0.09, h2d=0.3, resident=0))
-    assert all(p["slower_than_now"] is False for p in cold["predictions"] if p["predicted_s"] is not None)
-    assert not any("not faster here" in r for r in cold["recommendations"])
+    (prefetch,) = [p for p in cold["predictions"] if p["strategy"] == "prefetch"]
+    assert prefetch["slower_than_now"] is False
+    (line,) = [r for r in cold["recommendations"] if r.startswith(prefetch["flags"])]
+    assert "not faster here" not in line and line.startswith(f"{prefetch['flags']}: ~")
+
+
+def test_more_pool_threads_help_ranks_that_fault_together_not_one_rank_alone() -> None:
+    # The pool only opens files; the bytes arrive as faults in each rank's own loop. On the H200 x2 box 16 threads
+    # ran at 0.86-1.03x the time of the default 8 at TP1, and within 2-11% of max(N-stream read, copies) at TP8.
+    def mt(s: Session) -> dict[str, Any]:
+        (p,) = [p for p in compute_verdict(s)["predictions"] if (p["strategy"] or "").startswith("sglang-mt")]
+        return p
+
+    one = mt(session(read=2.9, deser=0.09, h2d=0.3, resident=0))
+    assert one["predicted_s"] == round(2.9 + 0.09 + 0.3 + 0.01, 3)  # this load's own wall
+    assert one["slower_than_now"] is True and "one rank still faults every byte" in one["why"]
+    eight = mt(session(read=2.9, deser=0.09, h2d=0.3, resident=0, ranks=8))
+    assert eight["predicted_s"] == round(4.0 / 1.84, 3) and eight["slower_than_now"] is False
+    assert "the 8 ranks' faults" in eight["why"]
 
 
 def test_disable_mmap_prices_fresh_memory_shared_by_all_ranks_of_the_node() -> None:
