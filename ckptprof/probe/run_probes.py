@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptprof.errors import CheckpointError
-from ckptprof.probe import loader_rate, storage, transfer
+from ckptprof.probe import loader_rate, memcpy, storage, transfer
 
 _RANGE = re.compile(r"^(\d+)-(\d+)$")
 
@@ -43,7 +43,7 @@ def measure_ceilings(
     out.update(st)
     if log:
         log("memcpy: host copy, 1 and N threads")
-    out.update(storage.measure_memcpy(threads=streams))
+    out.update(memcpy.measure_memcpy(threads=streams))
     tr = transfer.measure_transfer(devices, nbytes=transfer_bytes, log=log)
     notes.extend(tr.pop("notes"))
     out.update(tr)

@@ -1,166 +1,70 @@
-"""Read ceilings of the host: cold storage (1 and N streams), page cache (1 and N threads) and memcpy.
+"""Read ceilings of the host's storage: cold storage (1 and N streams) and page cache (1 and N threads).
 
 The storage probe reads the checkpoint's own files, on their own file system, bounded to a sample so a 1 TB
 checkpoint does not take an hour. Every cold measurement drops the sample's pages first and records whether
 the drop worked; O_DIRECT is used where the file system takes it (it bypasses the client page cache whatever
 the drop did), else buffered reads after a verified drop. Files are only ever opened read-only.
 
-All figures are GB/s with GB = 1e9 bytes.
+All figures are GB/s with GB = 1e9 bytes. The sample is sampling.py's, the threads' timing parallel.py's, the
+memory ceilings memcpy.py's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import itertools
 import mmap
 import os
-import statistics
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import psutil
 
 from ckptprof.checkpoint import fs
 from ckptprof.fstypes import is_network_fs
+from ckptprof.probe.parallel import (
+    CANCEL,
+    MOST_REPEATS,
+    Clock,
+    default_streams,
+    median_rate,
+    rate,
+    round3,
+    timed_parallel,
+)
+from ckptprof.probe.sampling import (
+    DIRECT_ALIGN,
+    MiB,
+    Region,
+    align_up,
+    choose_sample,
+    disjoint_halves,
+    split_streams,
+)
 from ckptprof.units import GB
 
-Clock = Callable[[], float]
 Log = Callable[[str], None]
 
-MiB = 1024 * 1024
 DEFAULT_SAMPLE_BYTES = 2 * 10**9
 DEFAULT_BLOCK_BYTES = 16 * MiB
-# O_DIRECT needs offsets, lengths and buffer addresses aligned to the logical block size: 4096 covers both
-# 512-byte and 4K-sector devices (anonymous mmap buffers are page-aligned).
-DIRECT_ALIGN = 4096
-# Per-file share of a sample: a floor keeps each stream's reads long enough to reach streaming speed.
-MIN_REGION_BYTES = 64 * MiB
 # The page-cache ceiling is a memory property: a bounded sample read a few times is enough, and must fit.
 PAGE_CACHE_SAMPLE_CAP = 1 << 30
 PAGE_CACHE_REPEATS = 3
-# Repeats of a rate whose spread (max - min) is within this fraction of the median need no more runs.
-SETTLED_SPREAD = 0.10
-MOST_REPEATS = 5
-MEMCPY_BYTES = 256 * MiB
-FRESH_WRITER_MIN_BYTES = 64 * MiB
-MEMCPY_REPEATS = 3
 
 METHOD_O_DIRECT = "o_direct"
 METHOD_BUFFERED_DROPPED = "buffered-dropped"
 METHOD_BUFFERED_NOT_DROPPED = "buffered-not-dropped"
 
 
-def default_streams() -> int:
-    return max(1, min(8, 2 * (os.cpu_count() or 1)))
-
-
-# -- the sample -------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Region:
-    """A byte range of one file; ``offset`` is aligned for O_DIRECT."""
-
-    path: Path
-    offset: int
-    length: int
-
-
-def choose_sample(paths: Sequence[Path], sample_bytes: int) -> list[Region]:
-    """Regions totalling about ``sample_bytes``: whole files when they fit, else a slice of files spread evenly.
-
-    Spreading over many files (rather than the first 2 GB of the first shard) makes N streams read different
-    files, as parallel loaders do, and avoids a sample that happens to sit on one disk of a striped volume.
-    """
-    sizes = [(Path(p), os.stat(p).st_size) for p in paths]
-    sizes = [(p, s) for p, s in sizes if s > 0]
-    total = sum(s for _, s in sizes)
-    if total <= sample_bytes:
-        return [Region(p, 0, s) for p, s in sizes]
-    per_file = _align_up(max(MIN_REGION_BYTES, sample_bytes // len(sizes)), DIRECT_ALIGN)
-    count = max(1, -(-sample_bytes // per_file))
-    regions: list[Region] = []
-    remaining = sample_bytes
-    for path, size in _spread(sizes, count):
-        if remaining <= 0:
-            break
-        length = min(size, per_file, _align_up(remaining, DIRECT_ALIGN))
-        regions.append(Region(path, 0, length))
-        remaining -= length
-    # Files smaller than their share leave budget over: top it up from the remaining files in order.
-    if remaining > 0:
-        used = {r.path for r in regions}
-        for path, size in sizes:
-            if remaining <= 0:
-                break
-            if path in used:
-                continue
-            length = min(size, _align_up(remaining, DIRECT_ALIGN))
-            regions.append(Region(path, 0, length))
-            remaining -= length
-    return regions
-
-
-def _spread(items: list[tuple[Path, int]], count: int) -> list[tuple[Path, int]]:
-    """``count`` items evenly spaced over the list (all of them when count >= len)."""
-    if count >= len(items):
-        return list(items)
-    step = len(items) / count
-    return [items[int(i * step)] for i in range(count)]
-
-
-def split_streams(regions: Sequence[Region], n: int) -> list[list[Region]]:
-    """Cut the sample into ``n`` contiguous stretches of nearly equal bytes, one per stream.
-
-    Cuts fall on aligned offsets so that every stream can use O_DIRECT.
-    """
-    total = sum(r.length for r in regions)
-    n = max(1, min(n, max(1, total // DIRECT_ALIGN)))
-    share = _align_up(-(-total // n), DIRECT_ALIGN)
-    streams: list[list[Region]] = [[] for _ in range(n)]
-    idx, room = 0, share
-    for region in regions:
-        offset, left = region.offset, region.length
-        while left > 0:
-            if room == 0 and idx < n - 1:
-                idx, room = idx + 1, share
-            # Round each cut up to the alignment: a region boundary inside a file must stay O_DIRECT-safe.
-            take = left if idx == n - 1 else min(left, _align_up(room, DIRECT_ALIGN))
-            room = max(0, room - take)
-            streams[idx].append(Region(region.path, offset, take))
-            offset, left = offset + take, left - take
-    return [s for s in streams if s]
-
-
-def disjoint_halves(regions: Sequence[Region]) -> tuple[list[Region], list[Region]]:
-    """The sample cut in two halves of nearly equal bytes (aligned cuts); a sample too small to cut is used whole
-    for both."""
-    halves = split_streams(regions, 2)
-    if len(halves) < 2:
-        return list(regions), list(regions)
-    return halves[0], halves[1]
-
-
-def _align_up(value: int, align: int) -> int:
-    return -(-value // align) * align
-
-
 # -- reading ----------------------------------------------------------------------------------------------------
-
-
-# Set while an interrupted probe waits for its reader threads: each stops after the block it is reading.
-_CANCEL = threading.Event()
 
 
 def _aligned_buffer(nbytes: int) -> mmap.mmap:
     # Anonymous mappings are page-aligned, which O_DIRECT needs; a bytearray is not.
-    return mmap.mmap(-1, _align_up(nbytes, mmap.PAGESIZE))
+    return mmap.mmap(-1, align_up(nbytes, mmap.PAGESIZE))
 
 
 def read_regions(regions: Sequence[Region], block: int, direct: bool, buf: mmap.mmap) -> int:
@@ -185,10 +89,10 @@ def read_regions(regions: Sequence[Region], block: int, direct: bool, buf: mmap.
 
 def _read_region(fd: int, region: Region, block: int, direct: bool, view: memoryview) -> int:
     offset, end, done = region.offset, region.offset + region.length, 0
-    while offset < end and not _CANCEL.is_set():
+    while offset < end and not CANCEL.is_set():
         want = min(block, end - offset)
         if direct:
-            want = _align_up(want, DIRECT_ALIGN)  # a tail past EOF just reads short
+            want = align_up(want, DIRECT_ALIGN)  # a tail past EOF just reads short
         n = os.preadv(fd, [view[:want]], offset)
         if n <= 0:
             break  # the file shrank under us; count what was there
@@ -216,53 +120,6 @@ def _by_file(regions: Sequence[Region]) -> Iterator[tuple[Path, list[Region]]]:
 def _advise_sequential(fd: int) -> None:
     with contextlib.suppress(OSError):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-
-
-def timed_parallel(jobs: Sequence[Callable[[], int]], clock: Clock = time.perf_counter) -> tuple[int, float]:
-    """Run the jobs on one thread each, released together; returns (sum of their results, wall seconds).
-
-    The wall runs from the common release to the last finish, which is what an aggregate rate needs.
-    """
-    if len(jobs) == 1:
-        t0 = clock()
-        n = jobs[0]()
-        return n, clock() - t0
-    barrier = threading.Barrier(len(jobs) + 1)
-    results: list[int] = [0] * len(jobs)
-    errors: list[BaseException] = []
-
-    def worker(i: int) -> None:
-        try:
-            barrier.wait()
-        except threading.BrokenBarrierError:
-            return  # the caller was interrupted before the start
-        try:
-            results[i] = jobs[i]()
-        except BaseException as exc:  # re-raised in the caller's thread below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(len(jobs))]
-    try:
-        for t in threads:
-            t.start()
-        barrier.wait()
-        t0 = clock()
-        for t in threads:
-            t.join()
-    except BaseException:
-        # Ctrl-C lands in this (main) thread. The readers must stop before their buffers are released (an
-        # mmap closed under a pread is a BufferError that would hide the interrupt): they finish their block.
-        _CANCEL.set()
-        barrier.abort()
-        for t in threads:
-            if t.ident is not None:  # started
-                t.join()
-        _CANCEL.clear()
-        raise
-    elapsed = clock() - t0
-    if errors:
-        raise errors[0]
-    return sum(results), elapsed
 
 
 def read_streams(
@@ -308,14 +165,6 @@ def o_direct_support(path: Path) -> tuple[bool, str]:
 # -- the measurements -------------------------------------------------------------------------------------------
 
 
-def _rate(nbytes: int, seconds: float) -> float:
-    return nbytes / seconds / GB if seconds > 0 else 0.0
-
-
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 3)
-
-
 @dataclass
 class ColdRead:
     gbps: float
@@ -334,7 +183,7 @@ def cold_read(
     """Drop the sample's pages, then read it with ``streams`` threads."""
     drop = fs.drop_cache(sorted({r.path for r in regions}))
     nbytes, seconds = read_streams(split_streams(regions, streams), block, direct, clock)
-    return ColdRead(_rate(nbytes, seconds), nbytes, seconds, drop)
+    return ColdRead(rate(nbytes, seconds), nbytes, seconds, drop)
 
 
 def measure_storage(
@@ -357,7 +206,7 @@ def measure_storage(
     """
     say = log or (lambda _msg: None)
     n = streams or default_streams()
-    block = _align_up(block, DIRECT_ALIGN)
+    block = align_up(block, DIRECT_ALIGN)
     files = [Path(p) for p in paths]
     regions = choose_sample(files, 2 * sample_bytes)
     notes: list[str] = []
@@ -389,9 +238,9 @@ def measure_storage(
 
     out.update(
         {
-            "storage_read_GBps": _round(max(one.gbps, many.gbps)),
-            "storage_read_1_stream_GBps": _round(one.gbps),
-            "storage_read_n_streams_GBps": _round(many.gbps),
+            "storage_read_GBps": round3(max(one.gbps, many.gbps)),
+            "storage_read_1_stream_GBps": round3(one.gbps),
+            "storage_read_n_streams_GBps": round3(many.gbps),
             "storage_streams": n,
             "storage_method": storage_method,
             "storage_block_bytes": block,
@@ -488,15 +337,15 @@ def measure_page_cache(
                 f"page-cache sample only {100.0 * resident / nbytes:.0f}% resident after warming: "
                 "the page-cache figure includes storage reads"
             )
-        one = _median_rate(one_fd_jobs, repeats, clock, most=MOST_REPEATS)
-        many = _median_rate(_fd_streams(sample, streams, fds, block), repeats, clock, most=MOST_REPEATS)
+        one = median_rate(one_fd_jobs, repeats, clock, most=MOST_REPEATS)
+        many = median_rate(_fd_streams(sample, streams, fds, block), repeats, clock, most=MOST_REPEATS)
     finally:
         for fd in fds.values():
             os.close(fd)
     return {
-        "page_cache_read_GBps": _round(max(one, many)),
-        "page_cache_read_1_thread_GBps": _round(one),
-        "page_cache_read_n_threads_GBps": _round(many),
+        "page_cache_read_GBps": round3(max(one, many)),
+        "page_cache_read_1_thread_GBps": round3(one),
+        "page_cache_read_n_threads_GBps": round3(many),
         "page_cache_sample_bytes": nbytes,
         "notes": notes,
     }
@@ -530,80 +379,5 @@ def _fd_reader(stream: Sequence[Region], fds: dict[Path, int], buf: bytearray) -
         for region in stream:
             total += _read_region(fds[region.path], region, len(buf), False, view)
         return total
-
-    return run
-
-
-def _median_rate(
-    jobs: Sequence[Callable[[], int]], repeats: int, clock: Clock, most: int | None = None
-) -> float:
-    """The median rate of ``repeats`` timed runs; while they disagree by more than SETTLED_SPREAD, more runs up
-    to ``most``: a quiet host pays for three, a noisy one gets the five a fixed count would always spend."""
-    rates = []
-    while True:
-        nbytes, seconds = timed_parallel(jobs, clock)
-        rates.append(_rate(nbytes, seconds))
-        if len(rates) < max(1, repeats):
-            continue
-        middle = statistics.median(rates)
-        settled = middle <= 0 or (max(rates) - min(rates)) <= SETTLED_SPREAD * middle
-        if settled or len(rates) >= max(repeats, most or repeats):
-            return middle
-
-
-def measure_memcpy(
-    nbytes: int = MEMCPY_BYTES,
-    repeats: int = MEMCPY_REPEATS,
-    threads: int | None = None,
-    clock: Clock = time.perf_counter,
-) -> dict[str, Any]:
-    """Host memcpy ceiling: bytes copied per second (not read + written), 1 thread and N threads; and the rate of
-    copies into freshly allocated memory (first touch), by one thread and by N at once (aggregate).
-
-    One thread is what a pageable host-to-device copy's staging can use; N threads is the memory system. N fresh
-    writers are N ranks each reading whole files into new buffers (``--weight-loader-disable-mmap``): their page
-    faults contend in the kernel's allocator, so N of them get less than N times one.
-    """
-    n = threads or default_streams()
-    src = np.ones(nbytes, dtype=np.uint8)  # ones, not empty: pages must exist before timing
-    dst = np.zeros(nbytes, dtype=np.uint8)
-    np.copyto(dst, src)  # warm-up
-    one = _median_rate([_copier(dst, src)], repeats, clock, most=MOST_REPEATS)
-    bounds = np.linspace(0, nbytes, n + 1, dtype=np.int64)
-    slices = [(int(a), int(b)) for a, b in itertools.pairwise(bounds) if b > a]
-    many = _median_rate([_copier(dst[a:b], src[a:b]) for a, b in slices], repeats, clock, most=MOST_REPEATS)
-    del dst
-    fresh = _median_rate([_fresh_writer(src)], min(2, max(1, repeats)), clock)
-    # Each writer's buffer stays above glibc's largest mmap threshold (32 MiB), so every round maps new pages
-    # instead of reusing a freed heap chunk whose pages were already touched.
-    each = min(nbytes, max(nbytes // n, FRESH_WRITER_MIN_BYTES))
-    fresh_n = _median_rate([_fresh_writer(src[:each]) for _ in range(n)], min(2, max(1, repeats)), clock)
-    return {
-        "fresh_write_GBps": _round(fresh),
-        "fresh_write_n_threads_GBps": _round(fresh_n),
-        "memcpy_GBps": _round(one),
-        "memcpy_n_threads_GBps": _round(many),
-        "memcpy_threads": len(slices),
-        "memcpy_bytes": nbytes,
-    }
-
-
-def _fresh_writer(src: np.ndarray) -> Callable[[], int]:
-    """A copy into memory allocated for it: what `f.read()` into a new bytes object and a deserialiser's copy into
-    new tensors pay, a page fault per 4 KiB on top of the copy (the memcpy ceiling reuses touched memory)."""
-
-    def run() -> int:
-        dst = np.empty(src.nbytes, dtype=np.uint8)  # large: mmap'd by malloc, no page touched yet
-        np.copyto(dst, src)
-        del dst  # munmap: the next round starts from untouched memory again
-        return int(src.nbytes)
-
-    return run
-
-
-def _copier(dst: np.ndarray, src: np.ndarray) -> Callable[[], int]:
-    def run() -> int:
-        np.copyto(dst, src)  # numpy releases the GIL for plain dtype copies, so threads overlap
-        return int(src.nbytes)
 
     return run

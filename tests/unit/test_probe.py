@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from ckptprof.checkpoint import fs
 from ckptprof.cli.main import main
 from ckptprof.errors import UsageError
-from ckptprof.probe import run_probes, storage, transfer
+from ckptprof.probe import memcpy, parallel, run_probes, sampling, storage, transfer
 
 MiB = 1024 * 1024
-ALIGN = storage.DIRECT_ALIGN
+ALIGN = sampling.DIRECT_ALIGN
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ class StepClock:
 
 def test_sample_is_every_file_when_small(disk_dir: Path) -> None:
     paths = _files(disk_dir, [3 * MiB, 0, 5 * MiB + 7])
-    regions = storage.choose_sample(paths, 10**9)
+    regions = sampling.choose_sample(paths, 10**9)
     assert [(r.path, r.offset, r.length) for r in regions] == [
         (paths[0], 0, 3 * MiB),
         (paths[2], 0, 5 * MiB + 7),
@@ -71,7 +71,7 @@ def test_sample_is_every_file_when_small(disk_dir: Path) -> None:
 
 def test_sample_of_a_huge_checkpoint_is_bounded_and_spread(disk_dir: Path) -> None:
     paths = _files(disk_dir, [5 * 10**9] * 64, sparse=True)  # 320 GB, sparse
-    regions = storage.choose_sample(paths, 2 * 10**9)
+    regions = sampling.choose_sample(paths, 2 * 10**9)
     total = sum(r.length for r in regions)
     assert 2 * 10**9 <= total < 2 * 10**9 + ALIGN
     files = {r.path for r in regions}
@@ -82,7 +82,7 @@ def test_sample_of_a_huge_checkpoint_is_bounded_and_spread(disk_dir: Path) -> No
 
 def test_sample_tops_up_from_small_files(disk_dir: Path) -> None:
     paths = _files(disk_dir, [1 * MiB] * 10 + [400 * MiB], sparse=True)
-    regions = storage.choose_sample(paths, 300 * MiB)
+    regions = sampling.choose_sample(paths, 300 * MiB)
     assert sum(r.length for r in regions) == 300 * MiB
 
 
@@ -92,8 +92,8 @@ def test_sample_tops_up_from_small_files(disk_dir: Path) -> None:
     n=st.integers(min_value=1, max_value=16),
 )
 def test_split_streams_covers_the_sample_exactly_once(lengths: list[int], n: int) -> None:
-    regions = [storage.Region(Path(f"/f{i}"), 0, length) for i, length in enumerate(lengths)]
-    streams = storage.split_streams(regions, n)
+    regions = [sampling.Region(Path(f"/f{i}"), 0, length) for i, length in enumerate(lengths)]
+    streams = sampling.split_streams(regions, n)
     assert 1 <= len(streams) <= n
     covered: dict[Path, list[tuple[int, int]]] = {}
     for stream in streams:
@@ -108,8 +108,8 @@ def test_split_streams_covers_the_sample_exactly_once(lengths: list[int], n: int
 
 
 def test_split_streams_balances_bytes() -> None:
-    regions = [storage.Region(Path(f"/f{i}"), 0, 100 * MiB) for i in range(3)]
-    streams = storage.split_streams(regions, 4)
+    regions = [sampling.Region(Path(f"/f{i}"), 0, 100 * MiB) for i in range(3)]
+    streams = sampling.split_streams(regions, 4)
     sizes = [sum(r.length for r in s) for s in streams]
     assert len(streams) == 4
     assert max(sizes) - min(sizes) <= 2 * ALIGN
@@ -123,20 +123,20 @@ def test_read_regions_reads_every_byte(disk_dir: Path, direct: bool) -> None:
     paths = _files(disk_dir, [3 * MiB + 5, 2 * MiB])
     if direct and not storage.o_direct_support(paths[0])[0]:
         pytest.skip(f"O_DIRECT not supported on {fs.fs_type(paths[0])}")
-    regions = storage.choose_sample(paths, 10**9)
+    regions = sampling.choose_sample(paths, 10**9)
     buf = storage._aligned_buffer(1 * MiB)
     try:
         assert storage.read_regions(regions, 1 * MiB, direct, buf) == 5 * MiB + 5
     finally:
         buf.close()
-    nbytes, _ = storage.read_streams(storage.split_streams(regions, 3), 1 * MiB, direct)
+    nbytes, _ = storage.read_streams(sampling.split_streams(regions, 3), 1 * MiB, direct)
     assert nbytes == 5 * MiB + 5
 
 
 def test_timed_parallel_uses_the_injected_clock() -> None:
     jobs = [lambda: 10, lambda: 20, lambda: 30]
-    assert storage.timed_parallel(jobs, StepClock(0.5)) == (60, 0.5)
-    assert storage.timed_parallel(jobs[:1], StepClock(2.0)) == (10, 2.0)
+    assert parallel.timed_parallel(jobs, StepClock(0.5)) == (60, 0.5)
+    assert parallel.timed_parallel(jobs[:1], StepClock(2.0)) == (10, 2.0)
 
 
 def test_timed_parallel_reraises_a_worker_error() -> None:
@@ -144,13 +144,13 @@ def test_timed_parallel_reraises_a_worker_error() -> None:
         raise OSError(5, "EIO")
 
     with pytest.raises(OSError, match="EIO"):
-        storage.timed_parallel([lambda: 1, boom])
+        parallel.timed_parallel([lambda: 1, boom])
 
 
 def test_ctrl_c_during_a_parallel_read_stops_the_readers_before_their_buffers_go(disk_dir: Path) -> None:
     # GIVEN four readers with 64 KiB blocks over 32 MiB each (thousands of preads)
     paths = _files(disk_dir, [32 * MiB] * 4)
-    streams = storage.split_streams(storage.choose_sample(paths, 10**9), 4)
+    streams = sampling.split_streams(sampling.choose_sample(paths, 10**9), 4)
     before = threading.active_count()
 
     class InterruptAtStart:
@@ -165,7 +165,7 @@ def test_ctrl_c_during_a_parallel_read_stops_the_readers_before_their_buffers_go
     # THEN the interrupt itself surfaces (not a BufferError from closing a buffer a reader still used), every
     # reader has stopped, and the next probe is not cancelled
     assert threading.active_count() == before
-    assert not storage._CANCEL.is_set()
+    assert not parallel.CANCEL.is_set()
     assert storage.read_streams(streams, 1 * MiB, False)[0] == 128 * MiB
 
 
@@ -243,7 +243,7 @@ def test_measure_storage_rates_follow_the_clock(disk_dir: Path) -> None:
 def test_the_cold_reads_take_disjoint_halves_of_the_sample(disk_dir: Path) -> None:
     # A second read of the same bytes could come from a cache the first filled (a drive's, an NFS server's).
     paths = _files(disk_dir, [3 * MiB, 5 * MiB, 1 * MiB + 4096], sparse=True)
-    first, second = storage.disjoint_halves(storage.choose_sample(paths, 10**9))
+    first, second = sampling.disjoint_halves(sampling.choose_sample(paths, 10**9))
     covered = [(r.path, b) for r in first + second for b in range(r.offset, r.offset + r.length, 4096)]
     assert len(covered) == len(set(covered))  # nothing read twice
     assert sum(r.length for r in first + second) == 9 * MiB + 4096
@@ -251,8 +251,8 @@ def test_the_cold_reads_take_disjoint_halves_of_the_sample(disk_dir: Path) -> No
     # a sample too small to cut is used whole by both reads
     (disk_dir / "tiny").mkdir()
     (tiny,) = _files(disk_dir / "tiny", [100])
-    small = storage.choose_sample([tiny], 10**9)
-    assert storage.disjoint_halves(small) == (small, small)
+    small = sampling.choose_sample([tiny], 10**9)
+    assert sampling.disjoint_halves(small) == (small, small)
 
 
 def test_measure_storage_on_tmpfs_says_it_is_memory() -> None:
@@ -282,11 +282,11 @@ def test_unknown_method_is_refused(disk_dir: Path) -> None:
 
 
 def test_memcpy() -> None:
-    result = storage.measure_memcpy(nbytes=8 * MiB, repeats=2, threads=2)
+    result = memcpy.measure_memcpy(nbytes=8 * MiB, repeats=2, threads=2)
     assert result["memcpy_GBps"] > 0 and result["memcpy_n_threads_GBps"] > 0
     assert result["memcpy_threads"] == 2
     assert result["fresh_write_GBps"] > 0 and result["fresh_write_n_threads_GBps"] > 0
-    clocked = storage.measure_memcpy(nbytes=1 * MiB, repeats=3, threads=1, clock=StepClock(1.0))
+    clocked = memcpy.measure_memcpy(nbytes=1 * MiB, repeats=3, threads=1, clock=StepClock(1.0))
     assert clocked["memcpy_GBps"] == round(1 * MiB / 1e9, 3)
 
 
