@@ -20,8 +20,9 @@ from pytest_benchmark.fixture import BenchmarkFixture
 from safetensors import safe_open
 
 from ckptprof.checkpoint import fs
+from ckptprof.replay.copytimers import CudaCopyTimer, HostCopyTimer
 from ckptprof.replay.plan import ReplayPlan, build_plan
-from ckptprof.replay.recorder import CudaCopyTimer, HostCopyTimer, Recorder, WallOnlyRecorder
+from ckptprof.replay.recorder import Recorder, WallOnlyRecorder
 from ckptprof.replay.strategies.base import LoadContext
 from ckptprof.replay.strategies.sglang import SGLangMmap
 

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from ckptprof.checkpoint.synth import synthesize
+from ckptprof.replay.copytimers import HostCopyTimer
 from ckptprof.replay.plan import ModelPlan
-from ckptprof.replay.recorder import HostCopyTimer, Recorder
+from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies import get_strategy, param_digests
 from ckptprof.replay.strategies.base import LoadContext
 

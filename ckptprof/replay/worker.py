@@ -18,8 +18,9 @@ import torch
 from ckptprof.checkpoint import diskstats
 from ckptprof.replay import memory
 from ckptprof.replay.changed import changed_files, explain_shard_error
+from ckptprof.replay.copytimers import CudaCopyTimer, HostCopyTimer
 from ckptprof.replay.plan import ReplayPlan
-from ckptprof.replay.recorder import CudaCopyTimer, HostCopyTimer, Recorder, WallOnlyRecorder
+from ckptprof.replay.recorder import Recorder, WallOnlyRecorder
 from ckptprof.replay.strategies import get_strategy, param_digests
 from ckptprof.replay.strategies.base import LoadContext, Strategy
 from ckptprof.replay.strategies.sglang_own import SGLangOwnIterator, own_call

@@ -17,8 +17,8 @@ import torch
 from ckptprof import api
 from ckptprof.analysis.attribution import model_totals
 from ckptprof.probe import transfer
+from ckptprof.replay.copytimers import CudaCopyTimer
 from ckptprof.replay.plan import ModelPlan, build_plan
-from ckptprof.replay.recorder import CudaCopyTimer
 
 Digests = Callable[[list[ModelPlan], int, int], dict[str, str]]
 

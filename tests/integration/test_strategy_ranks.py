@@ -12,8 +12,9 @@ import torch
 from ckptprof import api
 from ckptprof.cli.main import main
 from ckptprof.replay import ranks
+from ckptprof.replay.copytimers import HostCopyTimer
 from ckptprof.replay.plan import ModelPlan, build_plan
-from ckptprof.replay.recorder import HostCopyTimer, Recorder
+from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies import FLAGS, get_strategy, param_digests
 from ckptprof.replay.strategies import fastsafetensors as fst_mod
 from ckptprof.replay.strategies.base import LoadContext

@@ -4,7 +4,9 @@ import os
 
 import pytest
 
-from ckptprof.replay.recorder import HostCopyTimer, ProcessCounters, Recorder, WallOnlyRecorder
+from ckptprof.replay.copytimers import HostCopyTimer
+from ckptprof.replay.counters import ProcessCounters
+from ckptprof.replay.recorder import Recorder, WallOnlyRecorder
 
 
 class FakeClock:

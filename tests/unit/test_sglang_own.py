@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from ckptprof.replay.copytimers import HostCopyTimer
 from ckptprof.replay.plan import ModelPlan, build_plan
-from ckptprof.replay.recorder import HostCopyTimer, WallOnlyRecorder
+from ckptprof.replay.recorder import WallOnlyRecorder
 from ckptprof.replay.strategies import param_digests, sglang_own
 from ckptprof.replay.strategies.base import LoadContext
 from ckptprof.replay.worker import strategies_by_role

@@ -19,8 +19,9 @@ import torch
 
 from ckptprof.analysis.strategies import compare_strategies, floor_seconds, strategy_label
 from ckptprof.checkpoint import fs
+from ckptprof.replay.copytimers import HostCopyTimer
 from ckptprof.replay.plan import ModelPlan, plan_model
-from ckptprof.replay.recorder import HostCopyTimer, Recorder, WallOnlyRecorder
+from ckptprof.replay.recorder import Recorder, WallOnlyRecorder
 from ckptprof.replay.strategies import (
     AVAILABLE,
     FLAGS,
