@@ -20,7 +20,9 @@ from ckptprof.analysis.verdict import compute_verdict
 from ckptprof.checkpoint import fs
 from ckptprof.profiling.pyspy import PySpySession, native_supported
 from ckptprof.replay import ranks as ranks_mod
+from ckptprof.replay import torchrun
 from ckptprof.replay.plan import ModelPlan, ReplayPlan, build_plan
+from ckptprof.replay.progress import ProgressPrinter
 from ckptprof.session import ModelInfo, RankResult, Session, ShardInfo
 from ckptprof.stage_hooks import stage_begins
 
@@ -91,17 +93,17 @@ def _run_ranks(
     plan: ReplayPlan,
     faithful: bool,
     progress: bool,
-    group: ranks_mod.TorchrunGroup | None,
+    group: torchrun.TorchrunGroup | None,
     spy: PySpySession | None = None,
 ) -> list[RankResult] | None:
     label = "faithful: " if faithful else ""
     show = progress and (group is None or group.is_main)
-    printer = ranks_mod.ProgressPrinter(plan, label=label, enabled=show)
+    printer = ProgressPrinter(plan, label=label, enabled=show)
     try:
         if group is not None:
             if spy is not None:
                 spy.attach(group.rank, os.getpid())
-            return ranks_mod.run_joined(group, plan, faithful=faithful, progress=printer)
+            return torchrun.run_joined(group, plan, faithful=faithful, progress=printer)
         return ranks_mod.run_spawned(
             plan, faithful=faithful, progress=printer, on_start=spy.attach if spy is not None else None
         )
@@ -127,7 +129,7 @@ def _collect_py_spy(session: Session, spy: PySpySession) -> None:
         session.notes.append(f"py-spy rank {rank}: {error}")
 
 
-def _prepare_all(plan: ReplayPlan, group: ranks_mod.TorchrunGroup | None) -> list[tuple[int | None, str]]:
+def _prepare_all(plan: ReplayPlan, group: torchrun.TorchrunGroup | None) -> list[tuple[int | None, str]]:
     """Cache prep happens once per node (the page cache is per node), then everyone waits for it."""
     if group is None or group.is_node_leader:
         states: list[tuple[int | None, str]] = [prepare_cache(m, plan.cache) for m in plan.models]
@@ -143,7 +145,7 @@ def _faithful_passes(
     plan: ReplayPlan,
     rounds: int,
     progress: bool,
-    group: ranks_mod.TorchrunGroup | None,
+    group: torchrun.TorchrunGroup | None,
     say: Printer,
 ) -> None:
     """SGLang's exact sequence, ``rounds`` times, with a decomposed pass (walls only) between two of them."""
@@ -225,7 +227,7 @@ def replay(
     if faithful_rounds < 1:
         raise ValueError(f"faithful_rounds must be at least 1, got {faithful_rounds}")
     faithful = faithful or faithful_rounds > 1
-    group = ranks_mod.TorchrunGroup() if ranks_mod.in_torchrun() else None
+    group = torchrun.TorchrunGroup() if torchrun.in_torchrun() else None
     if group is not None:
         if tp not in (1, group.world_size):
             raise ValueError(f"--tp {tp} does not match torchrun's WORLD_SIZE {group.world_size}")

@@ -17,7 +17,7 @@ from ckptprof.checkpoint.discovery import ORDERS
 from ckptprof.cli.outputs import DEFAULT_PARENT, check_output_file, claim_run_dir, release_run_dir
 from ckptprof.errors import CkptprofError, UsageError
 from ckptprof.replay.plan import CACHE_MODES
-from ckptprof.replay.ranks import in_torchrun
+from ckptprof.replay.torchrun import in_torchrun
 from ckptprof.session import Session
 from ckptprof.stage_hooks import stage_begins
 from ckptprof.units import parse_size

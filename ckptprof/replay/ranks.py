@@ -1,19 +1,16 @@
-"""Running the ranks: one spawned process per TP rank, or joining a torchrun / torch.distributed launch.
+"""Running the ranks: one spawned process per TP rank (torchrun.py joins a torchrun launch instead).
 
 Spawned ranks report over a queue; a rank that dies is noticed by its exit code within a poll interval and
 marked failed with its signal, the barrier is aborted so no rank waits forever, and on Ctrl-C every child is
-terminated (then killed) before the partial results are returned. Under torchrun, results are gathered to
-rank 0 over a gloo group; several nodes are torchrun's job, never a home-made launcher.
+terminated (then killed) before the partial results are returned.
 """
 
 from __future__ import annotations
 
-import atexit
 import os
 import queue as queue_mod
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,9 +19,9 @@ from typing import Any
 
 from ckptprof.replay.changed import explain_signal_death
 from ckptprof.replay.plan import ReplayPlan
+from ckptprof.replay.progress import ProgressFn
 from ckptprof.session import RankModel, RankResult, ShardTiming, rank_from_dict
 
-ProgressFn = Callable[[int, str, ShardTiming], None]
 POLL_S = 0.2
 
 
@@ -34,10 +31,6 @@ class Interrupted(Exception):
     def __init__(self, results: list[RankResult]) -> None:
         super().__init__("interrupted")
         self.results = results
-
-
-def in_torchrun() -> bool:
-    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
 
 
 # -- spawned ranks -------------------------------------------------------------------------------------------
@@ -304,99 +297,3 @@ def _stop(procs: list[Any]) -> None:
         if p.is_alive():
             p.kill()
             p.join(timeout=1.0)
-
-
-# -- torchrun ------------------------------------------------------------------------------------------------
-
-
-class TorchrunGroup:
-    """This process is one rank of a torchrun launch: RANK, WORLD_SIZE, LOCAL_RANK come from the environment."""
-
-    def __init__(self) -> None:
-        import torch.distributed as dist
-
-        self.dist = dist
-        self.rank = int(os.environ["RANK"])
-        self.world_size = int(os.environ["WORLD_SIZE"])
-        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        self.local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", str(self.world_size)))
-        if not dist.is_initialized():
-            dist.init_process_group(backend="gloo")
-            atexit.register(self.close)  # one group for every replay of this process, gone with it
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-    @property
-    def is_node_leader(self) -> bool:
-        return self.local_rank == 0
-
-    def barrier(self) -> None:
-        self.dist.barrier()
-
-    def gather(self, obj: Any) -> list[Any] | None:
-        out: list[Any] | None = [None] * self.world_size if self.is_main else None
-        self.dist.gather_object(obj, out, dst=0)
-        return out
-
-    def close(self) -> None:
-        if self.dist.is_initialized():
-            self.dist.destroy_process_group()
-
-
-def run_joined(
-    group: TorchrunGroup, plan: ReplayPlan, faithful: bool = False, progress: ProgressFn | None = None
-) -> list[RankResult] | None:
-    """Replay this process's rank, then gather everyone's results to rank 0 (others get None)."""
-    from ckptprof.replay.worker import replay_rank
-
-    def shard_done(role: str, timing: ShardTiming) -> None:
-        if progress is not None:
-            progress(group.rank, role, timing)
-
-    result = replay_rank(
-        plan, group.rank, faithful=faithful, wait_for_all=group.barrier, on_shard_done=shard_done
-    )
-    gathered = group.gather(asdict(result))
-    if gathered is None:
-        return None
-    return [rank_from_dict(d) for d in gathered]
-
-
-class ProgressPrinter:
-    """A tqdm bar per model over all ranks' shards, with a compact per-rank count in its postfix."""
-
-    def __init__(self, plan: ReplayPlan, label: str = "", enabled: bool = True) -> None:
-        from tqdm import tqdm
-
-        self._tqdm = tqdm
-        self._enabled = enabled
-        self._plan = plan
-        self._label = label
-        self._totals = {m.role: len(m.shards) for m in plan.models}
-        self._counts: dict[tuple[str, int], int] = {}
-        self._bars: dict[str, Any] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, rank: int, role: str, timing: ShardTiming) -> None:
-        if not self._enabled:
-            return
-        with self._lock:
-            bar = self._bars.get(role)
-            if bar is None:
-                desc = f"{self._label}{role} shards x {self._plan.tp} ranks"
-                bar = self._tqdm(
-                    total=self._totals.get(role, 0) * self._plan.tp, desc=desc, unit="shard", leave=False
-                )
-                self._bars[role] = bar
-            self._counts[(role, rank)] = self._counts.get((role, rank), 0) + 1
-            bar.update(1)
-            if self._plan.tp > 1:
-                per_rank = " ".join(str(self._counts.get((role, r), 0)) for r in range(self._plan.tp))
-                bar.set_postfix_str(f"per rank: {per_rank} /{self._totals.get(role, 0)}", refresh=False)
-
-    def close(self) -> None:
-        for bar in self._bars.values():
-            bar.close()
-        self._bars.clear()

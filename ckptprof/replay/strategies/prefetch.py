@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
-from ckptprof.replay.ranks import in_torchrun
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext, Strategy, nonresident
 from ckptprof.replay.strategies.sglang import SGLangMmap
+from ckptprof.replay.torchrun import in_torchrun
 from ckptprof.session import ShardTiming
 
 DEFAULT_THREADS = 4
