@@ -15,25 +15,23 @@ from typing import Any
 from ckptprof import __version__
 from ckptprof.analysis.attribution import run_totals
 from ckptprof.render import plots, svg
-from ckptprof.render.markdown import (
+from ckptprof.render.rows import (
     MODEL_HEADERS,
+    PY_SPY_HEADERS,
+    RANK_HEADERS,
     SLOWEST_HEADERS,
+    STRATEGY_HEADERS,
+    ceiling_header,
+    ceiling_rows,
     headline,
     key_metrics,
     model_rows,
     no_recommendation,
+    py_spy_rows,
+    rank_rows,
     recommendations,
     run_line,
     slowest_rows,
-)
-from ckptprof.render.table import (
-    PY_SPY_HEADERS,
-    RANK_HEADERS,
-    STRATEGY_HEADERS,
-    ceiling_header,
-    ceiling_rows,
-    py_spy_rows,
-    rank_rows,
     strategy_rows,
 )
 from ckptprof.session import Session

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ckptprof.cli.main import main
-from ckptprof.render import markdown
+from ckptprof.render import rows
 from ckptprof.session import Session
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -144,4 +144,4 @@ def test_dom_shows_the_verdict(exe: str, report: tuple[Path, Session], tmp_path:
     assert session.verdict["summary"][:60] in dom.replace("&amp;", "&")
     assert 'class="badge"' in dom and dom.count("<svg") == 2
     # the badge: "storage-bound", or "no single bottleneck" when the top shares are within the noise
-    assert f'class="badge">{markdown.headline(session)}<' in dom
+    assert f'class="badge">{rows.headline(session)}<' in dom

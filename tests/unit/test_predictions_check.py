@@ -87,7 +87,7 @@ def test_each_check_is_also_repriced_with_the_storage_measured_just_before_its_r
     # GIVEN a storage that lost half its rate between the probe and the replay (a cloud volume out of burst
     # credits: the H200 x2 box went from 2.31 to 1.62 GB/s within four minutes)
     from ckptprof.analysis.predictions import check_predictions, repriced
-    from ckptprof.render import markdown, table
+    from ckptprof.render import markdown, rows
 
     session = storage_bound(3.0)
     (prefetch,) = [p for p in session.verdict["predictions"] if p["strategy"] == "prefetch"]
@@ -101,13 +101,13 @@ def test_each_check_is_also_repriced_with_the_storage_measured_just_before_its_r
     assert row["repriced_error"] == pytest.approx(0.0) and row["repriced_within_tolerance"] is True
     assert row["storage_GBps_then"] == 1.0
     session.extra["prediction_check"] = [row]
-    assert table.prediction_rows(session)[0][-1] == "4.00 s, +0%, yes (storage 1.00 GB/s)"
+    assert rows.prediction_rows(session)[0][-1] == "4.00 s, +0%, yes (storage 1.00 GB/s)"
     assert "| re-priced with the storage then " in markdown.render(session)
     # a check without a re-measure keeps the five columns
     (plain,) = check_predictions(session, [(prefetch, storage_bound(4.0, "prefetch"))])
     assert plain["repriced_s"] is None
     session.extra["prediction_check"] = [plain]
-    assert len(table.prediction_rows(session)[0]) == len(table.PREDICTION_HEADERS)
+    assert len(rows.prediction_rows(session)[0]) == len(rows.PREDICTION_HEADERS)
 
 
 def test_the_storage_is_measured_again_on_the_checkpoints_own_files(tmp_path: Any) -> None:

@@ -4,7 +4,8 @@ print an amplification of nothing."""
 from __future__ import annotations
 
 from ckptprof.analysis.verdict import compute_verdict
-from ckptprof.render.table import RANK_HEADERS, rank_rows, render
+from ckptprof.render.rows import RANK_HEADERS, rank_rows
+from ckptprof.render.table import render
 from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardInfo, ShardTiming
 
 GB = 10**9

@@ -1,0 +1,424 @@
+"""The rows and headings that several report formats show: one home, so the terminal table, Markdown and HTML
+say the same thing in the same words. Each format module only lays them out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ckptprof.analysis.attribution import (
+    checkpoint_bytes,
+    load_wall,
+    model_totals,
+    run_totals,
+    slowest_shards,
+)
+from ckptprof.analysis.memory import memory_summary
+from ckptprof.analysis.verdict import VERDICT_NOTES
+from ckptprof.session import Session
+from ckptprof.units import gbps, human_bytes
+
+RANK_HEADERS = [
+    "rank",
+    "device",
+    "model",
+    "wall s",
+    "faithful s",
+    "GB/s",
+    "read",
+    "deser",
+    "h2d",
+    "other",
+    "status",
+]
+
+
+def rank_rows(session: Session) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for r in sorted(session.ranks, key=lambda r: r.rank):
+        if not r.models:
+            rows.append(
+                [
+                    r.rank,
+                    r.device,
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    r.status + (f": {r.error}" if r.error else ""),
+                ]
+            )
+            continue
+        for m in r.models:
+            t = model_totals(m)
+            sh = t.shares()
+            faithful = f"{m.faithful_wall_s:.2f}" if m.faithful_wall_s else "-"
+            status = r.status if t.failed_shards == 0 else f"{t.failed_shards} shard(s) failed"
+            rows.append(
+                [
+                    r.rank,
+                    r.device,
+                    m.role,
+                    f"{m.wall_s:.2f}",
+                    faithful,
+                    f"{gbps(t.bytes, m.wall_s):.2f}",
+                    f"{100 * (sh['storage'] + sh['page_cache']):.0f}%",
+                    f"{100 * sh['deserialize']:.0f}%",
+                    f"{100 * sh['h2d']:.0f}%",
+                    # What the three phases leave: bookkeeping, allocation, waits. Without it the row never adds up.
+                    f"{100 * sh['other']:.0f}%",
+                    status,
+                ]
+            )
+    return rows
+
+
+def ceiling_rows(ceilings: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for key, label in (
+        ("storage_read_1_stream_GBps", "storage read, cold, 1 stream"),
+        ("storage_read_n_streams_GBps", "storage read, cold, N streams"),
+        ("page_cache_read_GBps", "page-cache read"),
+        ("memcpy_GBps", "host memcpy"),
+        ("fresh_write_GBps", "host copy into fresh memory"),
+        ("fresh_write_n_threads_GBps", "host copy into fresh memory, N threads at once"),
+        ("fastsafetensors_GBps", "fastsafetensors, one loader per file"),
+    ):
+        value = ceilings.get(key)
+        if isinstance(value, (int, float)):
+            extra = f" (N={ceilings.get('storage_streams')})" if "n_streams" in key else ""
+            rows.append([label + extra, f"{value:.2f} GB/s"])
+    for key, label in (("h2d_pageable_GBps", "H2D pageable"), ("h2d_pinned_GBps", "H2D pinned")):
+        for dev, value in sorted((ceilings.get(key) or {}).items()):
+            rows.append([f"{label} {dev}", f"{value:.2f} GB/s"])
+    value = ceilings.get("h2d_pinned_all_devices_GBps")
+    if isinstance(value, (int, float)) and value > 0:
+        rows.append(["H2D pinned, all devices at once", f"{value:.2f} GB/s"])
+    return rows
+
+
+def ceiling_header(ceilings: dict[str, Any], heading: bool = False) -> str:
+    """'ceiling (measured this run)', or how old the reused probe was; 'Ceilings (...)' as a heading."""
+    word = "Ceilings" if heading else "ceiling"
+    reused = ceilings.get("reused")
+    if isinstance(reused, dict) and isinstance(reused.get("age_s"), (int, float)):
+        from ckptprof.probe.reuse import age_words
+
+        return f"{word} (reused: measured {age_words(reused['age_s'])} ago)"
+    return f"{word} (measured this run)"
+
+
+def release_line(session: Session) -> str:
+    """Which SGLang release the replay stands for, and why that one ("" for sessions from before profiles)."""
+    release = session.config.get("sglang_release")
+    if not isinstance(release, dict):
+        return ""
+    return f"replaying {release.get('description')} (profile chosen by {release.get('why')})"
+
+
+PY_SPY_HEADERS = ["rank", "phase", "s", "frame"]
+
+
+def py_spy_rows(session: Session, top: int = 3) -> list[list[Any]]:
+    """The leaf frames py-spy saw most in each phase, per rank (only when the run used --py-spy)."""
+    tops = session.extra.get("py_spy_top_frames") or {}
+    rows: list[list[Any]] = []
+    for rank, phases in sorted(tops.items(), key=lambda kv: int(kv[0])):
+        for phase, frames in sorted(phases.items()):
+            for name, seconds in frames[:top]:
+                rows.append([rank, phase, f"{seconds:.2f}", name])
+    return rows
+
+
+STRATEGY_HEADERS = [
+    "strategy",
+    "status",
+    "wall s",
+    "GB/s",
+    "vs floor",
+    "read/deser/h2d %",
+    "bottleneck",
+    "values",
+    "SGLang flags",
+]
+
+
+def strategy_rows(session: Session) -> list[list[str]]:
+    """One row per strategy of `run --strategy` (empty when the run replayed one strategy without --verify)."""
+    cmp = session.extra.get("strategies") or {}
+    rows = []
+    for r in cmp.get("rows", []):
+        shares = r.get("shares") or {}
+        rows.append(
+            [
+                r.get("label") or r["strategy"],
+                # The reason goes under the table whole: cut to fit a cell it lost its end ("pip install f").
+                r["status"] if not r.get("error") else f"{r['status']} (see below)",
+                "-" if r.get("wall_s") is None else f"{r['wall_s']:.3f}",
+                "-" if r.get("GBps") is None else f"{r['GBps']:.2f}",
+                "-" if r.get("x_floor") is None else f"{r['x_floor']:.2f}x",
+                "/".join(
+                    f"{100 * v:.0f}"
+                    for v in (
+                        shares.get("storage", 0.0) + shares.get("page_cache", 0.0),
+                        shares.get("deserialize", 0.0),
+                        shares.get("h2d", 0.0),
+                    )
+                )
+                if shares
+                else "-",
+                r.get("bottleneck") or "-",
+                r.get("verify", "-"),
+                r.get("flags", ""),
+            ]
+        )
+    return rows
+
+
+PREDICTION_HEADERS = ["flags", "predicted", "measured", "error", "within 20%"]
+
+
+REPRICED_HEADER = "re-priced with the storage then"
+
+
+def prediction_heading(session: Session) -> str:
+    checks = session.extra.get("prediction_check") or [{}]
+    head = "predictions checked: each recommended flag set replayed in the same cache mode"
+    baseline = checks[0].get("baseline_s")
+    if baseline is not None:
+        head += f" (this run: {baseline:.2f} s, {checks[0].get('baseline_wall')} wall)"
+    return head
+
+
+def prediction_headers(session: Session) -> list[str]:
+    checks = session.extra.get("prediction_check") or []
+    repriced = any(isinstance(c, dict) and c.get("repriced_s") is not None for c in checks)
+    return PREDICTION_HEADERS + ([REPRICED_HEADER] if repriced else [])
+
+
+def prediction_rows(session: Session) -> list[list[str]]:
+    """`run --check-predictions`: each recommendation's predicted wall against the replay of its flags."""
+    checks = session.extra.get("prediction_check")
+    if not isinstance(checks, list) or not checks:
+        return []
+    rows = []
+    for check in checks:
+        error = check.get("error")
+        verdict = (
+            "-" if check.get("within_tolerance") is None else ("yes" if check["within_tolerance"] else "no")
+        )
+        measured = check.get("measured_s")
+        row = [
+            check.get("flags"),
+            f"{check['predicted_s']:.2f} s" if check.get("predicted_s") is not None else "-",
+            f"{measured:.2f} s ({check.get('measured_wall')})"
+            if measured is not None
+            else check.get("status"),
+            f"{100 * error:+.0f}%" if error is not None else (check.get("reason") or "-"),
+            verdict,
+        ]
+        if any(c.get("repriced_s") is not None for c in checks):
+            row.append(_repriced_cell(check))
+        rows.append(row)
+    return rows
+
+
+def _repriced_cell(check: dict[str, Any]) -> str:
+    """'2.31 s, -9%, yes (storage 1.62 GB/s)': the prediction made again from the storage just before the replay."""
+    again = check.get("repriced_s")
+    if again is None:
+        return "-"
+    text = f"{again:.2f} s"
+    error = check.get("repriced_error")
+    if error is not None:
+        text += f", {100 * error:+.0f}%, " + ("yes" if check.get("repriced_within_tolerance") else "no")
+    storage = check.get("storage_GBps_then")
+    if storage is not None:
+        text += f" (storage {storage:.2f} GB/s)"
+    return text
+
+
+PATH_SHARE_KEYS = ("storage", "page_cache", "deserialize", "h2d", "other")
+
+
+SLOWEST_HEADERS = [
+    "rank",
+    "model",
+    "shard",
+    "wall s",
+    "read s",
+    "deser s",
+    "h2d s",
+    "bytes",
+    "GB/s",
+    "status",
+]
+
+
+MODEL_HEADERS = ["model", "path", "fs", "shards", "size", "page cache before"]
+
+
+def _num(value: Any, fmt: str) -> str | None:
+    return format(value, fmt) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _percent(fraction: Any) -> float | None:
+    return 100 * fraction if isinstance(fraction, (int, float)) else None
+
+
+def run_line(session: Session) -> str:
+    cfg = session.config
+    devices = ", ".join(str(d) for d in cfg.get("devices", [])) or "?"
+    parts = [
+        f"tp={cfg.get('tp', '?')} on {devices}",
+        f"cache={cfg.get('cache', '?')}",
+        f"strategy={cfg.get('strategy', '?')}",
+    ]
+    release = cfg.get("sglang_release")
+    if isinstance(release, dict):
+        parts.append(f"SGLang profile {release.get('profile')} ({release.get('why')})")
+    source = cfg.get("faithful_source")
+    if isinstance(source, str) and source:
+        parts.append(f"faithful pass: {source}")
+    host = session.environment.get("host")
+    if host:
+        parts.append(f"host {host}")
+    if session.created:
+        parts.append(session.created)
+    return "; ".join(parts)
+
+
+def headline(session: Session) -> str:
+    bottleneck = (session.verdict or {}).get("bottleneck")
+    if not bottleneck:
+        return "no verdict"
+    if bottleneck == "unknown":
+        return "no timings"
+    return "no single bottleneck" if bottleneck == "mixed" else f"{bottleneck}-bound"
+
+
+def key_metrics(session: Session) -> list[tuple[str, str]]:
+    """The handful of numbers that back the verdict, as (label, value) pairs."""
+    v = session.verdict or {}
+    shares = run_totals(session).shares()
+    wall = v.get("load_wall_s", load_wall(session))
+    rows: list[tuple[str, str]] = [
+        ("load wall (slowest rank)", f"{wall:.2f} s"),
+        ("checkpoint", human_bytes(checkpoint_bytes(session))),
+    ]
+    optional = [
+        ("achieved", _num(v.get("achieved_GBps"), ".2f"), " GB/s"),
+        ("floor from ceilings", _num(v.get("floor_s"), ".2f"), " s"),
+        ("read amplification", _num(v.get("read_amplification"), ".2f"), "x"),
+        ("storage amplification", _num(v.get("storage_amplification"), ".2f"), "x"),
+        ("major faults per GB", _num(v.get("major_faults_per_GB"), ".0f"), ""),
+        ("rank skew (slowest / median)", _num(v.get("rank_skew"), ".2f"), "x"),
+        ("not in page cache at start", _num(_percent(v.get("cold_fraction")), ".0f"), "%"),
+    ]
+    rows += [(label, value + unit) for label, value, unit in optional if value is not None]
+    rows.append(
+        (
+            "rank time: read (storage + page cache) / deserialize / h2d / other",
+            f"{100 * (shares['storage'] + shares['page_cache']):.0f}% "
+            f"({100 * shares['storage']:.0f}% + {100 * shares['page_cache']:.0f}%) / "
+            + " / ".join(f"{100 * shares[k]:.0f}%" for k in ("deserialize", "h2d", "other")),
+        )
+    )
+    on_path = v.get("path_shares")
+    if on_path:
+        rows.append(
+            (
+                "SGLang's own load (faithful wall): storage busy / page cache / deserialize / h2d / other"
+                + (f" (storage: {v['path_storage_source']})" if v.get("path_storage_source") else ""),
+                " / ".join(f"{100 * on_path.get(k, 0.0):.0f}%" for k in PATH_SHARE_KEYS),
+            )
+        )
+    if v.get("h2d_stand_in"):
+        rows.append(("h2d", "host-copy stand-in (no CUDA device)"))
+    memory = memory_summary(session)
+    if memory:
+        rows.append(("host memory (worst rank)", memory))
+    delta = v.get("faithful_delta")
+    text = f"{100 * delta:+.1f}%" if isinstance(delta, (int, float)) else "not run (--faithful)"
+    fetched = [
+        (sum(s.storage_bytes for s in m.shards), m.faithful_storage_bytes)
+        for r in session.ranks
+        for m in r.models
+        if m.faithful_storage_bytes is not None
+    ]
+    if fetched and isinstance(delta, (int, float)):
+        ours, theirs = sum(a for a, _ in fetched), sum(b or 0 for _, b in fetched)
+        text += f" (from storage: {human_bytes(ours)} decomposed, {human_bytes(theirs)} faithful)"
+    rounds = session.config.get("faithful_rounds") or 1
+    if rounds > 1 and isinstance(delta, (int, float)):
+        text += f"; medians of {rounds} alternated passes each"
+    rows.append(("decomposed vs faithful wall", text))
+    rows += [("caveat", str(v[key])) for key in VERDICT_NOTES if v.get(key)]
+    return rows
+
+
+def recommendations(session: Session) -> list[tuple[str, str]]:
+    """(what to try, predicted outcome and why), fastest first; from the predictions when present."""
+    v = session.verdict or {}
+    predictions = v.get("predictions") or []
+    if predictions:
+        out = []
+        for p in predictions:
+            seconds = p.get("predicted_s")
+            predicted = f"~{seconds:.2f} s predicted" if isinstance(seconds, (int, float)) else ""
+            if predicted and p.get("slower_than_now"):
+                predicted = f"not faster here: {predicted}"
+            why = str(p.get("why", ""))
+            outcome = f"{predicted} ({why})" if predicted and why else predicted or why
+            out.append((str(p.get("flags", "")), outcome))
+        return out
+    return [(str(r), "") for r in v.get("recommendations") or []]
+
+
+def no_recommendation(session: Session) -> str:
+    """Why the remedy list is empty: nothing to predict from, or nothing predicted to help."""
+    values: list[Any] = []
+    for key, value in (session.ceilings or {}).items():
+        if key.endswith("GBps"):
+            values += list(value.values()) if isinstance(value, dict) else [value]
+    measured = any(isinstance(v, (int, float)) and v > 0 for v in values)
+    if not measured:
+        return "no predictions: the session has no measured ceilings (run without --no-probe)"
+    return "no loader flag is predicted to help with this bottleneck"
+
+
+def slowest_rows(session: Session, n: int = 10) -> list[list[Any]]:
+    rows = []
+    for rank, role, s in slowest_shards(session, n):
+        rate = s.bytes / s.wall_s / 1e9 if s.wall_s > 0 else 0.0
+        status = s.status + (f": {s.error}" if s.error else "")
+        rows.append(
+            [
+                rank,
+                role,
+                s.file,
+                f"{s.wall_s:.3f}",
+                f"{s.read_s:.3f}",
+                f"{s.deserialize_s:.3f}",
+                f"{s.h2d_s:.3f}",
+                human_bytes(s.bytes),
+                f"{rate:.2f}",
+                status,
+            ]
+        )
+    return rows
+
+
+def model_rows(session: Session) -> list[list[Any]]:
+    rows = []
+    for m in session.models:
+        resident = (
+            f"{100 * m.resident_bytes_before / m.total_bytes:.0f}%"
+            if m.resident_bytes_before is not None and m.total_bytes
+            else "unknown"
+        )
+        rows.append([m.role, m.path, m.fs_type, len(m.shards), human_bytes(m.total_bytes), resident])
+    return rows
