@@ -5,6 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def os_problem(
+    exc: OSError, expected: str = "a regular file", directory_too: bool = False, verb: str = "read"
+) -> str:
+    """What an OSError from opening, listing or reading a user's path means, in the words every command uses:
+    "no such file" ("... or directory" where a directory was expected too), "is a directory, not <expected>",
+    "permission denied", else "cannot <verb>: <why>" (a symlink loop, a name too long, EIO)."""
+    if isinstance(exc, FileNotFoundError):
+        return "no such file or directory" if directory_too else "no such file"
+    if isinstance(exc, IsADirectoryError):
+        return f"is a directory, not {expected}"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return f"cannot {verb}: {exc.strerror or exc}"
+
+
 class CkptprofError(Exception):
     """Base class: the message is shown to the user as is; ``exit_code`` is returned by ``main``."""
 

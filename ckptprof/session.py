@@ -16,7 +16,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ckptprof.errors import SessionFileError
+from ckptprof.errors import SessionFileError, os_problem
 
 SCHEMA_VERSION = 1
 
@@ -189,14 +189,10 @@ class Session:
         path = Path(path)
         try:
             text = _read_text(path)
-        except FileNotFoundError:
-            raise SessionFileError(path, "no such file") from None
-        except IsADirectoryError:
-            raise SessionFileError(path, "is a directory, not a session JSON file") from None
         except UnicodeDecodeError:
             raise SessionFileError(path, "not a session JSON file (binary, not UTF-8 text)") from None
         except OSError as exc:
-            raise SessionFileError(path, f"cannot read: {exc.strerror or exc}") from None
+            raise SessionFileError(path, os_problem(exc, "a session JSON file")) from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

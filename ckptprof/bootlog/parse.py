@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import BinaryIO, NamedTuple, TypeAlias
 
+from ckptprof.errors import os_problem
+
 CHUNK_BYTES = 1 << 20
 # A multi-megabyte line (a dumped tensor, a base64 blob) is kept only up to here: nothing we look for is
 # further than a few kilobytes into a line, and the cap keeps memory bounded.
@@ -117,14 +119,8 @@ def open_log(path: str) -> BinaryIO:
         return sys.stdin.buffer
     try:
         return open(path, "rb")
-    except FileNotFoundError:
-        raise LogInputError(path, "no such file") from None
-    except IsADirectoryError:
-        raise LogInputError(path, "is a directory, not a log file") from None
-    except PermissionError:
-        raise LogInputError(path, "permission denied") from None
     except OSError as exc:
-        raise LogInputError(path, exc.strerror or str(exc)) from None
+        raise LogInputError(path, os_problem(exc, "a log file")) from None
 
 
 class LineSplitter:

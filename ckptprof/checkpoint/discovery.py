@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ckptprof.checkpoint.header import open_regular, special_file_problem
-from ckptprof.errors import CheckpointError
+from ckptprof.errors import CheckpointError, os_problem
 
 PATTERNS = ("*.safetensors", "*.bin", "*.pt")
 INDEX_NAME = "model.safetensors.index.json"
@@ -73,12 +73,8 @@ def discover(path: str | Path, order: str = "sorted") -> Checkpoint:
     root = Path(path)
     try:
         st = root.stat()
-    except FileNotFoundError:
-        raise CheckpointError(root, "no such file or directory") from None
-    except PermissionError:
-        raise CheckpointError(root, "permission denied") from None
     except OSError as exc:  # ELOOP for symlink loops, ENAMETOOLONG, ...
-        raise CheckpointError(root, f"cannot access: {exc.strerror or exc}") from None
+        raise CheckpointError(root, os_problem(exc, directory_too=True, verb="access")) from None
     if not _is_dir(st.st_mode):
         if root.suffix in (".safetensors", ".bin", ".pt"):
             problem = special_file_problem(st.st_mode)

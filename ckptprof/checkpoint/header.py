@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ckptprof.errors import CheckpointError
+from ckptprof.errors import CheckpointError, os_problem
 
 # safetensors itself refuses headers above 100,000,000 bytes (MAX_HEADER_SIZE in safetensors/src/tensor.rs, not
 # 100 MiB); a real header for a 1000-tensor shard is ~100 kB.
@@ -171,14 +171,8 @@ def read_header(path: str | Path) -> ShardHeader:
                 raise CheckpointError(path, f"truncated: header says {header_len} bytes, read {len(raw)}")
     except CheckpointError:
         raise
-    except IsADirectoryError:  # a directory is refused by open_regular; kept for a race
-        raise CheckpointError(path, "is a directory, not a regular file") from None
-    except PermissionError:
-        raise CheckpointError(path, "permission denied") from None
-    except FileNotFoundError:
-        raise CheckpointError(path, "no such file") from None
-    except OSError as exc:
-        raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
+    except OSError as exc:  # a directory is refused by open_regular; kept for a race
+        raise CheckpointError(path, os_problem(exc)) from None
     return parse_header_bytes(path, raw, file_size)
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ckptprof.errors import CheckpointError
+from ckptprof.errors import CheckpointError, os_problem
 from ckptprof.probe import loader_rate, memcpy, storage, transfer
 
 _RANGE = re.compile(r"^(\d+)-(\d+)$")
@@ -133,10 +133,6 @@ def _readable_file(path: Path) -> Path:
             raise CheckpointError(path, "not a regular file or a checkpoint directory")
         with open(path, "rb"):
             pass
-    except FileNotFoundError:
-        raise CheckpointError(path, "no such file or directory") from None
-    except PermissionError:
-        raise CheckpointError(path, "permission denied") from None
     except OSError as exc:
-        raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
+        raise CheckpointError(path, os_problem(exc, "a checkpoint file", directory_too=True)) from None
     return path
