@@ -18,6 +18,7 @@ from typing import Any
 from ckptprof import interrupts
 from ckptprof.analysis.verdict import compute_verdict
 from ckptprof.checkpoint import fs
+from ckptprof.engines import flags as sglang_flags
 from ckptprof.profiling.pyspy import PySpySession, native_supported
 from ckptprof.replay import ranks as ranks_mod
 from ckptprof.replay import torchrun
@@ -396,7 +397,7 @@ def _keep_partial(session: Session, plan: ReplayPlan, stage: str, exc: BaseExcep
 
 def draft_flags(flags: str) -> str:
     """A load-format strategy's flags as they select the draft's format (``--speculative-draft-load-format``)."""
-    return flags.replace("--load-format ", "--speculative-draft-load-format ", 1)
+    return sglang_flags.as_draft(flags)
 
 
 class InterruptedReplay(Exception):

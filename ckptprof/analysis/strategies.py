@@ -14,19 +14,19 @@ from typing import Any
 
 from ckptprof.analysis.attribution import checkpoint_bytes, load_wall, run_totals
 from ckptprof.analysis.verdict import cold_fraction, compute_verdict
+from ckptprof.engines import flags
 from ckptprof.session import Session
 
 REFERENCE = "sglang"
 # The SGLang flags of each strategy at its default parameters; a session's config["strategy_flags"] wins.
 DEFAULT_FLAGS = {
     "sglang": "(default: no flags)",
-    "sglang-mt": '--model-loader-extra-config \'{"enable_multithread_load": true, "num_threads": 8}\'',
-    "sglang-mt-completed": '--model-loader-extra-config \'{"enable_multithread_load": true, "num_threads": 8}\' '
-    "(releases that yield in completion order)",
-    "no-mmap": "--weight-loader-disable-mmap",
-    "prefetch": "--weight-loader-prefetch-checkpoints",
+    "sglang-mt": flags.multithread(8),
+    "sglang-mt-completed": flags.multithread(8) + " (releases that yield in completion order)",
+    "no-mmap": flags.DISABLE_MMAP,
+    "prefetch": flags.PREFETCH,
     "pipelined": "not an SGLang flag: what a pinned, pipelined loader reaches (fastsafetensors-like)",
-    "fastsafetensors": "--load-format fastsafetensors",
+    "fastsafetensors": flags.load_format("fastsafetensors"),
 }
 NOT_SGLANG = ("pipelined",)
 # A warm run that still fetched more than this fraction of the checkpoint from storage bypassed the page cache.

@@ -16,6 +16,7 @@ from ckptprof.analysis.attribution import (
     rank_skew,
     run_totals,
 )
+from ckptprof.engines import flags
 from ckptprof.engines.sglang import MT_DEFAULT_THREADS, LoaderProfile, multithread_extra_config, profile_named
 from ckptprof.fstypes import is_network_fs
 from ckptprof.probe.loader_rate import predicted_seconds
@@ -44,10 +45,10 @@ PHASE_WORDS = {
 # Strategies whose reads of cached bytes are page faults on safetensors' mmap (the rest read with pread/read()).
 MMAP_STRATEGIES = frozenset({"sglang", "sglang-mt", "sglang-mt-completed", "prefetch"})
 
-MT_FLAG = '--model-loader-extra-config \'{"enable_multithread_load": true, "num_threads": 16}\''
-PREFETCH_FLAG = "--weight-loader-prefetch-checkpoints"
-NO_MMAP_FLAG = "--weight-loader-disable-mmap"
-FASTST_FLAG = "--load-format fastsafetensors"
+MT_FLAG = flags.multithread(16)
+PREFETCH_FLAG = flags.PREFETCH
+NO_MMAP_FLAG = flags.DISABLE_MMAP
+FASTST_FLAG = flags.load_format("fastsafetensors")
 
 
 # safetensors.torch.load(bytes) costs this many fresh-memory passes over the bytes (H200, see _whole_file_seconds).

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ckptprof.engines import flags
 from ckptprof.engines.versions import parse_version
 
 SINGLE_BAR = "Loading safetensors checkpoint shards"
@@ -81,12 +82,12 @@ class LoaderProfile:
         }
 
 
-_MT = "--model-loader-extra-config"
-_NO_MMAP = "--weight-loader-disable-mmap"
-_PREFETCH = "--weight-loader-prefetch-checkpoints"
-_PREFETCH_THREADS = "--weight-loader-prefetch-num-threads"
-_DROP_CACHE = "--weight-loader-drop-cache-after-load"
-_DRAFT_FORMAT = "--speculative-draft-load-format"
+_MT = flags.EXTRA_CONFIG
+_NO_MMAP = flags.DISABLE_MMAP
+_PREFETCH = flags.PREFETCH
+_PREFETCH_THREADS = flags.PREFETCH_THREADS
+_DROP_CACHE = flags.DROP_CACHE
+_DRAFT_FORMAT = flags.DRAFT_LOAD_FORMAT
 _RECENT_FORMATS = (
     *_BASE_FORMATS,
     "mistral",
@@ -109,7 +110,7 @@ PROFILES: tuple[LoaderProfile, ...] = (
         multithread_strategy=None,
         prefetch="none",
         sorted_files=False,
-        flags=frozenset({"--load-format"}),
+        flags=frozenset({flags.LOAD_FORMAT}),
     ),
     LoaderProfile(
         name="0.5.1 - 0.5.8",
@@ -121,7 +122,7 @@ PROFILES: tuple[LoaderProfile, ...] = (
         multithread_strategy="sglang-mt-completed",
         prefetch="none",
         sorted_files=False,
-        flags=frozenset({"--load-format", _MT, _NO_MMAP, _DRAFT_FORMAT}),
+        flags=frozenset({flags.LOAD_FORMAT, _MT, _NO_MMAP, _DRAFT_FORMAT}),
         load_formats=(*_BASE_FORMATS, "mistral", "remote", "remote_instance"),
     ),
     LoaderProfile(
@@ -134,7 +135,7 @@ PROFILES: tuple[LoaderProfile, ...] = (
         multithread_strategy="sglang-mt",
         prefetch="none",
         sorted_files=False,
-        flags=frozenset({"--load-format", _MT, _NO_MMAP, _DRAFT_FORMAT}),
+        flags=frozenset({flags.LOAD_FORMAT, _MT, _NO_MMAP, _DRAFT_FORMAT}),
         load_formats=_RECENT_FORMATS,
     ),
     LoaderProfile(
@@ -148,7 +149,7 @@ PROFILES: tuple[LoaderProfile, ...] = (
         prefetch="beside-multithread",
         sorted_files=False,
         flags=frozenset(
-            {"--load-format", _MT, _NO_MMAP, _DRAFT_FORMAT, _PREFETCH, _PREFETCH_THREADS, _DROP_CACHE}
+            {flags.LOAD_FORMAT, _MT, _NO_MMAP, _DRAFT_FORMAT, _PREFETCH, _PREFETCH_THREADS, _DROP_CACHE}
         ),
         load_formats=_RECENT_FORMATS,
     ),
@@ -163,7 +164,7 @@ PROFILES: tuple[LoaderProfile, ...] = (
         prefetch="beside-multithread",
         sorted_files=True,  # SGLANG_SORT_WEIGHT_FILES defaults to 0: sorted
         flags=frozenset(
-            {"--load-format", _MT, _NO_MMAP, _DRAFT_FORMAT, _PREFETCH, _PREFETCH_THREADS, _DROP_CACHE}
+            {flags.LOAD_FORMAT, _MT, _NO_MMAP, _DRAFT_FORMAT, _PREFETCH, _PREFETCH_THREADS, _DROP_CACHE}
         ),
         load_formats=_RECENT_FORMATS,
     ),
@@ -178,7 +179,7 @@ PROFILES: tuple[LoaderProfile, ...] = (
         prefetch="single-thread",
         sorted_files=True,
         flags=frozenset(
-            {"--load-format", _MT, _NO_MMAP, _DRAFT_FORMAT, _PREFETCH, _PREFETCH_THREADS, _DROP_CACHE}
+            {flags.LOAD_FORMAT, _MT, _NO_MMAP, _DRAFT_FORMAT, _PREFETCH, _PREFETCH_THREADS, _DROP_CACHE}
         ),
         load_formats=(*_RECENT_FORMATS, "instanttensor", "presharded", "expert_pack"),
     ),
@@ -236,8 +237,4 @@ def choose_profile(
 
 def multithread_extra_config(profile: LoaderProfile, num_threads: int) -> str:
     """The extra-config flag that runs the multithread loader with ``num_threads`` on this line."""
-    if profile.multithread_default:
-        body = f'{{"num_threads": {num_threads}}}'
-    else:
-        body = f'{{"enable_multithread_load": true, "num_threads": {num_threads}}}'
-    return f"{_MT} '{body}'"
+    return flags.multithread(num_threads, opt_in=not profile.multithread_default)

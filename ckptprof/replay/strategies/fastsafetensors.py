@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ckptprof.engines import flags as sglang_flags
 from ckptprof.replay.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import (
@@ -42,7 +43,7 @@ def load_package() -> ModuleType | None:
 
 class FastSafetensors(Strategy):
     name = "fastsafetensors"
-    flags = "--load-format fastsafetensors"
+    flags = sglang_flags.load_format("fastsafetensors")
 
     def __init__(
         self, nogds: bool | None = None, max_threads: int = 16, bbuf_size_kb: int = 16 * 1024

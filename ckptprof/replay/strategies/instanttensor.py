@@ -21,6 +21,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from ckptprof.engines import flags as sglang_flags
 from ckptprof.replay.plan import ModelPlan, ReplayPlan
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable, optional_package
@@ -37,7 +38,7 @@ def load_package() -> ModuleType | None:
 
 class InstantTensor(Strategy):
     name = "instanttensor"
-    flags = "--load-format instanttensor"
+    flags = sglang_flags.load_format("instanttensor")
 
     def __init__(self, backend: str | None = None) -> None:
         if backend is not None and backend.upper() not in BACKENDS:
@@ -46,9 +47,7 @@ class InstantTensor(Strategy):
             )
         self.backend = None if backend is None else backend.upper()
         if self.backend is not None:
-            self.flags = (
-                f'--load-format instanttensor --model-loader-extra-config \'{{"backend": "{self.backend}"}}\''
-            )
+            self.flags = f"{sglang_flags.load_format('instanttensor')} {sglang_flags.extra_config({'backend': self.backend})}"
         self._group: Any = None
         self._store_path: str | None = None
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import safetensors.torch
 
+from ckptprof.engines import flags as sglang_flags
 from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext, Strategy, copy_slice, nonresident
@@ -18,7 +19,7 @@ from ckptprof.replay.strategies.base import LoadContext, Strategy, copy_slice, n
 
 class SGLangNoMmap(Strategy):
     name = "no-mmap"
-    flags = "--weight-loader-disable-mmap"
+    flags = sglang_flags.DISABLE_MMAP
 
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
         for shard in model.shards:

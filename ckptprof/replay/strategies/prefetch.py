@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ckptprof.engines import flags as sglang_flags
 from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext, Strategy, nonresident
@@ -66,8 +67,8 @@ class SGLangPrefetch(Strategy):
             raise ValueError("num_threads and block_mib must be at least 1")
         self.num_threads = num_threads
         self.block = block_mib * 1024 * 1024
-        self.flags = "--weight-loader-prefetch-checkpoints" + (
-            f" --weight-loader-prefetch-num-threads {num_threads}" if num_threads != DEFAULT_THREADS else ""
+        self.flags = sglang_flags.PREFETCH + (
+            f" {sglang_flags.PREFETCH_THREADS} {num_threads}" if num_threads != DEFAULT_THREADS else ""
         )
         if block_mib != DEFAULT_BLOCK_MIB:
             self.flags = f"SGLANG_PREFETCH_BLOCK_SIZE_MB={block_mib} " + self.flags

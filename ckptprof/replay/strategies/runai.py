@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
+from ckptprof.engines import flags as sglang_flags
 from ckptprof.replay.plan import ModelPlan
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable, optional_package
@@ -57,7 +58,7 @@ def _streamer_env(concurrency: int | None, memory_limit: int | None) -> Iterator
 
 class RunaiStreamer(Strategy):
     name = "runai-streamer"
-    flags = "--load-format runai_streamer"
+    flags = sglang_flags.load_format("runai_streamer")
 
     def __init__(self, concurrency: int | None = None, memory_limit: int | None = None) -> None:
         if concurrency is not None and concurrency < 1:
@@ -72,7 +73,7 @@ class RunaiStreamer(Strategy):
                 for key, value in (("concurrency", concurrency), ("memory_limit", memory_limit))
                 if value is not None
             }
-            self.flags = f"--load-format runai_streamer --model-loader-extra-config '{_json(config)}'"
+            self.flags = f"{sglang_flags.load_format('runai_streamer')} {sglang_flags.extra_config(config)}"
 
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
         package = load_package()
@@ -89,9 +90,3 @@ class RunaiStreamer(Strategy):
                 load.consume(ctx, streamer.get_tensors())
 
         StreamedLoad(model, rec).run(stream, "the streamer ended before this file's tensors")
-
-
-def _json(config: dict[str, int]) -> str:
-    import json
-
-    return json.dumps(config, separators=(", ", ": "))

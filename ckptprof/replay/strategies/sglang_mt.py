@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from ckptprof.engines import flags as sglang_flags
 from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
 from ckptprof.replay.recorder import Recorder
 from ckptprof.replay.strategies.base import LoadContext, Strategy, nonresident, replay_tensor
@@ -34,9 +35,7 @@ DEFAULT_THREADS = 8
 
 
 def mt_flags(num_threads: int) -> str:
-    return (
-        f'--model-loader-extra-config \'{{"enable_multithread_load": true, "num_threads": {num_threads}}}\''
-    )
+    return sglang_flags.multithread(num_threads)
 
 
 @dataclass
