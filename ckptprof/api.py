@@ -328,12 +328,12 @@ def replay(
     except (ranks_mod.Interrupted, KeyboardInterrupt) as exc:
         timer.lap(stage.split()[0])
         _keep_partial(session, plan, stage, exc)
-        finish(session)
+        add_notes_and_verdict(session)
         raise InterruptedReplay(session) from None
     # A torchrun launch's process group stays up for the next replay of this process (`--strategy a,b` replays
     # each in turn; tearing the group down and up again between them raced the ranks' reconnection to rank 0).
     # It is destroyed when the process exits.
-    finish(session)
+    add_notes_and_verdict(session)
     return session
 
 
@@ -406,7 +406,7 @@ class InterruptedReplay(Exception):
         self.session = session
 
 
-def finish(session: Session) -> None:
+def add_notes_and_verdict(session: Session) -> None:
     """Notes that every report must carry, then the verdict."""
     devices = session.config.get("devices", [])
     if not any(str(d).startswith("cuda") for d in devices):

@@ -16,7 +16,7 @@ class PhaseReport:
     ranks: int
     slowest_rank: str | None
 
-    def to_json(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
             "model": self.model,
@@ -39,7 +39,7 @@ class ProgressReport:
     elapsed_s: int | None
     eta_s: int | None
 
-    def to_json(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "desc": self.desc,
             "model": self.model,
@@ -62,7 +62,7 @@ class FailureReport:
     error: str
     timestamp: str | None
 
-    def to_json(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "rank": self.rank,
             "phase": self.phase,
@@ -102,13 +102,13 @@ class BootReport:
     def ready(self) -> bool:
         return self.state == "ready"
 
-    def to_json(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "framework": self.framework,
             "state": self.state,
             "ready": self.ready,
-            "phases": [phase.to_json() for phase in self.phases],
-            "progress": [bar.to_json() for bar in self.progress],
+            "phases": [phase.to_dict() for phase in self.phases],
+            "progress": [bar.to_dict() for bar in self.progress],
             "warnings": list(self.warnings),
             "summary": self.summary,
             "first_timestamp": self.first_timestamp,
@@ -121,5 +121,5 @@ class BootReport:
             "loaders": dict(self.loaders),
             "throughput_GiBps": self.throughput_GiBps,
             "prefetch": self.prefetch,
-            "failure": self.failure.to_json() if self.failure else None,
+            "failure": self.failure.to_dict() if self.failure else None,
         }

@@ -107,7 +107,7 @@ class LogCommand:
         except LookupError as exc:
             raise BootChoiceError(f"{args.file}: --boot {args.boot}: {exc}") from None
         if args.json:
-            print(json.dumps(report.to_json(), indent=1))
+            print(json.dumps(report.to_dict(), indent=1))
         else:
             print(render_text(report, args.file))
         return exit_code

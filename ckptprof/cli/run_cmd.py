@@ -191,7 +191,7 @@ def read_server_log(path: str) -> dict[str, object]:
         report = analyze_path(path)
     except LogInputError as exc:
         raise UsageError(f"--log: {exc}") from None
-    phases = [p.to_json() for p in report.phases if p.name == "load-weights"]
+    phases = [p.to_dict() for p in report.phases if p.name == "load-weights"]
     return {
         "path": path,
         "framework": report.framework,
@@ -293,7 +293,7 @@ def choose_release(version: str | None, server_log: dict[str, object] | None) ->
         )
     except ValueError as exc:
         raise UsageError(f"--sglang-version: {exc}") from None
-    return profile.to_json(why, chosen)
+    return profile.to_dict(why, chosen)
 
 
 def default_strategy_spec(release: dict[str, object]) -> str:

@@ -65,7 +65,7 @@ class LoaderProfile:
             how += "; checkpoint prefetching turns multithread off unless the extra config sets it"
         return f"SGLang {self.name}: {how}"
 
-    def to_json(self, why: str, version: str | None) -> dict[str, object]:
+    def to_dict(self, why: str, version: str | None) -> dict[str, object]:
         return {
             "profile": self.name,
             "version": version,

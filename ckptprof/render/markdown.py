@@ -98,15 +98,21 @@ def render(session: Session, slowest: int = 10) -> str:
 # -- comparison (`ckptprof compare`), shared by its table and Markdown formats ---------------------------------
 
 
-def _fmt(x: float | None, spec: str) -> str:
+def _number_or_dash(x: float | None, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
 def delta_row(d: Delta) -> list[str]:
-    return [d.label, _fmt(d.base, ".3f"), _fmt(d.new, ".3f"), _fmt(d.change, "+.3f"), _fmt(d.pct, "+.1f")]
+    return [
+        d.label,
+        _number_or_dash(d.base, ".3f"),
+        _number_or_dash(d.new, ".3f"),
+        _number_or_dash(d.change, "+.3f"),
+        _number_or_dash(d.pct, "+.1f"),
+    ]
 
 
-def _value(x: Any) -> str:
+def _metric_value(x: Any) -> str:
     if isinstance(x, float):
         return f"{x:.4g}"
     return "-" if x is None else str(x)
@@ -129,13 +135,16 @@ def render_comparison(cmp: Comparison, base_name: str, new_name: str, markdown: 
     out = [
         f"## ckptprof compare: load wall {change}" if markdown else f"load wall {change}",
         "",
-        f"BASE {base_name}: {_fmt(cmp.wall.base, '.3f')} s; NEW {new_name}: {_fmt(cmp.wall.new, '.3f')} s",
+        f"BASE {base_name}: {_number_or_dash(cmp.wall.base, '.3f')} s; NEW {new_name}: {_number_or_dash(cmp.wall.new, '.3f')} s",
         "",
     ]
     if cmp.config_diffs:
         out += [heading("Configuration differs (the runs may not measure the same thing)"), ""]
         out += [
-            table(["setting", "BASE", "NEW"], [[k, _value(b), _value(n)] for k, b, n in cmp.config_diffs]),
+            table(
+                ["setting", "BASE", "NEW"],
+                [[k, _metric_value(b), _metric_value(n)] for k, b, n in cmp.config_diffs],
+            ),
             "",
         ]
     out += [heading("Verdicts"), ""]
@@ -145,7 +154,9 @@ def render_comparison(cmp: Comparison, base_name: str, new_name: str, markdown: 
         )
     out += [
         "",
-        table(["", "BASE", "NEW"], [[label, _value(b), _value(n)] for label, b, n in cmp.verdicts]),
+        table(
+            ["", "BASE", "NEW"], [[label, _metric_value(b), _metric_value(n)] for label, b, n in cmp.verdicts]
+        ),
         "",
     ]
     for title, first, deltas in (

@@ -32,7 +32,7 @@ LOG_SCALE_RATIO = 30.0  # max/min beyond which a linear axis squashes the slow s
 LOG_DECADES = 4  # a log axis spans at most this many decades; slower dots sit on its floor (tooltips say)
 
 
-def _f(x: float) -> str:
+def _coord(x: float) -> str:
     """Coordinates with two decimals: enough for a screen, and 4096 shards x 4 rects stay a small file."""
     return f"{x:.2f}".rstrip("0").rstrip(".")
 
@@ -56,21 +56,21 @@ def _tick_label(x: float, unit: str = "") -> str:
 
 def _svg_open(width: float, height: float, title: str) -> str:
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_f(width)}" height="{_f(height)}" '
-        f'viewBox="0 0 {_f(width)} {_f(height)}" role="img" aria-label="{escape(title)}" style="{FONT}">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_coord(width)}" height="{_coord(height)}" '
+        f'viewBox="0 0 {_coord(width)} {_coord(height)}" role="img" aria-label="{escape(title)}" style="{FONT}">'
         f"<title>{escape(title)}</title>"
     )
 
 
 def _text(x: float, y: float, text: str, size: int = 11, anchor: str = "start", fill: str = "#333") -> str:
     return (
-        f'<text x="{_f(x)}" y="{_f(y)}" font-size="{size}" text-anchor="{anchor}" fill="{fill}">'
+        f'<text x="{_coord(x)}" y="{_coord(y)}" font-size="{size}" text-anchor="{anchor}" fill="{fill}">'
         f"{escape(text)}</text>"
     )
 
 
 def _rect(x: float, y: float, w: float, h: float, fill: str, extra: str = "") -> str:
-    return f'<rect x="{_f(x)}" y="{_f(y)}" width="{_f(max(w, 0.0))}" height="{_f(h)}" fill="{fill}"{extra}/>'
+    return f'<rect x="{_coord(x)}" y="{_coord(y)}" width="{_coord(max(w, 0.0))}" height="{_coord(h)}" fill="{fill}"{extra}/>'
 
 
 def empty_svg(message: str, width: int = 600) -> str:
@@ -138,7 +138,7 @@ def _shard_blocks(axis: _Axis, y: float, h: float, rank: int, role: str, s: Shar
                 parts.append(_rect(axis.x(t0), y, w, h, PHASE_COLORS[phase]))
     if x1 - x0 >= 4:  # separators only where shards are wide enough to tell apart
         parts.append(
-            f'<line x1="{_f(x1)}" y1="{_f(y)}" x2="{_f(x1)}" y2="{_f(y + h)}" stroke="#fff" stroke-width="1"/>'
+            f'<line x1="{_coord(x1)}" y1="{_coord(y)}" x2="{_coord(x1)}" y2="{_coord(y + h)}" stroke="#fff" stroke-width="1"/>'
         )
     return f"<g><title>{escape(_shard_tooltip(rank, role, s))}</title>{''.join(parts)}</g>"
 
@@ -187,7 +187,9 @@ def timeline_svg(session: Session, width: int = 1160) -> str:
     ticks = [i * step for i in range(int(t_end / step + 1e-9) + 1)]
     for t in ticks:
         x = axis.x(t)
-        out.append(f'<line x1="{_f(x)}" y1="{_f(top - 4)}" x2="{_f(x)}" y2="{_f(axis_y)}" stroke="#eceff1"/>')
+        out.append(
+            f'<line x1="{_coord(x)}" y1="{_coord(top - 4)}" x2="{_coord(x)}" y2="{_coord(axis_y)}" stroke="#eceff1"/>'
+        )
         out.append(_text(x, axis_y + 16, _tick_label(t, " s"), 11, "middle", "#555"))
     out.append(
         _text(
@@ -316,15 +318,15 @@ def throughput_svg(session: Session, width: int = 1160, height: int = 360) -> st
     for t in scale.ticks():
         y = scale.y(t)
         out.append(
-            f'<line x1="{_f(left)}" y1="{_f(y)}" x2="{_f(left + plot_w)}" y2="{_f(y)}" stroke="#eceff1"/>'
+            f'<line x1="{_coord(left)}" y1="{_coord(y)}" x2="{_coord(left + plot_w)}" y2="{_coord(y)}" stroke="#eceff1"/>'
         )
         out.append(_text(left - 6, y + 4, _tick_label(t), 11, "end", "#555"))
     out.append(
-        f'<text x="14" y="{_f(top + plot_h / 2)}" font-size="11" fill="#777" text-anchor="middle" '
-        f'transform="rotate(-90 14 {_f(top + plot_h / 2)})">GB/s{" (log scale)" if scale.log else ""}</text>'
+        f'<text x="14" y="{_coord(top + plot_h / 2)}" font-size="11" fill="#777" text-anchor="middle" '
+        f'transform="rotate(-90 14 {_coord(top + plot_h / 2)})">GB/s{" (log scale)" if scale.log else ""}</text>'
     )
     out.append(
-        f'<rect x="{_f(left)}" y="{_f(top)}" width="{_f(plot_w)}" height="{_f(plot_h)}" fill="none" stroke="#cfd8dc"/>'
+        f'<rect x="{_coord(left)}" y="{_coord(top)}" width="{_coord(plot_w)}" height="{_coord(plot_h)}" fill="none" stroke="#cfd8dc"/>'
     )
     out += _model_boundaries(pos, x, top, plot_h)
     biggest = max(s.bytes for *_, s in points) or 1
@@ -334,7 +336,7 @@ def throughput_svg(session: Session, width: int = 1160, height: int = 360) -> st
         color = FAILED_COLOR if s.status != "ok" else MODEL_COLORS[roles.index(role) % len(MODEL_COLORS)]
         tip = f"rank {rank} {role}: {s.file}: {rate:.2f} GB/s ({human_bytes(s.bytes)} in {s.wall_s:.3f} s)"
         out.append(
-            f'<circle cx="{_f(x(i))}" cy="{_f(scale.y(rate))}" r="{_f(radius)}" fill="{color}" fill-opacity="0.65">'
+            f'<circle cx="{_coord(x(i))}" cy="{_coord(scale.y(rate))}" r="{_coord(radius)}" fill="{color}" fill-opacity="0.65">'
             f"<title>{escape(tip)}</title></circle>"
         )
     ys = [scale.y(v) for _, v in ceilings]
@@ -342,7 +344,7 @@ def throughput_svg(session: Session, width: int = 1160, height: int = 360) -> st
     for k, ((label, value), y, ly) in enumerate(zip(ceilings, ys, label_ys, strict=True)):
         color = CEILING_COLORS[k % len(CEILING_COLORS)]
         out.append(
-            f'<line x1="{_f(left)}" y1="{_f(y)}" x2="{_f(left + plot_w)}" y2="{_f(y)}" stroke="{color}" '
+            f'<line x1="{_coord(left)}" y1="{_coord(y)}" x2="{_coord(left + plot_w)}" y2="{_coord(y)}" stroke="{color}" '
             f'stroke-width="1.5" stroke-dasharray="6 4"/>'
         )
         out.append(_text(left + plot_w + 8, ly + 4, f"{label}: {value:.2f}", 11, fill=color))
@@ -374,7 +376,7 @@ def _model_boundaries(
         xi = x(i - 0.5)
         if i > 0:
             out.append(
-                f'<line x1="{_f(xi)}" y1="{_f(top)}" x2="{_f(xi)}" y2="{_f(top + plot_h)}" '
+                f'<line x1="{_coord(xi)}" y1="{_coord(top)}" x2="{_coord(xi)}" y2="{_coord(top + plot_h)}" '
                 f'stroke="#90a4ae" stroke-dasharray="3 3"/>'
             )
         out.append(_text(xi + 4, top + plot_h - 6, role, 11, fill="#607d8b"))

@@ -59,9 +59,11 @@ def render(session: Session, slowest: int = 5) -> str:
         out.append(f"{len(rows)} slowest shards")
         out.append(tabulate(rows, headers=SLOWEST_HEADERS, tablefmt="simple", disable_numparse=True))
         out.append("")
-    crow = ceiling_rows(session.ceilings or {})
-    if crow:
-        out.append(tabulate(crow, headers=[ceiling_header(session.ceilings or {}), ""], tablefmt="simple"))
+    ceiling_table = ceiling_rows(session.ceilings or {})
+    if ceiling_table:
+        out.append(
+            tabulate(ceiling_table, headers=[ceiling_header(session.ceilings or {}), ""], tablefmt="simple")
+        )
         out.append("")
     if v:
         out.append(f"verdict: {v.get('summary', '')}")

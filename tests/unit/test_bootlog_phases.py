@@ -301,7 +301,7 @@ def test_report_is_json_ready_even_without_timestamps() -> None:
         b"Load weight begin.\n\rLoading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01, ?it/s]\n"
     )
     assert report.state == "load-weights"
-    assert report.to_json()["progress"] == [
+    assert report.to_dict()["progress"] == [
         {
             "desc": "Loading safetensors checkpoint shards",
             "model": "target",

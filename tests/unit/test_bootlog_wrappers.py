@@ -39,7 +39,7 @@ def _wrap(data: bytes, prefix: Callable[[int], bytes]) -> bytes:
 
 
 def _answer(report: BootReport) -> dict[str, object]:
-    data = report.to_json()
+    data = report.to_dict()
     del data["first_timestamp"], data["last_timestamp"]
     return data
 

@@ -152,7 +152,7 @@ def _storage_bound_session(profile_name: str | None) -> Session:
     if profile_name is not None:
         profile = profile_named(profile_name)
         assert profile is not None
-        session.config["sglang_release"] = profile.to_json("test", None)
+        session.config["sglang_release"] = profile.to_dict("test", None)
     return session
 
 

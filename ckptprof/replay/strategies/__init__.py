@@ -117,7 +117,7 @@ def _check_type(name: str, factory: Callable[..., Any], key: str, value: Any) ->
 FLAGS: dict[str, str] = {name: get_strategy(name).flags for name in AVAILABLE}
 
 
-def _value(text: str) -> Any:
+def _parse_value(text: str) -> Any:
     low = text.lower()
     if low in ("true", "false"):
         return low == "true"
@@ -139,7 +139,7 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
             raise ValueError(
                 f"strategy {spec!r}: expected NAME:key=value, got {part!r} (strategies: {', '.join(AVAILABLE)})"
             )
-        params[key.strip()] = _value(value.strip())
+        params[key.strip()] = _parse_value(value.strip())
     get_strategy(name, **params)  # raises on an unknown name or parameter
     return name, params
 
