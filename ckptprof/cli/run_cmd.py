@@ -16,7 +16,7 @@ from ckptprof.cachedir import cache_dir
 from ckptprof.checkpoint.discovery import ORDERS
 from ckptprof.cli.outputs import DEFAULT_PARENT, check_output_file, claim_run_dir, release_run_dir
 from ckptprof.errors import CkptprofError, UsageError
-from ckptprof.replay.plan import CACHE_MODES
+from ckptprof.replay.plan import CACHE_MODES, default_device_spec
 from ckptprof.replay.torchrun import in_torchrun
 from ckptprof.session import Session
 from ckptprof.stage_hooks import stage_begins
@@ -51,12 +51,6 @@ def _size(text: str) -> int:
         return parse_size(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def default_devices() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def builtin_checkpoint(size: int, shards: int = 64, quiet: bool = False) -> Path:
@@ -496,7 +490,7 @@ class RunCommand:
         from ckptprof import api
 
         target = args.target or builtin_checkpoint(args.synth_size, quiet=args.quiet)
-        devices = args.devices or default_devices()
+        devices = args.devices or default_device_spec()
         quiet = args.quiet or not is_rank0
 
         def say(msg: str) -> None:

@@ -95,17 +95,11 @@ def parse_device_spec(spec: str, visible_cuda: int | None = None) -> list[str]:
     return parse_devices(spec or "cpu", visible_cuda)
 
 
-def _visible_cuda() -> int:
-    try:
-        import torch
-    except ImportError:
-        return 0
-    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
-
-
 def default_devices() -> list[str]:
-    n = _visible_cuda()
-    return [f"cuda:{i}" for i in range(n)] if n else ["cpu"]
+    """Every visible GPU, else the CPU: ``--devices``' default, as ``run`` has it."""
+    from ckptprof.replay.plan import default_device_spec
+
+    return parse_device_spec(default_device_spec())
 
 
 def collect_paths(args: Sequence[str]) -> list[Path]:

@@ -134,7 +134,7 @@ def parse_devices(spec: str, cuda_count: int | None = None) -> list[str]:
     if spec == "cpu":
         return ["cpu"]
     if cuda_count is None:
-        cuda_count = _cuda_count()
+        cuda_count = visible_cuda()
     if spec in ("cuda", "gpu", "all"):
         if cuda_count == 0:
             raise UsageError("--devices cuda: no CUDA device is visible (use --devices cpu)")
@@ -158,10 +158,18 @@ def parse_devices(spec: str, cuda_count: int | None = None) -> list[str]:
     return [f"cuda:{i}" for i in dict.fromkeys(indices)]
 
 
-def _cuda_count() -> int:
-    import torch
+def visible_cuda() -> int:
+    """CUDA devices torch sees here (0 without torch's CUDA)."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+def default_device_spec() -> str:
+    """What ``--devices`` means when it is not given: every visible GPU, else the CPU."""
+    return "cuda" if visible_cuda() else "cpu"
 
 
 def plan_model(role: str, path: str | Path, order: str = "sorted", allow_pickle: bool = False) -> ModelPlan:
