@@ -8,12 +8,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ckptprof.api import replay as replay
+    from ckptprof.replay.options import ReplayOptions as ReplayOptions
 
 
 def __getattr__(name: str) -> Any:
-    """``ckptprof.replay`` as the README shows it, without importing torch for ``import ckptprof``."""
+    """``ckptprof.replay`` and ``ckptprof.ReplayOptions`` as the README shows them, without importing torch for
+    ``import ckptprof``."""
     if name == "replay":
         from ckptprof.api import replay
 
         return replay
+    if name == "ReplayOptions":
+        from ckptprof.replay.options import ReplayOptions
+
+        return ReplayOptions
     raise AttributeError(f"module 'ckptprof' has no attribute {name!r}")

@@ -22,6 +22,7 @@ from ckptprof.engines import flags as sglang_flags
 from ckptprof.profiling.pyspy import PySpySession, native_supported
 from ckptprof.replay import ranks as ranks_mod
 from ckptprof.replay import torchrun
+from ckptprof.replay.options import ReplayOptions, resolve
 from ckptprof.replay.plan import ModelPlan, ReplayPlan, build_plan
 from ckptprof.replay.progress import ProgressPrinter
 from ckptprof.session import ModelInfo, RankResult, Session, ShardInfo
@@ -191,66 +192,41 @@ def _faithful_passes(
 def replay(
     target: str | Path,
     draft: str | Path | None = None,
-    tp: int = 1,
-    devices: str | list[str] = "cpu",
-    cache: str = "warm",
-    order: str = "sorted",
-    strategy: str = "sglang",
-    faithful: bool = False,
-    faithful_rounds: int = 1,
-    probe: bool = True,
-    probe_sample_bytes: int = 2 * 10**9,
-    expert_parallel: bool = False,
+    options: ReplayOptions | None = None,
+    *,
     progress: bool = False,
     log: Printer | None = None,
     py_spy_dir: str | Path | None = None,
-    strategy_params: dict[str, Any] | None = None,
-    verify: bool = False,
     ceilings: dict[str, Any] | None = None,
-    allow_pickle: bool = False,
     sglang_release: dict[str, Any] | None = None,
-    draft_strategy: str | None = None,
-    draft_strategy_params: dict[str, Any] | None = None,
+    **overrides: Any,
 ) -> Session:
-    """Replay SGLang's loading of ``target`` (and ``draft``) on ``tp`` ranks; returns the analysed session.
+    """Replay SGLang's loading of ``target`` (and ``draft``); returns the analysed session.
 
-    ``strategy`` picks the loading path (``ckptprof.replay.strategies.AVAILABLE``) and ``strategy_params`` its
-    parameters; ``draft_strategy`` (and its params) gives the draft its own path, as SGLang's
-    ``--speculative-draft-load-format`` does (None: the draft loads like the target); ``verify`` makes each rank return a digest of every loaded parameter; ``ceilings`` reuses
-    ceilings measured by an earlier call instead of probing again. ``faithful_rounds`` > 1 alternates that many
-    faithful passes with decomposed ones (wall only) and compares medians. ``sglang_release`` is the SGLang
-    release profile the replay stands for (``ckptprof.engines.sglang``): the verdict spells its flags for it.
+    ``options`` (``ckptprof.replay.options.ReplayOptions``: ranks, devices, cache mode, strategy, faithful passes,
+    probe, ...) say how; any of its fields may also be given as a keyword (``tp=8, cache="cold"``), which wins.
+    ``ceilings`` reuses ceilings measured by an earlier call instead of probing again; ``sglang_release`` is the
+    SGLang release profile the replay stands for (``ckptprof.engines.sglang``): the verdict spells its flags for it;
+    ``py_spy_dir`` records py-spy profiles of the ranks there; ``progress`` draws bars and ``log`` gets the stages.
 
     Under torchrun (RANK / WORLD_SIZE set) this process is one rank; rank 0 returns the full session and the
     other ranks return a session holding only the plan's models and config.
     """
     say = log or (lambda _msg: None)
-    if faithful_rounds < 1:
-        raise ValueError(f"faithful_rounds must be at least 1, got {faithful_rounds}")
-    faithful = faithful or faithful_rounds > 1
+    o = resolve(options, overrides)
+    if o.faithful_rounds < 1:
+        raise ValueError(f"faithful_rounds must be at least 1, got {o.faithful_rounds}")
+    faithful = o.faithful or o.faithful_rounds > 1
     group = torchrun.TorchrunGroup() if torchrun.in_torchrun() else None
     if group is not None:
-        if tp not in (1, group.world_size):
-            raise ValueError(f"--tp {tp} does not match torchrun's WORLD_SIZE {group.world_size}")
-        tp = group.world_size
+        if o.tp not in (1, group.world_size):
+            raise ValueError(f"--tp {o.tp} does not match torchrun's WORLD_SIZE {group.world_size}")
+        devices = o.devices
         if isinstance(devices, str) and devices.startswith("cuda") and devices in ("cuda", "cuda:local"):
-            devices = [f"cuda:{group.local_rank}"]
-    plan = build_plan(
-        target,
-        draft,
-        tp=tp,
-        devices=devices,
-        cache=cache,
-        order=order,
-        strategy=strategy,
-        faithful=faithful,
-        expert_parallel=expert_parallel,
-        strategy_params=strategy_params,
-        verify=verify,
-        allow_pickle=allow_pickle,
-        draft_strategy=draft_strategy,
-        draft_strategy_params=draft_strategy_params,
-    )
+            devices = (f"cuda:{group.local_rank}",)
+        o = o.with_overrides(tp=group.world_size, devices=devices)
+    tp, cache, probe = o.tp, o.cache, o.probe
+    plan = build_plan(target, draft, o)
     if group is not None:
         # Every rank of a torchrun launch uses rank r's device mapping: device index = LOCAL_RANK.
         plan.devices = [plan.devices[group.local_rank % len(plan.devices)]]
@@ -260,7 +236,7 @@ def replay(
     session.environment = environment()
     session.config["launcher"] = "torchrun" if group is not None else "spawn"
     if faithful:
-        session.config["faithful_rounds"] = faithful_rounds
+        session.config["faithful_rounds"] = o.faithful_rounds
         from ckptprof.replay.strategies.sglang_own import availability
 
         # SGLang's own code when it is importable here (inside the serving container), else the replica: said.
@@ -268,7 +244,7 @@ def replay(
 
     from ckptprof.replay.strategies import get_strategy
 
-    session.config["strategy_flags"] = get_strategy(strategy, **(strategy_params or {})).flags
+    session.config["strategy_flags"] = get_strategy(o.strategy, **o.strategy_params).flags
     if plan.draft_strategy is not None:
         name, params = plan.strategy_for("draft")
         session.config["draft_strategy_flags"] = draft_flags(get_strategy(name, **params).flags)
@@ -286,7 +262,7 @@ def replay(
         if ceilings is not None:  # measured once for several strategies replayed in a row
             session.ceilings = dict(ceilings)
         elif probe and (group is None or group.is_main):
-            _probe(session, plan, cache, probe_sample_bytes, progress, say)
+            _probe(session, plan, cache, o.probe_sample_bytes, progress, say)
         elif not probe:
             session.notes.append(
                 "ceilings not measured (--no-probe): the verdict cannot quote achieved vs ceiling"
@@ -321,7 +297,7 @@ def replay(
             # Every rank of a torchrun launch takes part in the faithful passes (they meet at barriers).
             stage = "faithful pass"
             stage_begins("faithful")
-            _faithful_passes(session, plan, faithful_rounds, progress, group, say)
+            _faithful_passes(session, plan, o.faithful_rounds, progress, group, say)
             timer.lap("faithful")
         if results is None:
             return session

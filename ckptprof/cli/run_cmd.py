@@ -16,6 +16,7 @@ from ckptprof.cachedir import cache_dir
 from ckptprof.checkpoint.discovery import ORDERS
 from ckptprof.cli.outputs import DEFAULT_PARENT, check_output_file, claim_run_dir, release_run_dir
 from ckptprof.errors import CkptprofError, UsageError
+from ckptprof.replay.options import DEFAULT_RANK_TIMEOUT_S
 from ckptprof.replay.plan import CACHE_MODES, default_device_spec
 from ckptprof.replay.torchrun import in_torchrun
 from ckptprof.session import Session
@@ -501,10 +502,10 @@ class RunCommand:
             from ckptprof.profiling.pyspy import check_available
 
             check_available()
-        if args.rank_timeout is not None:
-            os.environ["CKPTPROF_RANK_TIMEOUT_S"] = str(args.rank_timeout)
-        else:  # a hang (a stuck NFS server, a wedged driver) must end the run, not the user's patience
-            os.environ.setdefault("CKPTPROF_RANK_TIMEOUT_S", "1800")
+        # A hang (a stuck NFS server, a wedged driver) must end the run, not the user's patience.
+        rank_timeout = args.rank_timeout
+        if rank_timeout is None:
+            rank_timeout = float(os.environ.get("CKPTPROF_RANK_TIMEOUT_S") or DEFAULT_RANK_TIMEOUT_S)
         # What every replay of this run shares: the main strategies and the checked recommendations alike.
         replay_here = functools.partial(
             api.replay,
@@ -521,6 +522,7 @@ class RunCommand:
             draft_strategy=draft_spec[0] if draft_spec else None,
             draft_strategy_params=draft_spec[1] if draft_spec else None,
             expert_parallel=args.ep,
+            rank_timeout_s=rank_timeout,
             progress=not quiet,
             log=say,
         )

@@ -12,6 +12,7 @@ from ckptprof.checkpoint import fs, pickled
 from ckptprof.checkpoint.discovery import ORDERS, discover, order_files
 from ckptprof.checkpoint.header import read_header
 from ckptprof.errors import CheckpointError, UsageError
+from ckptprof.replay.options import ReplayOptions, resolve
 
 CACHE_MODES = ("cold", "warm", "as-is")
 
@@ -70,6 +71,8 @@ class ReplayPlan:
     draft_strategy_params: dict[str, Any] = field(default_factory=dict)
     # The faithful pass drives SGLang's own iterator functions (sglang importable here) instead of the replica.
     faithful_own: bool = False
+    # No rank reporting anything for this long is a hang (None: no limit).
+    rank_timeout_s: float | None = None
     # Unique per plan: names rendezvous that the ranks of one replay share (e.g. fastsafetensors' process group).
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
@@ -235,38 +238,32 @@ def _count_experts(shards: list[ShardPlan]) -> int:
 def build_plan(
     target: str | Path,
     draft: str | Path | None = None,
-    tp: int = 1,
-    devices: str | list[str] = "cpu",
-    cache: str = "warm",
-    order: str = "sorted",
-    strategy: str = "sglang",
-    faithful: bool = False,
-    expert_parallel: bool = False,
-    strategy_params: dict[str, Any] | None = None,
-    verify: bool = False,
-    allow_pickle: bool = False,
-    draft_strategy: str | None = None,
-    draft_strategy_params: dict[str, Any] | None = None,
+    options: ReplayOptions | None = None,
+    **overrides: Any,
 ) -> ReplayPlan:
-    if tp < 1:
+    """The plan of one replay: the models' shards (headers read), the ranks' devices, the strategies. ``options``
+    (or the defaults) with any ``ReplayOptions`` field given as a keyword (``tp=8``) in its place."""
+    o = resolve(options, overrides)
+    if o.tp < 1:
         raise UsageError("--tp must be at least 1")
-    if cache not in CACHE_MODES:
-        raise UsageError(f"--cache {cache!r}: choose one of {', '.join(CACHE_MODES)}")
-    device_list = parse_devices(devices) if isinstance(devices, str) else list(devices)
-    models = [plan_model("target", target, order, allow_pickle)]
+    if o.cache not in CACHE_MODES:
+        raise UsageError(f"--cache {o.cache!r}: choose one of {', '.join(CACHE_MODES)}")
+    device_list = parse_devices(o.devices) if isinstance(o.devices, str) else list(o.devices)
+    models = [plan_model("target", target, o.order, o.allow_pickle)]
     if draft is not None:
-        models.append(plan_model("draft", draft, order, allow_pickle))
+        models.append(plan_model("draft", draft, o.order, o.allow_pickle))
     return ReplayPlan(
         models=models,
-        tp=tp,
+        tp=o.tp,
         devices=device_list,
-        cache=cache,
-        order=order,
-        strategy=strategy,
-        faithful=faithful,
-        expert_parallel=expert_parallel,
-        strategy_params=dict(strategy_params or {}),
-        verify=verify,
-        draft_strategy=draft_strategy if draft is not None else None,
-        draft_strategy_params=dict(draft_strategy_params or {}),
+        cache=o.cache,
+        order=o.order,
+        strategy=o.strategy,
+        faithful=o.faithful or o.faithful_rounds > 1,
+        expert_parallel=o.expert_parallel,
+        strategy_params=dict(o.strategy_params),
+        verify=o.verify,
+        draft_strategy=o.draft_strategy if draft is not None else None,
+        draft_strategy_params=dict(o.draft_strategy_params),
+        rank_timeout_s=o.hang_timeout_s(),
     )

@@ -195,7 +195,7 @@ def run_spawned(
                 p.start()
                 if on_start is not None and p.pid is not None:
                     on_start(rank, p.pid)
-        _collect(procs, results, barrier, collector)
+        _collect(procs, results, barrier, collector, plan.rank_timeout_s)
     except KeyboardInterrupt:
         # The ranks ignore SIGINT and keep running a moment: what they finished but had not yet sent (a queue's
         # feeder thread flushes in the background) arrives before they are stopped, then whatever was in flight.
@@ -224,13 +224,6 @@ def _ordered(plan: ReplayPlan, collector: _Collector) -> list[RankResult]:
     return out
 
 
-def rank_timeout_s() -> float | None:
-    """No rank reporting anything (not a finished shard, not a result) for this long is a hang:
-    CKPTPROF_RANK_TIMEOUT_S (seconds), unset or 0 for none. Progress resets it, so a long load is never cut."""
-    value = float(os.environ.get("CKPTPROF_RANK_TIMEOUT_S", "0") or 0)
-    return value if value > 0 else None
-
-
 def _stack_of(pid: int) -> str:
     """What a hung rank is doing, from py-spy (when installed and allowed), to put in its error."""
     import shutil
@@ -249,18 +242,19 @@ def _stack_of(pid: int) -> str:
     return " | stack: " + " <- ".join(frames[:8]) if frames else ""
 
 
-def _collect(procs: list[Any], results: Any, barrier: Any, collector: _Collector) -> None:
+def _collect(
+    procs: list[Any], results: Any, barrier: Any, collector: _Collector, timeout: float | None
+) -> None:
+    """Results as the ranks send them; a rank that died, or none reporting anything for ``timeout`` seconds,
+    ends the wait with the ranks marked failed."""
     dead_since: dict[int, float] = {}
-    timeout = rank_timeout_s()
     while len(collector.done) < len(procs):
         collector.drain(results, seconds=POLL_S)
         if timeout is not None and time.monotonic() - collector.last_progress > timeout:
             for rank, p in enumerate(procs):
                 if rank not in collector.done and p.is_alive():
                     where = _stack_of(p.pid) if p.pid else ""
-                    collector.fail(
-                        rank, f"timed out: no progress for {timeout:g} s (CKPTPROF_RANK_TIMEOUT_S){where}"
-                    )
+                    collector.fail(rank, f"timed out: no progress for {timeout:g} s (--rank-timeout){where}")
             barrier.abort()
             return
         for rank, p in enumerate(procs):
