@@ -20,11 +20,11 @@ from pytest_benchmark.fixture import BenchmarkFixture
 from safetensors import safe_open
 
 from ckptprof.checkpoint import fs
-from ckptprof.replay.copytimers import CudaCopyTimer, HostCopyTimer
-from ckptprof.replay.plan import ReplayPlan, build_plan
-from ckptprof.replay.recorder import Recorder, WallOnlyRecorder
-from ckptprof.replay.strategies.base import LoadContext
-from ckptprof.replay.strategies.sglang import SGLangMmap
+from ckptprof.loader.copytimers import CudaCopyTimer, HostCopyTimer
+from ckptprof.loader.plan import ReplayPlan, build_plan
+from ckptprof.loader.recorder import Recorder, WallOnlyRecorder
+from ckptprof.loader.strategies.base import LoadContext
+from ckptprof.loader.strategies.sglang import SGLangMmap
 
 ROUNDS = 5
 # The overhead benchmark's device: CPU by default (host copies stand in for H2D); CKPTPROF_BENCH_DEVICE=cuda:0 on a

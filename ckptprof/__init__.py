@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ckptprof.api import replay as replay
-    from ckptprof.replay.options import ReplayOptions as ReplayOptions
+    from ckptprof.loader.options import ReplayOptions as ReplayOptions
 
 
 def __getattr__(name: str) -> Any:
@@ -19,7 +19,7 @@ def __getattr__(name: str) -> Any:
 
         return replay
     if name == "ReplayOptions":
-        from ckptprof.replay.options import ReplayOptions
+        from ckptprof.loader.options import ReplayOptions
 
         return ReplayOptions
     raise AttributeError(f"module 'ckptprof' has no attribute {name!r}")

@@ -19,12 +19,12 @@ from ckptprof import interrupts
 from ckptprof.analysis.verdict import compute_verdict
 from ckptprof.checkpoint import fs
 from ckptprof.engines import flags as sglang_flags
+from ckptprof.loader import ranks as ranks_mod
+from ckptprof.loader import torchrun
+from ckptprof.loader.options import ReplayOptions, resolve
+from ckptprof.loader.plan import ModelPlan, ReplayPlan, build_plan
+from ckptprof.loader.progress import ProgressPrinter
 from ckptprof.profiling.pyspy import PySpySession, native_supported
-from ckptprof.replay import ranks as ranks_mod
-from ckptprof.replay import torchrun
-from ckptprof.replay.options import ReplayOptions, resolve
-from ckptprof.replay.plan import ModelPlan, ReplayPlan, build_plan
-from ckptprof.replay.progress import ProgressPrinter
 from ckptprof.session import ModelInfo, RankResult, Session, ShardInfo
 from ckptprof.stage_hooks import stage_begins
 
@@ -64,7 +64,7 @@ def environment() -> dict[str, Any]:
         "torch": torch.__version__,
         "safetensors": safetensors.__version__,
         "cuda_available": torch.cuda.is_available(),
-        # How the decomposed pass faults pages in before timing the copy (ckptprof.replay.touch).
+        # How the decomposed pass faults pages in before timing the copy (ckptprof.loader.touch).
         "fault_in": os.environ.get("CKPTPROF_FAULT_IN", "populate") or "populate",
     }
     try:
@@ -203,7 +203,7 @@ def replay(
 ) -> Session:
     """Replay SGLang's loading of ``target`` (and ``draft``); returns the analysed session.
 
-    ``options`` (``ckptprof.replay.options.ReplayOptions``: ranks, devices, cache mode, strategy, faithful passes,
+    ``options`` (``ckptprof.loader.options.ReplayOptions``: ranks, devices, cache mode, strategy, faithful passes,
     probe, ...) say how; any of its fields may also be given as a keyword (``tp=8, cache="cold"``), which wins.
     ``ceilings`` reuses ceilings measured by an earlier call instead of probing again; ``sglang_release`` is the
     SGLang release profile the replay stands for (``ckptprof.engines.sglang``): the verdict spells its flags for it;
@@ -237,12 +237,12 @@ def replay(
     session.config["launcher"] = "torchrun" if group is not None else "spawn"
     if faithful:
         session.config["faithful_rounds"] = o.faithful_rounds
-        from ckptprof.replay.strategies.sglang_own import availability
+        from ckptprof.loader.strategies.sglang_own import availability
 
         # SGLang's own code when it is importable here (inside the serving container), else the replica: said.
         plan.faithful_own, session.config["faithful_source"] = availability(plan)
 
-    from ckptprof.replay.strategies import get_strategy
+    from ckptprof.loader.strategies import get_strategy
 
     session.config["strategy_flags"] = get_strategy(o.strategy, **o.strategy_params).flags
     if plan.draft_strategy is not None:

@@ -30,7 +30,7 @@ def _replay_under_benchmark(
 ) -> Any:
     from ckptprof import api
     from ckptprof.analysis.attribution import run_totals
-    from ckptprof.replay.plan import build_plan
+    from ckptprof.loader.plan import build_plan
 
     plan = build_plan(target, draft, tp=tp, devices=devices, cache=cache)
     sessions: list[Any] = []

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from ckptprof.checkpoint.synth import synthesize
-from ckptprof.replay.copytimers import HostCopyTimer
-from ckptprof.replay.plan import ModelPlan
-from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies import get_strategy, param_digests
-from ckptprof.replay.strategies.base import LoadContext
+from ckptprof.loader.copytimers import HostCopyTimer
+from ckptprof.loader.plan import ModelPlan
+from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.strategies import get_strategy, param_digests
+from ckptprof.loader.strategies.base import LoadContext
 
 # Every test (and every ckptprof process a test starts) measures its own ceilings and writes nothing into the
 # user's cache: a probe kept by one test would otherwise stand in for the next test's (tests of reuse opt in).

@@ -16,9 +16,9 @@ from ckptprof.cachedir import cache_dir
 from ckptprof.checkpoint.discovery import ORDERS
 from ckptprof.cli.outputs import DEFAULT_PARENT, check_output_file, claim_run_dir, release_run_dir
 from ckptprof.errors import CkptprofError, UsageError
-from ckptprof.replay.options import DEFAULT_RANK_TIMEOUT_S
-from ckptprof.replay.plan import CACHE_MODES, default_device_spec
-from ckptprof.replay.torchrun import in_torchrun
+from ckptprof.loader.options import DEFAULT_RANK_TIMEOUT_S
+from ckptprof.loader.plan import CACHE_MODES, default_device_spec
+from ckptprof.loader.torchrun import in_torchrun
 from ckptprof.session import Session
 from ckptprof.stage_hooks import stage_begins
 from ckptprof.units import parse_size
@@ -102,7 +102,7 @@ PEERS = (
 
 def parse_strategies(text: str, verify: bool) -> list[tuple[str, dict[str, object]]]:
     """'sglang,sglang-mt:num_threads=16' -> [(name, params), ...]; with --verify sglang comes first as reference."""
-    from ckptprof.replay.strategies import AVAILABLE, parse_spec
+    from ckptprof.loader.strategies import AVAILABLE, parse_spec
 
     if text.strip() == "all":
         items = list(AVAILABLE)
@@ -139,7 +139,7 @@ def parse_draft_strategy(
         return None
     if draft is None:
         raise UsageError("--draft-strategy: there is no draft (give it with --draft DIR)")
-    from ckptprof.replay.strategies import parse_spec
+    from ckptprof.loader.strategies import parse_spec
 
     spec = default_spec if text.strip() == "auto" else text
     try:
@@ -203,7 +203,7 @@ def check_recommendations(
     """Replay each recommended flag set the verdict has a prediction and a strategy for; record predicted vs
     measured in ``session.extra["prediction_check"]``."""
     from ckptprof.analysis.predictions import check_predictions
-    from ckptprof.replay.strategies import parse_spec
+    from ckptprof.loader.strategies import parse_spec
 
     replays = []
     ceilings_then: list[dict[str, Any]] = []
@@ -255,8 +255,8 @@ def recent_probe(
     """(the key this run's probe would be stored under, a reusable recent probe or None). No key when the
     checkpoint cannot be listed here: the replay then reports that problem itself."""
     from ckptprof.checkpoint.discovery import discover
+    from ckptprof.loader.plan import parse_devices
     from ckptprof.probe import reuse
-    from ckptprof.replay.plan import parse_devices
 
     try:
         max_age = args.probe_max_age if args.probe_max_age is not None else reuse.max_age_from_env()

@@ -115,7 +115,7 @@ def measure(
 
 
 def fastsafetensors_available() -> bool:
-    from ckptprof.replay.strategies.fastsafetensors import load_package
+    from ckptprof.loader.strategies.fastsafetensors import load_package
 
     return load_package() is not None
 
@@ -125,7 +125,7 @@ def fastsafetensors_loader(device: str) -> LoadOne | None:
     or None when the package is missing or the device is not CUDA."""
     if not device.startswith("cuda"):
         return None
-    from ckptprof.replay.strategies.fastsafetensors import load_package
+    from ckptprof.loader.strategies.fastsafetensors import load_package
 
     fst = load_package()
     if fst is None:

@@ -16,9 +16,9 @@ import torch
 
 from ckptprof import api
 from ckptprof.analysis.attribution import model_totals
+from ckptprof.loader.copytimers import CudaCopyTimer
+from ckptprof.loader.plan import ModelPlan, build_plan
 from ckptprof.probe import transfer
-from ckptprof.replay.copytimers import CudaCopyTimer
-from ckptprof.replay.plan import ModelPlan, build_plan
 
 Digests = Callable[[list[ModelPlan], int, int], dict[str, str]]
 

@@ -201,8 +201,8 @@ def test_a_rank_process_that_cannot_start_raises_its_own_error_and_stops_the_oth
 ) -> None:
     import multiprocessing.process
 
-    from ckptprof.replay import ranks
-    from ckptprof.replay.plan import build_plan
+    from ckptprof.loader import ranks
+    from ckptprof.loader.plan import build_plan
 
     # GIVEN a launch where rank 1's process cannot be created (out of PIDs, out of memory, ...)
     real_start = multiprocessing.process.BaseProcess.start

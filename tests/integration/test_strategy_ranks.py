@@ -11,14 +11,14 @@ import torch
 
 from ckptprof import api
 from ckptprof.cli.main import main
-from ckptprof.replay import ranks
-from ckptprof.replay.copytimers import HostCopyTimer
-from ckptprof.replay.plan import ModelPlan, build_plan
-from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies import FLAGS, get_strategy, param_digests
-from ckptprof.replay.strategies import fastsafetensors as fst_mod
-from ckptprof.replay.strategies.base import LoadContext
-from ckptprof.replay.worker import replay_rank
+from ckptprof.loader import ranks
+from ckptprof.loader.copytimers import HostCopyTimer
+from ckptprof.loader.plan import ModelPlan, build_plan
+from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.strategies import FLAGS, get_strategy, param_digests
+from ckptprof.loader.strategies import fastsafetensors as fst_mod
+from ckptprof.loader.strategies.base import LoadContext
+from ckptprof.loader.worker import replay_rank
 
 Digests = Callable[[list[ModelPlan], int, int], dict[str, str]]
 
@@ -184,7 +184,7 @@ def test_a_read_ahead_failure_fails_its_shard_only(
 ) -> None:
     """An error on the read-ahead thread marks the shard it was reading failed; the other shards still load."""
     from ckptprof.checkpoint import fs
-    from ckptprof.replay.strategies import sglang as sglang_mod
+    from ckptprof.loader.strategies import sglang as sglang_mod
 
     plan = build_plan(small_draft, tp=1, devices="cpu")
     (model,) = plan.models

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ckptprof.analysis.memory import memory_summary, worst_rank
-from ckptprof.replay import memory
+from ckptprof.loader import memory
 from ckptprof.session import ModelInfo, RankResult, Session, ShardInfo
 
 GB = 10**9

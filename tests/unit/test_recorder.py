@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from ckptprof.replay.copytimers import HostCopyTimer
-from ckptprof.replay.counters import ProcessCounters
-from ckptprof.replay.recorder import Recorder, WallOnlyRecorder
+from ckptprof.loader.copytimers import HostCopyTimer
+from ckptprof.loader.counters import ProcessCounters
+from ckptprof.loader.recorder import Recorder, WallOnlyRecorder
 
 
 class FakeClock:

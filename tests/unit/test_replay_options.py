@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import ckptprof
-from ckptprof.replay.options import ReplayOptions, resolve
-from ckptprof.replay.plan import build_plan
+from ckptprof.loader.options import ReplayOptions, resolve
+from ckptprof.loader.plan import build_plan
 
 
 def test_keywords_override_the_options_and_unknown_names_are_refused() -> None:

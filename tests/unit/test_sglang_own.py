@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from ckptprof.replay.copytimers import HostCopyTimer
-from ckptprof.replay.plan import ModelPlan, build_plan
-from ckptprof.replay.recorder import WallOnlyRecorder
-from ckptprof.replay.strategies import param_digests, sglang_own
-from ckptprof.replay.strategies.base import LoadContext
-from ckptprof.replay.worker import strategies_by_role
+from ckptprof.loader.copytimers import HostCopyTimer
+from ckptprof.loader.plan import ModelPlan, build_plan
+from ckptprof.loader.recorder import WallOnlyRecorder
+from ckptprof.loader.strategies import param_digests, sglang_own
+from ckptprof.loader.strategies.base import LoadContext
+from ckptprof.loader.worker import strategies_by_role
 
 Digests = Callable[[list[ModelPlan], int, int], dict[str, str]]
 STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "sglang_standin"

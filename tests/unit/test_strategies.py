@@ -19,10 +19,10 @@ import torch
 
 from ckptprof.analysis.strategies import compare_strategies, floor_seconds, strategy_label
 from ckptprof.checkpoint import fs
-from ckptprof.replay.copytimers import HostCopyTimer
-from ckptprof.replay.plan import ModelPlan, plan_model
-from ckptprof.replay.recorder import Recorder, WallOnlyRecorder
-from ckptprof.replay.strategies import (
+from ckptprof.loader.copytimers import HostCopyTimer
+from ckptprof.loader.plan import ModelPlan, plan_model
+from ckptprof.loader.recorder import Recorder, WallOnlyRecorder
+from ckptprof.loader.strategies import (
     AVAILABLE,
     FLAGS,
     PARAMS,
@@ -31,10 +31,10 @@ from ckptprof.replay.strategies import (
     param_digests,
     parse_spec,
 )
-from ckptprof.replay.strategies import fastsafetensors as fst_mod
-from ckptprof.replay.strategies import pipelined as pipelined_mod
-from ckptprof.replay.strategies import runai as runai_mod
-from ckptprof.replay.strategies.base import LoadContext
+from ckptprof.loader.strategies import fastsafetensors as fst_mod
+from ckptprof.loader.strategies import pipelined as pipelined_mod
+from ckptprof.loader.strategies import runai as runai_mod
+from ckptprof.loader.strategies.base import LoadContext
 from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardTiming
 
 # -- helpers ---------------------------------------------------------------------------------------------------
@@ -403,7 +403,7 @@ def test_pipelined_reads_only_its_slices(models: list[ModelPlan]) -> None:
 def test_prefetch_reads_the_ranks_share_of_the_sorted_files(
     models: list[ModelPlan], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ckptprof.replay.strategies.prefetch import SGLangPrefetch
+    from ckptprof.loader.strategies.prefetch import SGLangPrefetch
 
     # The prefetcher stops when the rank's own load is done; on a busy machine it may not have read a byte by
     # then. So the foreground here waits until the prefetcher has read one file of its share.
@@ -687,7 +687,7 @@ def _no_leaked_threads() -> Iterator[None]:
 
 
 def test_strategies_contain_no_timing_code() -> None:
-    import ckptprof.replay.strategies as pkg
+    import ckptprof.loader.strategies as pkg
 
     for path in Path(pkg.__file__).parent.glob("*.py"):
         text = path.read_text()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from ckptprof.replay.touch import PAGE, segments, touch_offsets, touch_pages
+from ckptprof.loader.touch import PAGE, segments, touch_offsets, touch_pages
 
 
 def test_contiguous_tensor_is_one_run() -> None:
@@ -53,7 +53,7 @@ def test_narrowed_copy_equals_source() -> None:
 
 @pytest.fixture
 def fault_in_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    from ckptprof.replay.touch import fault_in_method
+    from ckptprof.loader.touch import fault_in_method
 
     fault_in_method.cache_clear()
     yield monkeypatch
@@ -69,7 +69,7 @@ def test_fault_in_brings_a_cold_file_slice_into_the_page_cache(
     from safetensors.torch import save_file
 
     from ckptprof.checkpoint import fs
-    from ckptprof.replay.touch import fault_in, fault_in_method
+    from ckptprof.loader.touch import fault_in, fault_in_method
 
     fault_in_env.setenv("CKPTPROF_FAULT_IN", method)
     assert fault_in_method() == method
@@ -93,7 +93,7 @@ def test_fault_in_brings_a_cold_file_slice_into_the_page_cache(
 
 
 def test_an_unknown_fault_in_method_is_a_clear_error(fault_in_env: pytest.MonkeyPatch) -> None:
-    from ckptprof.replay.touch import fault_in
+    from ckptprof.loader.touch import fault_in
 
     fault_in_env.setenv("CKPTPROF_FAULT_IN", "mmap-magic")
     with pytest.raises(ValueError, match="CKPTPROF_FAULT_IN must be one of populate, touch"):

@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from types import ModuleType
 
 from ckptprof.engines import flags as sglang_flags
-from ckptprof.replay.plan import ModelPlan
-from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable, optional_package
-from ckptprof.replay.strategies.streamed import StreamedLoad
+from ckptprof.loader.plan import ModelPlan
+from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.strategies.base import LoadContext, Strategy, StrategyUnavailable, optional_package
+from ckptprof.loader.strategies.streamed import StreamedLoad
 
 INSTALL_HINT = "runai-model-streamer is not installed (pip install runai-model-streamer)"
 

@@ -12,7 +12,7 @@ from ckptprof.checkpoint import fs, pickled
 from ckptprof.checkpoint.discovery import ORDERS, discover, order_files
 from ckptprof.checkpoint.header import read_header
 from ckptprof.errors import CheckpointError, UsageError
-from ckptprof.replay.options import ReplayOptions, resolve
+from ckptprof.loader.options import ReplayOptions, resolve
 
 CACHE_MODES = ("cold", "warm", "as-is")
 

@@ -28,10 +28,10 @@ import torch
 from safetensors import safe_open
 
 from ckptprof.checkpoint import fs, pickled
-from ckptprof.replay.plan import ModelPlan, UnreadableShard
-from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, Strategy, replay_tensor
-from ckptprof.replay.touch import fault_in, read_header_region
+from ckptprof.loader.plan import ModelPlan, UnreadableShard
+from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.strategies.base import LoadContext, Strategy, replay_tensor
+from ckptprof.loader.touch import fault_in, read_header_region
 from ckptprof.session import ShardTiming
 
 

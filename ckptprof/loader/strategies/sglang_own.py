@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ckptprof.replay.plan import ModelPlan, ReplayPlan, UnreadableShard
-from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable
+from ckptprof.loader.plan import ModelPlan, ReplayPlan, UnreadableShard
+from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.strategies.base import LoadContext, Strategy, StrategyUnavailable
 from ckptprof.session import ShardTiming
 
 MODULE = "sglang.srt.model_loader.weight_utils"

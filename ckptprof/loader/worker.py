@@ -16,14 +16,14 @@ import psutil
 import torch
 
 from ckptprof.checkpoint import diskstats
-from ckptprof.replay import memory
-from ckptprof.replay.changed import changed_files, explain_shard_error
-from ckptprof.replay.copytimers import CudaCopyTimer, HostCopyTimer
-from ckptprof.replay.plan import ReplayPlan
-from ckptprof.replay.recorder import Recorder, WallOnlyRecorder
-from ckptprof.replay.strategies import get_strategy, param_digests
-from ckptprof.replay.strategies.base import LoadContext, Strategy
-from ckptprof.replay.strategies.sglang_own import SGLangOwnIterator, own_call
+from ckptprof.loader import memory
+from ckptprof.loader.changed import changed_files, explain_shard_error
+from ckptprof.loader.copytimers import CudaCopyTimer, HostCopyTimer
+from ckptprof.loader.plan import ReplayPlan
+from ckptprof.loader.recorder import Recorder, WallOnlyRecorder
+from ckptprof.loader.strategies import get_strategy, param_digests
+from ckptprof.loader.strategies.base import LoadContext, Strategy
+from ckptprof.loader.strategies.sglang_own import SGLangOwnIterator, own_call
 from ckptprof.session import RankResult, ShardTiming
 
 ShardCallback = Callable[[str, ShardTiming], None]

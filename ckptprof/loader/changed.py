@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ckptprof.replay.plan import ReplayPlan
+from ckptprof.loader.plan import ReplayPlan
 from ckptprof.units import human_bytes
 
 

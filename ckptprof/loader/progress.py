@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ckptprof.replay.plan import ReplayPlan
+from ckptprof.loader.plan import ReplayPlan
 from ckptprof.session import ShardTiming
 
 ProgressFn = Callable[[int, str, ShardTiming], None]

@@ -12,9 +12,9 @@ from pathlib import Path
 import safetensors.torch
 
 from ckptprof.engines import flags as sglang_flags
-from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
-from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, Strategy, copy_slice, nonresident
+from ckptprof.loader.plan import ModelPlan, ShardPlan, UnreadableShard
+from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.strategies.base import LoadContext, Strategy, copy_slice, nonresident
 
 
 class SGLangNoMmap(Strategy):

@@ -9,8 +9,8 @@ import tempfile
 from contextlib import suppress
 from typing import Any
 
-from ckptprof.replay.plan import ReplayPlan
-from ckptprof.replay.strategies.base import LoadContext, StrategyUnavailable
+from ckptprof.loader.plan import ReplayPlan
+from ckptprof.loader.strategies.base import LoadContext, StrategyUnavailable
 
 GROUP_TIMEOUT_S = 120
 

@@ -22,16 +22,16 @@ from typing import Any
 import torch
 
 from ckptprof.engines import flags as sglang_flags
-from ckptprof.replay.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
-from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import (
+from ckptprof.loader.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
+from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.strategies.base import (
     LoadContext,
     Strategy,
     StrategyUnavailable,
     nonresident,
     optional_package,
 )
-from ckptprof.replay.strategies.groups import close_group, make_group
+from ckptprof.loader.strategies.groups import close_group, make_group
 from ckptprof.session import ShardTiming
 
 INSTALL_HINT = "fastsafetensors is not installed (pip install fastsafetensors)"

@@ -17,16 +17,16 @@ from typing import Any
 
 import torch
 
-from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable
-from ckptprof.replay.strategies.fastsafetensors import FastSafetensors
-from ckptprof.replay.strategies.instanttensor import InstantTensor
-from ckptprof.replay.strategies.no_mmap import SGLangNoMmap
-from ckptprof.replay.strategies.pipelined import Pipelined
-from ckptprof.replay.strategies.pread import SafetensorsPread
-from ckptprof.replay.strategies.prefetch import SGLangPrefetch
-from ckptprof.replay.strategies.runai import RunaiStreamer
-from ckptprof.replay.strategies.sglang import SGLangMmap
-from ckptprof.replay.strategies.sglang_mt import SGLangMultiThread
+from ckptprof.loader.strategies.base import LoadContext, Strategy, StrategyUnavailable
+from ckptprof.loader.strategies.fastsafetensors import FastSafetensors
+from ckptprof.loader.strategies.instanttensor import InstantTensor
+from ckptprof.loader.strategies.no_mmap import SGLangNoMmap
+from ckptprof.loader.strategies.pipelined import Pipelined
+from ckptprof.loader.strategies.pread import SafetensorsPread
+from ckptprof.loader.strategies.prefetch import SGLangPrefetch
+from ckptprof.loader.strategies.runai import RunaiStreamer
+from ckptprof.loader.strategies.sglang import SGLangMmap
+from ckptprof.loader.strategies.sglang_mt import SGLangMultiThread
 
 __all__ = [
     "AVAILABLE",

@@ -17,9 +17,9 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any
 
-from ckptprof.replay.changed import explain_signal_death
-from ckptprof.replay.plan import ReplayPlan
-from ckptprof.replay.progress import ProgressFn
+from ckptprof.loader.changed import explain_signal_death
+from ckptprof.loader.plan import ReplayPlan
+from ckptprof.loader.progress import ProgressFn
 from ckptprof.session import RankModel, RankResult, ShardTiming, rank_from_dict
 
 POLL_S = 0.2
@@ -41,7 +41,7 @@ def _rank_main(plan_dict: dict[str, Any], rank: int, faithful: bool, results: An
     # the ranks reported so far), so a rank ignores SIGINT instead of dying mid-import with a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
-    from ckptprof.replay.worker import replay_rank
+    from ckptprof.loader.worker import replay_rank
 
     # Open the reporting path (the queue's feeder thread) before any large allocation: a rank that later runs
     # out of memory can then still say so instead of dying silently.

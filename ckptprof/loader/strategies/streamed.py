@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
-from ckptprof.replay.plan import ModelPlan, UnreadableShard
-from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, copy_slice, nonresident
+from ckptprof.loader.plan import ModelPlan, UnreadableShard
+from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.strategies.base import LoadContext, copy_slice, nonresident
 from ckptprof.session import ShardTiming
 
 

@@ -36,9 +36,9 @@ import torch
 
 from ckptprof.checkpoint.header import ShardHeader, read_header
 from ckptprof.checkpoint.tp_rules import TPSlice
-from ckptprof.replay.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
-from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, Strategy, nonresident
+from ckptprof.loader.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
+from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.strategies.base import LoadContext, Strategy, nonresident
 from ckptprof.session import ShardTiming
 
 DEFAULT_READERS = 16  # one rank alone (TP1): 16 and 32 readers both reached 29-32 GB/s warm on the H200

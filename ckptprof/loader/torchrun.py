@@ -8,8 +8,8 @@ import os
 from dataclasses import asdict
 from typing import Any
 
-from ckptprof.replay.plan import ReplayPlan
-from ckptprof.replay.progress import ProgressFn
+from ckptprof.loader.plan import ReplayPlan
+from ckptprof.loader.progress import ProgressFn
 from ckptprof.session import RankResult, ShardTiming, rank_from_dict
 
 
@@ -57,7 +57,7 @@ def run_joined(
     group: TorchrunGroup, plan: ReplayPlan, faithful: bool = False, progress: ProgressFn | None = None
 ) -> list[RankResult] | None:
     """Replay this process's rank, then gather everyone's results to rank 0 (others get None)."""
-    from ckptprof.replay.worker import replay_rank
+    from ckptprof.loader.worker import replay_rank
 
     def shard_done(role: str, timing: ShardTiming) -> None:
         if progress is not None:

@@ -25,10 +25,10 @@ import torch
 from safetensors import safe_open
 
 from ckptprof.engines import flags as sglang_flags
-from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
-from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, Strategy, nonresident, replay_tensor
-from ckptprof.replay.touch import read_header_region
+from ckptprof.loader.plan import ModelPlan, ShardPlan, UnreadableShard
+from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.strategies.base import LoadContext, Strategy, nonresident, replay_tensor
+from ckptprof.loader.touch import read_header_region
 from ckptprof.session import ShardTiming
 
 DEFAULT_THREADS = 8

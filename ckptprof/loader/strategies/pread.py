@@ -18,16 +18,16 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from ckptprof.replay.plan import ModelPlan, UnreadableShard
-from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import (
+from ckptprof.loader.plan import ModelPlan, UnreadableShard
+from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.strategies.base import (
     LoadContext,
     Strategy,
     StrategyUnavailable,
     copy_slice,
     nonresident,
 )
-from ckptprof.replay.touch import read_header_region
+from ckptprof.loader.touch import read_header_region
 
 
 @functools.lru_cache(maxsize=1)

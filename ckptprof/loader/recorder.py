@@ -21,9 +21,9 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ckptprof.replay.copytimers import CopyTimer
-from ckptprof.replay.counters import Counters, ProcessCounters
-from ckptprof.replay.plan import UnreadableShard
+from ckptprof.loader.copytimers import CopyTimer
+from ckptprof.loader.counters import Counters, ProcessCounters
+from ckptprof.loader.plan import UnreadableShard
 from ckptprof.session import RankModel, ShardTiming
 
 

@@ -22,11 +22,11 @@ from types import ModuleType
 from typing import Any
 
 from ckptprof.engines import flags as sglang_flags
-from ckptprof.replay.plan import ModelPlan, ReplayPlan
-from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, Strategy, StrategyUnavailable, optional_package
-from ckptprof.replay.strategies.groups import close_group, make_group
-from ckptprof.replay.strategies.streamed import StreamedLoad
+from ckptprof.loader.plan import ModelPlan, ReplayPlan
+from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.strategies.base import LoadContext, Strategy, StrategyUnavailable, optional_package
+from ckptprof.loader.strategies.groups import close_group, make_group
+from ckptprof.loader.strategies.streamed import StreamedLoad
 
 INSTALL_HINT = "instanttensor is not installed (pip install instanttensor)"
 BACKENDS = ("URING", "AIO", "URING_BUFFERED", "AIO_BUFFERED", "CUFILE", "MMAP", "BUFFERED")

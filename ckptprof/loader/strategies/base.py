@@ -10,9 +10,9 @@ import torch
 
 from ckptprof.checkpoint import fs
 from ckptprof.checkpoint.tp_rules import TPSlice, tp_slice
-from ckptprof.replay.plan import ModelPlan, ReplayPlan
-from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.touch import fault_in
+from ckptprof.loader.plan import ModelPlan, ReplayPlan
+from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.touch import fault_in
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "BOOL": torch.bool,

@@ -30,7 +30,7 @@ class ReplayOptions:
     """Shard order: ``sorted`` (SGLang from 0.5.13) or ``glob`` (the file system's listing, older releases)."""
 
     strategy: str = "sglang"
-    """The loading path (``ckptprof.replay.strategies.AVAILABLE``)."""
+    """The loading path (``ckptprof.loader.strategies.AVAILABLE``)."""
 
     strategy_params: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the strategy, e.g. ``{"num_threads": 16}`` for ``sglang-mt``."""

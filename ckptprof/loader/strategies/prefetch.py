@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ckptprof.engines import flags as sglang_flags
-from ckptprof.replay.plan import ModelPlan, ShardPlan, UnreadableShard
-from ckptprof.replay.recorder import Recorder
-from ckptprof.replay.strategies.base import LoadContext, Strategy, nonresident
-from ckptprof.replay.strategies.sglang import SGLangMmap
-from ckptprof.replay.torchrun import in_torchrun
+from ckptprof.loader.plan import ModelPlan, ShardPlan, UnreadableShard
+from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.strategies.base import LoadContext, Strategy, nonresident
+from ckptprof.loader.strategies.sglang import SGLangMmap
+from ckptprof.loader.torchrun import in_torchrun
 from ckptprof.session import ShardTiming
 
 DEFAULT_THREADS = 4
