@@ -11,7 +11,8 @@ import platform
 import socket
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -407,3 +408,66 @@ def add_notes_and_verdict(session: Session) -> None:
     for r in failed:
         session.notes.append(f"rank {r.rank} ({r.device}): {r.status}: {r.error}")
     session.verdict = compute_verdict(session)
+
+
+@dataclass
+class StrategyRuns:
+    """What ``replay_strategies`` did: one session per strategy replayed (in order), the ceilings they share, and
+    whether an interrupt cut the series short (the sessions then hold what was measured)."""
+
+    sessions: list[Session]
+    ceilings: dict[str, Any] | None
+    interrupted: bool = False
+
+
+def replay_strategies(
+    target: str | Path,
+    draft: str | Path | None,
+    strategies: Sequence[tuple[str, dict[str, Any]]],
+    options: ReplayOptions | None = None,
+    *,
+    ceilings: dict[str, Any] | None = None,
+    py_spy_dir: Callable[[str], Path | None] | None = None,
+    on_ceilings: Callable[[dict[str, Any]], None] | None = None,
+    log: Printer | None = None,
+    **replay_kwargs: Any,
+) -> StrategyRuns:
+    """Replay each ``(strategy, params)`` in turn in the same cache mode, held against one set of ceilings: the
+    first replay measures them (unless ``ceilings`` are given) and every later one reuses them. ``on_ceilings``
+    receives them once measured (the CLI keeps them for later runs); ``py_spy_dir(name)`` says where each
+    strategy's py-spy profiles go. A Ctrl-C keeps what was measured: the series stops and says so."""
+    say = log or (lambda _msg: None)
+    probed = resolve(options, {k: v for k, v in replay_kwargs.items() if k == "probe"}).probe
+    runs = StrategyRuns(sessions=[], ceilings=ceilings)
+    for name, params in strategies:
+        if len(strategies) > 1:
+            say(f"strategy {name} ...")
+        try:
+            one = replay(
+                target,
+                draft,
+                options,
+                strategy=name,
+                strategy_params=params,
+                ceilings=runs.ceilings,
+                py_spy_dir=py_spy_dir(name) if py_spy_dir is not None else None,
+                log=log,
+                **replay_kwargs,
+            )
+        except InterruptedReplay as exc:
+            one = exc.session
+            runs.interrupted = True
+        except KeyboardInterrupt:
+            # Before this replay had a session (reading the headers): nothing of it was measured.
+            if not runs.sessions:
+                raise
+            runs.interrupted = True
+            break
+        runs.sessions.append(one)
+        if probed and runs.ceilings is None:
+            runs.ceilings = one.ceilings  # measure the hardware once; every strategy is held against it
+            if on_ceilings is not None and "interrupted" not in one.extra:
+                on_ceilings(runs.ceilings)
+        if runs.interrupted:
+            break
+    return runs

@@ -507,71 +507,64 @@ class RunCommand:
         if rank_timeout is None:
             rank_timeout = float(os.environ.get("CKPTPROF_RANK_TIMEOUT_S") or DEFAULT_RANK_TIMEOUT_S)
         # What every replay of this run shares: the main strategies and the checked recommendations alike.
+        replay_options: dict[str, Any] = {
+            "tp": args.tp,
+            "devices": devices,
+            "cache": args.cache,
+            "order": args.order or ("sorted" if release.get("sorted_files") else "glob"),
+            "allow_pickle": args.allow_pickle,
+            "faithful": args.faithful,
+            "faithful_rounds": args.faithful_rounds,
+            "draft_strategy": draft_spec[0] if draft_spec else None,
+            "draft_strategy_params": draft_spec[1] if draft_spec else None,
+            "expert_parallel": args.ep,
+            "rank_timeout_s": rank_timeout,
+        }
         replay_here = functools.partial(
             api.replay,
             target,
             args.draft,
-            tp=args.tp,
-            devices=devices,
-            cache=args.cache,
-            order=args.order or ("sorted" if release.get("sorted_files") else "glob"),
-            allow_pickle=args.allow_pickle,
             sglang_release=release,
-            faithful=args.faithful,
-            faithful_rounds=args.faithful_rounds,
-            draft_strategy=draft_spec[0] if draft_spec else None,
-            draft_strategy_params=draft_spec[1] if draft_spec else None,
-            expert_parallel=args.ep,
-            rank_timeout_s=rank_timeout,
             progress=not quiet,
             log=say,
+            **replay_options,
         )
-        sessions: list[Session] = []
-        interrupted = False
         probe_key = None
         reused = None
         if not args.no_probe and is_rank0:
             probe_key, reused = recent_probe(target, args.draft, devices, args.probe_sample, args)
-        ceilings = reused.ceilings if reused is not None else None
-        for name, params in strategies:
-            if len(strategies) > 1:
-                say(f"strategy {name} ...")
-            try:
-                one = replay_here(
-                    strategy=name,
-                    strategy_params=params,
-                    verify=args.verify,
-                    ceilings=ceilings,
-                    probe=not args.no_probe,
-                    probe_sample_bytes=args.probe_sample,
-                    py_spy_dir=(out_dir if len(strategies) == 1 else out_dir / f"py-spy-{name}")
-                    if args.py_spy
-                    else None,
-                )
-            except api.InterruptedReplay as exc:
-                one = exc.session
-                interrupted = True
-            except KeyboardInterrupt:
-                # Before this replay had a session (reading the headers): nothing of it was measured.
-                if not sessions:
-                    raise
-                interrupted = True
-                break
-            sessions.append(one)
-            if reused is not None:
+
+        def keep_probe(ceilings: dict[str, Any]) -> None:
+            if probe_key is not None:
+                from ckptprof.probe import reuse
+
+                reuse.store(probe_key, ceilings)
+
+        runs = api.replay_strategies(
+            target,
+            args.draft,
+            strategies,
+            ceilings=reused.ceilings if reused is not None else None,
+            py_spy_dir=(lambda name: out_dir if len(strategies) == 1 else out_dir / f"py-spy-{name}")
+            if args.py_spy
+            else None,
+            on_ceilings=keep_probe,
+            log=say,
+            **replay_options,
+            verify=args.verify,
+            probe=not args.no_probe,
+            probe_sample_bytes=args.probe_sample,
+            progress=not quiet,
+            sglang_release=release,
+        )
+        sessions, ceilings, interrupted = runs.sessions, runs.ceilings, runs.interrupted
+        if reused is not None:
+            for one in sessions:
                 one.notes.insert(
                     0,
                     f"ceilings reused from a probe {reused.describe()} of the same file system(s) and devices "
                     "(--reprobe measures them again)",
                 )
-            if not args.no_probe and ceilings is None:
-                ceilings = one.ceilings  # measure the hardware once; every strategy is held against it
-                if probe_key is not None and "interrupted" not in one.extra:
-                    from ckptprof.probe import reuse
-
-                    reuse.store(probe_key, ceilings)
-            if interrupted:
-                break
         session = sessions[0]
         if args.check_predictions and not interrupted:
             try:

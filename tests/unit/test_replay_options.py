@@ -48,3 +48,25 @@ def test_the_documented_api_line_takes_options(small_draft: Path) -> None:
     )
     assert session.config["tp"] == 2 and session.config["cache"] == "as-is"
     assert all(r.status == "ok" for r in session.ranks)
+
+
+def test_several_strategies_are_replayed_in_turn_against_one_probe(small_draft: Path) -> None:
+    from ckptprof import api
+
+    kept: list[dict[str, object]] = []
+    runs = api.replay_strategies(
+        small_draft,
+        None,
+        [("sglang", {}), ("sglang-mt", {"num_threads": 2})],
+        ReplayOptions(tp=2, cache="as-is", probe_sample_bytes=4_000_000),
+        on_ceilings=kept.append,
+    )
+    assert [s.config["strategy"] for s in runs.sessions] == ["sglang", "sglang-mt"]
+    assert not runs.interrupted and len(kept) == 1
+    # the first replay measured the ceilings; the second was held against the same ones, not a probe of its own
+    assert runs.ceilings is kept[0] is runs.sessions[0].ceilings
+    assert runs.sessions[1].ceilings == runs.sessions[0].ceilings
+    assert runs.sessions[1].config["strategy_params"] == {"num_threads": 2}
+    # without a probe nothing is measured or kept
+    bare = api.replay_strategies(small_draft, None, [("sglang", {})], probe=False, on_ceilings=kept.append)
+    assert bare.ceilings is None and len(kept) == 1
