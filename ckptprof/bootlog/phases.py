@@ -22,7 +22,14 @@ from typing import BinaryIO, cast
 
 from ckptprof.bootlog import sglang
 from ckptprof.bootlog.bars import bar_kind
-from ckptprof.bootlog.failures import FAILURE_NEEDLES, FRAME_NEEDLE, Failure, FailureTracker, Where
+from ckptprof.bootlog.failures import (
+    FAILURE_NEEDLES,
+    FRAME_NEEDLE,
+    Failure,
+    FailureTracker,
+    Where,
+    may_be_failure,
+)
 from ckptprof.bootlog.parse import (
     Bar,
     LineSplitter,
@@ -304,7 +311,8 @@ class BootLogAnalyzer:
         # Counted after the record's own rule ran: a record that restarts the boot belongs to the new one.
         if record.style in self._styles and record.timestamp is not None:
             self._styles[record.style] += 1
-        self._failures.on_record(record, lambda: self._where(record), self._line_before)
+        if may_be_failure(message, record.level):  # most records: skip building the callbacks at all
+            self._failures.on_record(record, lambda: self._where(record), self._line_before)
 
     def _engines_for(self, style: str) -> tuple[Engine, ...]:
         """A record in one engine's prefix style is read by that engine's table only; an unprefixed line by the
