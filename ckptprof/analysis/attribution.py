@@ -260,13 +260,3 @@ def path_attribution(session: Session, role: str | None = None) -> tuple[dict[st
         return None, source
     # "other" is the decomposed pass's time outside its phases, not measured against the faithful wall.
     return overlap_shares(decomposed, faithful, other_s=decomposed.other_s, storage_s=busy), source
-
-
-def path_storage_source(session: Session, role: str | None = None) -> str | None:
-    """Where the storage share of SGLang's own load comes from (see ``path_attribution``)."""
-    return path_attribution(session, role)[1]
-
-
-def path_shares(session: Session, role: str | None = None) -> dict[str, float] | None:
-    """Shares of SGLang's own load (see ``path_attribution``); None without --faithful."""
-    return path_attribution(session, role)[0]
