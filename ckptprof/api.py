@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckptprof import interrupts
 from ckptprof.analysis.verdict import compute_verdict
@@ -28,6 +28,9 @@ from ckptprof.loader.progress import ProgressPrinter
 from ckptprof.profiling.pyspy import PySpySession, native_supported
 from ckptprof.session import ModelInfo, RankResult, Session, ShardInfo
 from ckptprof.stage_hooks import stage_begins
+
+if TYPE_CHECKING:
+    from ckptprof.analysis.strategies import StrategyComparison
 
 Printer = Callable[[str], None]
 
@@ -418,6 +421,8 @@ class StrategyRuns:
     sessions: list[Session]
     ceilings: dict[str, Any] | None
     interrupted: bool = False
+    # Side by side (several strategies, or one verified against SGLang's values); also in sessions[0].extra.
+    comparison: StrategyComparison | None = None
 
 
 def replay_strategies(
@@ -435,7 +440,9 @@ def replay_strategies(
     """Replay each ``(strategy, params)`` in turn in the same cache mode, held against one set of ceilings: the
     first replay measures them (unless ``ceilings`` are given) and every later one reuses them. ``on_ceilings``
     receives them once measured (the CLI keeps them for later runs); ``py_spy_dir(name)`` says where each
-    strategy's py-spy profiles go. A Ctrl-C keeps what was measured: the series stops and says so."""
+    strategy's py-spy profiles go. Several strategies (or ``verify``) are compared side by side, in
+    ``comparison`` and in the first session's ``extra["strategies"]``. A Ctrl-C keeps what was measured: the series
+    stops and says so."""
     say = log or (lambda _msg: None)
     probed = resolve(options, {k: v for k, v in replay_kwargs.items() if k == "probe"}).probe
     runs = StrategyRuns(sessions=[], ceilings=ceilings)
@@ -470,4 +477,10 @@ def replay_strategies(
                 on_ceilings(runs.ceilings)
         if runs.interrupted:
             break
+    verify = resolve(options, {k: v for k, v in replay_kwargs.items() if k == "verify"}).verify
+    if runs.sessions and (len(runs.sessions) > 1 or verify):
+        from ckptprof.analysis.strategies import compare_strategies
+
+        runs.comparison = compare_strategies(runs.sessions)
+        runs.sessions[0].extra["strategies"] = runs.comparison.to_dict()
     return runs

@@ -24,6 +24,7 @@ from ckptprof.stage_hooks import stage_begins
 from ckptprof.units import parse_size
 
 if TYPE_CHECKING:
+    from ckptprof.analysis.strategies import StrategyComparison
     from ckptprof.probe.reuse import Reused
 
 EPILOG = """\
@@ -582,7 +583,7 @@ class RunCommand:
         # From here on the work is done: a signal no longer cuts anything short, it only sets the exit code.
         with interrupts.deferred():
             stage_begins("report")
-            code = self._report(args, session, sessions, server_log, out_dir, interrupted)
+            code = self._report(args, session, sessions, runs.comparison, server_log, out_dir, interrupted)
         if interrupted or interrupts.received():
             return 130
         return code
@@ -592,6 +593,7 @@ class RunCommand:
         args: argparse.Namespace,
         session: Session,
         sessions: list[Session],
+        comparison: StrategyComparison | None,
         server_log: dict[str, object] | None,
         out_dir: Path,
         interrupted: bool,
@@ -604,11 +606,9 @@ class RunCommand:
             session.extra["server_log"] = server_log
         verified_ok = True
         unwritten: list[str] = []
-        if len(sessions) > 1 or args.verify:
-            from ckptprof.analysis.strategies import compare_strategies, strategy_label
+        if comparison is not None:
+            from ckptprof.analysis.strategies import strategy_label
 
-            comparison = compare_strategies(sessions)
-            session.extra["strategies"] = comparison.to_dict()
             verified_ok = comparison.verified is not False
             for other in sessions[1:]:
                 label = strategy_label(other.config)
