@@ -22,7 +22,7 @@ from ckptprof.checkpoint import fs
 from ckptprof.engines import flags as sglang_flags
 from ckptprof.loader import ranks as ranks_mod
 from ckptprof.loader import torchrun
-from ckptprof.loader.options import ReplayOptions, resolve
+from ckptprof.loader.options import ReplayOptions, resolve, split_options
 from ckptprof.loader.plan import ModelPlan, ReplayPlan, build_plan
 from ckptprof.loader.progress import ProgressPrinter
 from ckptprof.profiling.pyspy import PySpySession, native_supported
@@ -444,7 +444,8 @@ def replay_strategies(
     ``comparison`` and in the first session's ``extra["strategies"]``. A Ctrl-C keeps what was measured: the series
     stops and says so."""
     say = log or (lambda _msg: None)
-    probed = resolve(options, {k: v for k, v in replay_kwargs.items() if k == "probe"}).probe
+    option_overrides, rest = split_options(replay_kwargs)
+    o = resolve(options, option_overrides)
     runs = StrategyRuns(sessions=[], ceilings=ceilings)
     for name, params in strategies:
         if len(strategies) > 1:
@@ -453,13 +454,13 @@ def replay_strategies(
             one = replay(
                 target,
                 draft,
-                options,
+                o,
                 strategy=name,
                 strategy_params=params,
                 ceilings=runs.ceilings,
                 py_spy_dir=py_spy_dir(name) if py_spy_dir is not None else None,
                 log=log,
-                **replay_kwargs,
+                **rest,
             )
         except InterruptedReplay as exc:
             one = exc.session
@@ -471,14 +472,13 @@ def replay_strategies(
             runs.interrupted = True
             break
         runs.sessions.append(one)
-        if probed and runs.ceilings is None:
+        if o.probe and runs.ceilings is None:
             runs.ceilings = one.ceilings  # measure the hardware once; every strategy is held against it
             if on_ceilings is not None and "interrupted" not in one.extra:
                 on_ceilings(runs.ceilings)
         if runs.interrupted:
             break
-    verify = resolve(options, {k: v for k, v in replay_kwargs.items() if k == "verify"}).verify
-    if runs.sessions and (len(runs.sessions) > 1 or verify):
+    if runs.sessions and (len(runs.sessions) > 1 or o.verify):
         from ckptprof.analysis.strategies import compare_strategies
 
         runs.comparison = compare_strategies(runs.sessions)

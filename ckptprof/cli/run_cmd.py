@@ -208,33 +208,46 @@ def check_recommendations(
 
     replays = []
     ceilings_then: list[dict[str, Any]] = []
+    paths = checkpoint_files(session)  # listed once for every re-measure below
     for prediction in (session.verdict or {}).get("predictions", []):
         spec = prediction.get("strategy")
         if not spec or prediction.get("predicted_s") is None:
             continue
         name, params = parse_spec(spec)
         say(f"checking the prediction for {prediction['flags']} ({spec}) ...")
-        ceilings_then.append(storage_now(session, fastsafetensors=name == "fastsafetensors"))
+        ceilings_then.append(storage_now(session, fastsafetensors=name == "fastsafetensors", paths=paths))
         replays.append((prediction, replay_one(strategy=name, strategy_params=params)))
     session.extra["prediction_check"] = check_predictions(session, replays, ceilings_then)
 
 
-def storage_now(session: Session, fastsafetensors: bool) -> dict[str, Any]:
-    """The drifting ceilings measured again just before a checked replay (nothing when the run had no probe, or
-    the files cannot be read: the check then holds the first prediction alone)."""
+def checkpoint_files(session: Session) -> list[Path] | None:
+    """The session's shard files as SGLang finds them; None when they cannot be listed here."""
     from ckptprof.checkpoint.discovery import discover
     from ckptprof.errors import CheckpointError
+
+    try:
+        return [path for model in session.models for path in discover(Path(model.path)).files]
+    except (CheckpointError, OSError):
+        return None
+
+
+def storage_now(session: Session, fastsafetensors: bool, paths: list[Path] | None = None) -> dict[str, Any]:
+    """The drifting ceilings measured again just before a checked replay (nothing when the run had no probe, or
+    the files cannot be read: the check then holds the first prediction alone). ``paths``: the session's files,
+    when the caller has listed them already."""
     from ckptprof.probe.run_probes import measure_storage_now
 
     if not session.ceilings.get("storage_read_n_streams_GBps"):
         return {}
+    files = paths if paths is not None else checkpoint_files(session)
+    if files is None:
+        return {}
+    devices = [str(d) for d in session.config.get("devices") or []]
     try:
-        paths = [path for model in session.models for path in discover(Path(model.path)).files]
-        devices = [str(d) for d in session.config.get("devices") or []]
         return measure_storage_now(
-            paths, devices, session.ceilings.get("storage_streams"), fastsafetensors=fastsafetensors
+            files, devices, session.ceilings.get("storage_streams"), fastsafetensors=fastsafetensors
         )
-    except (CheckpointError, OSError):
+    except OSError:
         return {}
 
 
@@ -334,7 +347,10 @@ class RunCommand:
             "(sorted from 0.5.13, glob before)",
         )
         parser.add_argument(
-            "--faithful", action="store_true", help="also run SGLang's exact sequence and compare walls"
+            "--faithful",
+            action="store_true",
+            help="also run SGLang's exact sequence and compare walls (SGLang's own iterator when sglang is "
+            "importable here, else ckptprof's replica; the summary says which)",
         )
         parser.add_argument(
             "--faithful-rounds",
@@ -402,7 +418,7 @@ class RunCommand:
             "--check-predictions",
             action="store_true",
             help="replay every flag the verdict recommends (same cache mode, same ceilings) and print its "
-            "predicted vs measured wall",
+            "predicted vs measured wall, and the prediction re-priced with the storage measured just before",
         )
         parser.add_argument(
             "--sglang-version",

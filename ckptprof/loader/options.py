@@ -88,6 +88,15 @@ class ReplayOptions:
         return value if value > 0 else None
 
 
+def split_options(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the keywords that are ``ReplayOptions`` fields, the rest)."""
+    names = {f.name for f in dataclasses.fields(ReplayOptions)}
+    return (
+        {k: v for k, v in kwargs.items() if k in names},
+        {k: v for k, v in kwargs.items() if k not in names},
+    )
+
+
 def resolve(options: ReplayOptions | None, overrides: dict[str, Any]) -> ReplayOptions:
     """``options`` (or the defaults) with the keyword overrides a caller passed."""
     return (options or ReplayOptions()).with_overrides(**overrides)

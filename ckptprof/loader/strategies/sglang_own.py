@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ckptprof.engines.versions import installed_version
 from ckptprof.loader.plan import ModelPlan, ReplayPlan, UnreadableShard
 from ckptprof.loader.recorder import Recorder
 from ckptprof.loader.strategies.base import LoadContext, Strategy, StrategyUnavailable
@@ -60,15 +61,6 @@ def own_call(strategy: str, params: dict[str, Any]) -> OwnCall | None:
     return None
 
 
-def installed_version() -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version("sglang")
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def availability(plan: ReplayPlan) -> tuple[bool, str]:
     """(whether the faithful pass can drive SGLang's own iterators here, the sentence the session records).
 
@@ -77,7 +69,7 @@ def availability(plan: ReplayPlan) -> tuple[bool, str]:
     calls = {role: own_call(*plan.strategy_for(role)) for role in (m.role for m in plan.models)}
     if importlib.util.find_spec("sglang") is None:
         return False, "ckptprof's replica of SGLang's sequence (sglang is not installed here)"
-    version = installed_version() or "of unknown version"
+    version = installed_version("sglang") or "of unknown version"
     wanted = {call.function: sorted(call.kwargs) for call in calls.values() if call is not None}
     if not wanted:
         return False, (
