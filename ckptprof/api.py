@@ -5,6 +5,7 @@ The CLI and the pytest plugin call this; nothing below it wires stages together.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import platform
@@ -26,6 +27,7 @@ from ckptprof.loader.options import ReplayOptions, resolve, split_options
 from ckptprof.loader.plan import ModelPlan, ReplayPlan, build_plan
 from ckptprof.loader.progress import ProgressPrinter
 from ckptprof.profiling.pyspy import PySpySession, native_supported
+from ckptprof.results import Ceilings
 from ckptprof.session import ModelInfo, RankResult, Session, ShardInfo
 from ckptprof.stage_hooks import stage_begins
 
@@ -201,7 +203,7 @@ def replay(
     progress: bool = False,
     log: Printer | None = None,
     py_spy_dir: str | Path | None = None,
-    ceilings: dict[str, Any] | None = None,
+    ceilings: Ceilings | None = None,
     sglang_release: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> Session:
@@ -264,7 +266,7 @@ def replay(
     try:
         stage_begins("probe")
         if ceilings is not None:  # measured once for several strategies replayed in a row
-            session.ceilings = dict(ceilings)
+            session.ceilings = ceilings
         elif probe and (group is None or group.is_main):
             _probe(session, plan, cache, o.probe_sample_bytes, progress, say)
         elif not probe:
@@ -348,8 +350,11 @@ def _probe(
         )
     say("measuring ceilings (storage, page cache, host-to-device) ...")
     # Filled as each ceiling is measured: an interrupted probe keeps the ones it finished.
-    session.ceilings = {}
-    measure_ceilings(files, plan.devices, sample_bytes=sample_bytes, progress=progress, into=session.ceilings)
+    measured: dict[str, Any] = {}
+    try:
+        measure_ceilings(files, plan.devices, sample_bytes=sample_bytes, progress=progress, into=measured)
+    finally:
+        session.ceilings = Ceilings.from_dict(measured)
 
 
 def _keep_partial(session: Session, plan: ReplayPlan, stage: str, exc: BaseException) -> None:
@@ -367,10 +372,9 @@ def _keep_partial(session: Session, plan: ReplayPlan, stage: str, exc: BaseExcep
         session.models = [
             _model_info(m, None, f"not prepared: interrupted during the {stage}") for m in plan.models
         ]
-    if stage == "probe" and session.ceilings:
-        session.ceilings.setdefault("notes", []).append(
-            f"probe interrupted ({how}): only the ceilings measured before it are present"
-        )
+    if stage == "probe" and session.ceilings != Ceilings():
+        cut = f"probe interrupted ({how}): only the ceilings measured before it are present"
+        session.ceilings = dataclasses.replace(session.ceilings, notes=(*session.ceilings.notes, cut))
     session.extra["interrupted"] = {"stage": stage, "by": how}
     session.notes.append(f"interrupted ({how}) during the {stage}: partial session")
 
@@ -419,7 +423,7 @@ class StrategyRuns:
     whether an interrupt cut the series short (the sessions then hold what was measured)."""
 
     sessions: list[Session]
-    ceilings: dict[str, Any] | None
+    ceilings: Ceilings | None
     interrupted: bool = False
     # Side by side (several strategies, or one verified against SGLang's values); also in sessions[0].extra.
     comparison: StrategyComparison | None = None
@@ -431,9 +435,9 @@ def replay_strategies(
     strategies: Sequence[tuple[str, dict[str, Any]]],
     options: ReplayOptions | None = None,
     *,
-    ceilings: dict[str, Any] | None = None,
+    ceilings: Ceilings | None = None,
     py_spy_dir: Callable[[str], Path | None] | None = None,
-    on_ceilings: Callable[[dict[str, Any]], None] | None = None,
+    on_ceilings: Callable[[Ceilings], None] | None = None,
     log: Printer | None = None,
     **replay_kwargs: Any,
 ) -> StrategyRuns:

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from ckptprof.results import Verdict
+
 
 def _replay_under_benchmark(
     benchmark: Any,
@@ -48,21 +50,21 @@ def _replay_under_benchmark(
     benchmark.pedantic(one_round, setup=setup, rounds=rounds, warmup_rounds=warmup_rounds, iterations=1)
     session = sessions[-1]
     totals = run_totals(session)
-    verdict = session.verdict
+    verdict = session.verdict or Verdict()
     benchmark.extra_info.update(
         {
             "cache": cache,
             "tp": tp,
             "devices": devices,
-            "checkpoint_bytes": verdict.get("checkpoint_bytes"),
-            "load_wall_s": verdict.get("load_wall_s"),
-            "GBps": verdict.get("achieved_GBps"),
+            "checkpoint_bytes": verdict.checkpoint_bytes,
+            "load_wall_s": verdict.load_wall_s,
+            "GBps": verdict.achieved_GBps,
             "read_s": round(totals.read_s, 4),
             "deserialize_s": round(totals.deserialize_s, 4),
             "h2d_s": round(totals.h2d_s, 4),
             "other_s": round(totals.other_s, 4),
-            "bottleneck": verdict.get("bottleneck"),
-            "h2d_stand_in": verdict.get("h2d_stand_in"),
+            "bottleneck": verdict.bottleneck,
+            "h2d_stand_in": verdict.h2d_stand_in,
         }
     )
     failed = [r for r in session.ranks if r.status != "ok" or r.error]

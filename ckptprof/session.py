@@ -12,11 +12,12 @@ import math
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from ckptprof.errors import SessionFileError, os_problem
+from ckptprof.results import Ceilings, Verdict
 
 SCHEMA_VERSION = 1
 
@@ -120,8 +121,10 @@ class Session:
     config: dict[str, Any] = field(default_factory=dict)
     models: list[ModelInfo] = field(default_factory=list)
     ranks: list[RankResult] = field(default_factory=list)
-    ceilings: dict[str, Any] = field(default_factory=dict)
-    verdict: dict[str, Any] = field(default_factory=dict)
+    # What the hardware can do, measured in the same run (empty: --no-probe).
+    ceilings: Ceilings = field(default_factory=Ceilings)
+    # Which limit binds, and what to try (None until analysis.verdict computed it).
+    verdict: Verdict | None = None
     environment: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     artifacts: dict[str, Any] = field(default_factory=dict)
@@ -139,7 +142,9 @@ class Session:
         return bool(self.ranks) and all(r.status == "ok" for r in self.ranks)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = asdict(replace(self, ceilings=Ceilings(), verdict=None))
+        d["ceilings"] = {} if self.ceilings == Ceilings() else self.ceilings.to_dict()
+        d["verdict"] = self.verdict.to_dict() if self.verdict is not None else {}
         # schema_version first: it is the first thing a reader checks.
         return {"schema_version": d.pop("schema_version"), **d}
 
@@ -175,8 +180,8 @@ class Session:
             config=dict(d.get("config") or {}),
             models=[model_from_dict(m) for m in d.get("models") or []],
             ranks=[rank_from_dict(r) for r in d.get("ranks") or []],
-            ceilings=dict(d.get("ceilings") or {}),
-            verdict=dict(d.get("verdict") or {}),
+            ceilings=Ceilings.from_dict(d.get("ceilings")),
+            verdict=Verdict.from_dict(d.get("verdict")),
             environment=dict(d.get("environment") or {}),
             notes=list(d.get("notes") or []),
             artifacts=dict(d.get("artifacts") or {}),

@@ -7,25 +7,27 @@ code and any other caller (a CI script, the pytest plugin) agree on what "slower
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ckptprof.analysis.attribution import load_wall, rank_walls, run_totals
+from ckptprof.results import Verdict
 from ckptprof.session import Session
 
 # Config keys whose difference makes two runs measure different things; listed so a reader is warned.
 CONFIG_KEYS = ("tp", "devices", "cache", "strategy", "order", "faithful", "expert_parallel", "launcher")
-# Verdict fields shown side by side: (key in the verdict dict, label with its unit).
-VERDICT_FIELDS = (
-    ("bottleneck", "bottleneck"),
-    ("achieved_GBps", "achieved GB/s"),
-    ("load_wall_s", "load wall s"),
-    ("floor_s", "floor s (from ceilings)"),
-    ("read_amplification", "read amplification x"),
-    ("storage_amplification", "storage amplification x"),
-    ("major_faults_per_GB", "major faults / GB"),
-    ("rank_skew", "rank skew x"),
-    ("cold_fraction", "cold fraction"),
+# Verdict fields shown side by side: (label with its unit, the field).
+VERDICT_FIELDS: tuple[tuple[str, Callable[[Verdict], object]], ...] = (
+    ("bottleneck", lambda v: v.bottleneck),
+    ("achieved GB/s", lambda v: v.achieved_GBps),
+    ("load wall s", lambda v: v.load_wall_s),
+    ("floor s (from ceilings)", lambda v: v.floor_s),
+    ("read amplification x", lambda v: v.read_amplification),
+    ("storage amplification x", lambda v: v.storage_amplification),
+    ("major faults / GB", lambda v: v.major_faults_per_GB),
+    ("rank skew x", lambda v: v.rank_skew),
+    ("cold fraction", lambda v: v.cold_fraction),
 )
 
 
@@ -217,10 +219,17 @@ def compare(base: Session, new: Session) -> Comparison:
         ranks=rank_deltas(base, new),
         phases=phase_deltas(base, new),
         verdicts=[
-            (label, (base.verdict or {}).get(key), (new.verdict or {}).get(key))
-            for key, label in VERDICT_FIELDS
+            (
+                label,
+                None if base.verdict is None else value(base.verdict),
+                None if new.verdict is None else value(new.verdict),
+            )
+            for label, value in VERDICT_FIELDS
         ],
-        summaries=(str((base.verdict or {}).get("summary", "")), str((new.verdict or {}).get("summary", ""))),
+        summaries=(
+            base.verdict.summary if base.verdict is not None else "",
+            new.verdict.summary if new.verdict is not None else "",
+        ),
         config_diffs=config_diffs(base, new),
         checkpoint_diff=checkpoint_difference(base, new),
     )

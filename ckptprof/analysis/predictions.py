@@ -13,6 +13,7 @@ from typing import Any
 
 from ckptprof.analysis.attribution import faithful_load_wall, load_wall
 from ckptprof.analysis.strategies import session_status
+from ckptprof.results import Prediction
 from ckptprof.session import Session
 
 # The issue's bar for a useful prediction: within this fraction of the measured wall.
@@ -34,17 +35,16 @@ def repriced(session: Session, ceilings_now: dict[str, Any], flags: str) -> floa
 
     if not ceilings_now:
         return None
-    again = replace(session, ceilings={**session.ceilings, **ceilings_now}, verdict={})
-    for prediction in compute_verdict(again).get("predictions", []):
-        if prediction["flags"] == flags:
-            value = prediction.get("predicted_s")
-            return float(value) if isinstance(value, (int, float)) else None
+    again = replace(session, ceilings=session.ceilings.with_figures(ceilings_now), verdict=None)
+    for prediction in compute_verdict(again).predictions:
+        if prediction.flags == flags:
+            return prediction.predicted_s
     return None
 
 
 def check_predictions(
     session: Session,
-    replays: list[tuple[dict[str, Any], Session]],
+    replays: list[tuple[Prediction, Session]],
     ceilings_then: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per checked prediction: predicted vs measured seconds, the error, and whether it is within 20%.
@@ -57,9 +57,9 @@ def check_predictions(
         then = ceilings_then[index] if ceilings_then and index < len(ceilings_then) else {}
         status, error = session_status(replay)
         row: dict[str, Any] = {
-            "flags": prediction["flags"],
-            "strategy": prediction.get("strategy"),
-            "predicted_s": prediction.get("predicted_s"),
+            "flags": prediction.flags,
+            "strategy": prediction.strategy,
+            "predicted_s": prediction.predicted_s,
             "measured_s": None,
             "measured_wall": None,
             "error": None,
@@ -73,12 +73,12 @@ def check_predictions(
             "repriced_error": None,
             "repriced_within_tolerance": None,
         }
-        again = repriced(session, then, prediction["flags"]) if then else None
+        again = repriced(session, then, prediction.flags) if then else None
         if again is not None:
             row["repriced_s"] = round(again, 4)
         if status == "ok":
             wall, kind = measured_wall(replay)
-            predicted = prediction.get("predicted_s")
+            predicted = prediction.predicted_s
             row["measured_s"], row["measured_wall"] = round(wall, 4), kind
             if isinstance(predicted, (int, float)) and wall > 0 and math.isfinite(predicted):
                 row["error"] = round(predicted / wall - 1.0, 4)

@@ -109,20 +109,18 @@ def _positive(value: Any) -> float | None:
 
 def floor_seconds(session: Session) -> float | None:
     """max(storage part, per-device pinned H2D part); None when neither ceiling was measured."""
-    ceilings = session.ceilings or {}
+    ceilings = session.ceilings
     parts: list[float] = []
-    storage = _positive(ceilings.get("storage_read_n_streams_GBps")) or _positive(
-        ceilings.get("storage_read_GBps")
-    )
+    storage = ceilings.rate("storage_read_n_streams_GBps") or ceilings.rate("storage_read_GBps")
     fetched = checkpoint_bytes(session) * cold_fraction(session)
     if storage and fetched > 0:
         parts.append(fetched / storage / 1e9)
-    pinned = ceilings.get("h2d_pinned_GBps") or {}
+    pinned = ceilings.h2d_pinned_GBps or {}
     per_device: dict[str, int] = {}
     for r in session.ranks:  # ranks sharing a device share its link
         per_device[r.device] = per_device.get(r.device, 0) + r.param_bytes
     for device, nbytes in per_device.items():
-        rate = _positive(pinned.get(device)) if isinstance(pinned, dict) else None
+        rate = _positive(pinned.get(device))
         if rate and nbytes:
             parts.append(nbytes / rate / 1e9)
     return max(parts) if parts else None
@@ -186,7 +184,7 @@ def _row(session: Session, reference: Session | None) -> StrategyRow:
     row.wall_s = round(wall, 4) if wall > 0 else None
     row.GBps = round(ckpt / wall / 1e9, 4) if wall > 0 else None
     row.shares = {k: round(v, 4) for k, v in totals.shares().items()}
-    row.bottleneck = verdict.get("bottleneck")
+    row.bottleneck = verdict.bottleneck
     row.storage_bytes = totals.storage_bytes
     floor = floor_seconds(session)
     row.floor_s = None if floor is None else round(floor, 4)

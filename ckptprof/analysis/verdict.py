@@ -1,11 +1,11 @@
 """The verdict: which limit binds, with achieved vs ceiling numbers, and the SGLang flags to try.
 
-Pure: reads a Session (its ranks and its ceilings), returns a JSON-safe dict. No torch, no I/O.
+Pure: reads a Session (its ranks and its ceilings), returns a ``Verdict``. No torch, no I/O.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 from ckptprof.analysis.attribution import (
     checkpoint_bytes,
@@ -20,6 +20,7 @@ from ckptprof.engines import flags
 from ckptprof.engines.sglang import MT_DEFAULT_THREADS, LoaderProfile, multithread_extra_config, profile_named
 from ckptprof.fstypes import is_network_fs
 from ckptprof.probe.loader_rate import predicted_seconds
+from ckptprof.results import Prediction, Verdict, slowest_device
 from ckptprof.session import Session
 
 SKEW_LIMIT = 1.5
@@ -54,26 +55,8 @@ FASTST_FLAG = flags.load_format("fastsafetensors")
 # safetensors.torch.load(bytes) costs this many fresh-memory passes over the bytes (H200, see _whole_file_seconds).
 WHOLE_FILE_DESERIALIZE_PASSES = 2
 
-# The verdict's free-text caveats, in the order a report prints them.
-VERDICT_NOTES = ("faithful_note", "storage_note")
 # Reads faster than this multiple of the measured storage ceiling mean the ceiling or the storage misled us.
 ABOVE_CEILING = 1.05
-
-
-def _ceiling(ceilings: dict[str, Any], key: str) -> float | None:
-    value = ceilings.get(key)
-    return float(value) if isinstance(value, (int, float)) and value > 0 else None
-
-
-def _device_ceiling(ceilings: dict[str, Any], key: str, devices: list[str]) -> float | None:
-    """The slowest used device's ceiling (the load waits for the slowest link)."""
-    per_device = ceilings.get(key) or {}
-    values = [
-        float(per_device[d])
-        for d in devices
-        if isinstance(per_device.get(d), (int, float)) and per_device[d] > 0
-    ]
-    return min(values) if values else None
 
 
 def storage_amplification(session: Session, ckpt: int, fs_types: list[str]) -> tuple[float | None, str]:
@@ -122,12 +105,12 @@ def _pct(a: float, b: float | None) -> str:
     return f" ({100 * a / b:.0f}%)" if b else ""
 
 
-def compute_verdict(session: Session) -> dict[str, Any]:
+def compute_verdict(session: Session) -> Verdict:
     totals = run_totals(session)
     shares = totals.shares()
     wall = load_wall(session)
     ckpt = checkpoint_bytes(session)
-    ceilings = session.ceilings or {}
+    ceilings = session.ceilings
     devices = sorted({r.device for r in session.ranks if r.device})
     fs_types = sorted({m.fs_type for m in session.models})
     fs_type = ",".join(fs_types) or "unknown"
@@ -136,12 +119,12 @@ def compute_verdict(session: Session) -> dict[str, Any]:
     skew = rank_skew(session)
     n_ranks = len(session.ranks)
 
-    storage_best = _ceiling(ceilings, "storage_read_GBps")
-    storage_1 = _ceiling(ceilings, "storage_read_1_stream_GBps") or storage_best
-    storage_n = _ceiling(ceilings, "storage_read_n_streams_GBps") or storage_best
-    page_cache = _ceiling(ceilings, "page_cache_read_GBps")
-    pageable = _device_ceiling(ceilings, "h2d_pageable_GBps", devices)
-    pinned = _device_ceiling(ceilings, "h2d_pinned_GBps", devices)
+    storage_best = ceilings.rate("storage_read_GBps")
+    storage_1 = ceilings.rate("storage_read_1_stream_GBps") or storage_best
+    storage_n = ceilings.rate("storage_read_n_streams_GBps") or storage_best
+    page_cache = ceilings.rate("page_cache_read_GBps")
+    pageable = slowest_device(ceilings.h2d_pageable_GBps, devices)
+    pinned = slowest_device(ceilings.h2d_pinned_GBps, devices)
 
     achieved = ckpt / wall / 1e9 if wall > 0 else 0.0
     amplification, amplification_source = storage_amplification(session, ckpt, fs_types)
@@ -197,7 +180,7 @@ def compute_verdict(session: Session) -> dict[str, Any]:
         )
     elif bottleneck == "h2d" and stand_in:
         # No CUDA device: the copies are host memcpys standing in for H2D; there is no link to be bound by.
-        memcpy = _ceiling(ceilings, "memcpy_GBps")
+        memcpy = ceilings.rate("memcpy_GBps")
         summary = (
             f"host-copy-bound (no CUDA device: 'h2d' is a host-copy stand-in): the copies took "
             f"{100 * shares['h2d']:.0f}% of rank time at {_fmt(h2d_rate)} vs {_fmt(memcpy)} host memcpy"
@@ -252,9 +235,11 @@ def compute_verdict(session: Session) -> dict[str, Any]:
         fs_type,
     )
     now = faithful_load_wall(session) or wall
-    for p in predictions:
+    predictions = [
         # Still listed and still checked by --check-predictions, but never sold as a remedy.
-        p["slower_than_now"] = p["predicted_s"] is not None and now > 0 and p["predicted_s"] >= round(now, 3)
+        replace(p, slower_than_now=p.predicted_s is not None and now > 0 and p.predicted_s >= round(now, 3))
+        for p in predictions
+    ]
     recommendations = [_recommendation(p, now) for p in predictions]
     fdelta = faithful_delta(session)
     on_path, path_source = path_attribution(session)
@@ -287,37 +272,37 @@ def compute_verdict(session: Session) -> dict[str, Any]:
                 f"; SGLang's own sequence fetched {fetched / 1e9:.2f} GB in {faithful_wall:.2f} s "
                 f"({fetched / faithful_wall / 1e9:.2f} GB/s)"
             )
-    return {
-        "bottleneck": bottleneck,
-        "secondary": secondary,
-        "close": [PHASE_BOTTLENECK[k] for k in close] if len(close) > 1 else [],
-        "shares": {k: round(v, 4) for k, v in shares.items()},
-        "summary": summary,
-        "recommendations": recommendations,
-        "predictions": predictions,
-        "achieved_GBps": None if missing else round(achieved, 4),
-        "incomplete": missing,
-        "fetched_GBps": round(fetch_rate, 4),
-        "h2d_GBps": None if h2d_rate is None else round(h2d_rate, 4),
-        "cold_fraction": round(cold, 4),
-        "load_wall_s": round(wall, 4),
-        "checkpoint_bytes": ckpt,
-        "read_amplification": round(totals.bytes / ckpt, 3) if ckpt else None,
-        "storage_amplification": None if amplification is None else round(amplification, 3),
-        "storage_amplification_source": amplification_source,
-        "major_faults_per_GB": round(totals.major_faults / (totals.bytes / 1e9), 1) if totals.bytes else None,
-        "rank_skew": round(skew, 3),
-        "fs_type": fs_type,
-        "network_fs": any(is_network_fs(f) for f in fs_types),
-        "h2d_stand_in": stand_in,
-        "faithful_delta": None if fdelta is None else round(fdelta, 4),
-        "path_shares": None if on_path is None else {k: round(v, 4) for k, v in on_path.items()},
-        "path_storage_source": path_source,
-        "faithful_note": faithful_note,
-        "storage_note": storage_note,
-        "read_GBps": round(read_rate, 4),
-        "floor_s": _floor(ckpt, cold, storage_n, pinned, totals.h2d_bytes, n_ranks),
-    }
+    return Verdict(
+        bottleneck=bottleneck,
+        secondary=secondary,
+        close=tuple(PHASE_BOTTLENECK[k] for k in close) if len(close) > 1 else (),
+        shares={k: round(v, 4) for k, v in shares.items()},
+        summary=summary,
+        recommendations=tuple(recommendations),
+        predictions=tuple(predictions),
+        achieved_GBps=None if missing else round(achieved, 4),
+        incomplete=tuple(missing),
+        fetched_GBps=round(fetch_rate, 4),
+        h2d_GBps=None if h2d_rate is None else round(h2d_rate, 4),
+        cold_fraction=round(cold, 4),
+        load_wall_s=round(wall, 4),
+        checkpoint_bytes=ckpt,
+        read_amplification=round(totals.bytes / ckpt, 3) if ckpt else None,
+        storage_amplification=None if amplification is None else round(amplification, 3),
+        storage_amplification_source=amplification_source,
+        major_faults_per_GB=round(totals.major_faults / (totals.bytes / 1e9), 1) if totals.bytes else None,
+        rank_skew=round(skew, 3),
+        fs_type=fs_type,
+        network_fs=any(is_network_fs(f) for f in fs_types),
+        h2d_stand_in=stand_in,
+        faithful_delta=None if fdelta is None else round(fdelta, 4),
+        path_shares=None if on_path is None else {k: round(v, 4) for k, v in on_path.items()},
+        path_storage_source=path_source,
+        faithful_note=faithful_note,
+        storage_note=storage_note,
+        read_GBps=round(read_rate, 4),
+        floor_s=_floor(ckpt, cold, storage_n, pinned, totals.h2d_bytes, n_ranks),
+    )
 
 
 def close_phases(shares: dict[str, float]) -> list[str]:
@@ -402,19 +387,19 @@ def _whole_file_seconds(
     than one writer alone (TP8 on the H200 x2 box: 8 ranks, 4.0 GB/s alone, 2.8 each together). Without that
     ceiling (older sessions), the mmap path's own copies stand in."""
     fresh = _fresh_write_per_rank(session)
-    pageable = [v for v in (session.ceilings.get("h2d_pageable_GBps") or {}).values() if v]
+    pageable = [v for v in (session.ceilings.h2d_pageable_GBps or {}).values() if v]
     if not fresh:
         return fetched / storage_1 / 1e9 + compute
     copy = h2d_bytes / min(pageable) / 1e9 if pageable else 0.0
     return fetched / storage_1 / 1e9 + (1 + WHOLE_FILE_DESERIALIZE_PASSES) * ckpt / fresh / 1e9 + copy
 
 
-def _recommendation(prediction: dict[str, Any], now: float) -> str:
+def _recommendation(prediction: Prediction, now: float) -> str:
     """One line per remedy; one predicted to be slower than the load just measured says so instead of selling it."""
-    flags, why, predicted = prediction["flags"], prediction["why"], prediction["predicted_s"]
+    flags, why, predicted = prediction.flags, prediction.why, prediction.predicted_s
     if predicted is None:
         return f"{flags}: {why}"
-    if prediction["slower_than_now"]:
+    if prediction.slower_than_now:
         return f"{flags}: not faster here: ~{predicted:.2f} s predicted against {now:.2f} s now ({why})"
     return f"{flags}: ~{predicted:.2f} s predicted ({why})"
 
@@ -429,7 +414,7 @@ def _fastsafetensors_seconds(
     sizes = [shard.bytes for m in session.models for shard in m.shards]
     ranks = tp if isinstance(tp, int) and tp > 1 else 1
     per_rank = predicted_seconds(
-        session.ceilings, [sizes[i : i + ranks] for i in range(0, len(sizes), ranks)]
+        session.ceilings.fastsafetensors_sample, [sizes[i : i + ranks] for i in range(0, len(sizes), ranks)]
     )
     if per_rank is None or not sizes:
         return None
@@ -439,8 +424,8 @@ def _fastsafetensors_seconds(
 
 def _fresh_write_per_rank(session: Session) -> float | None:
     """The rate at which each rank copies into fresh memory while all of the session's ranks do so at once."""
-    alone = session.ceilings.get("fresh_write_GBps")
-    together = session.ceilings.get("fresh_write_n_threads_GBps")
+    alone = session.ceilings.fresh_write_GBps
+    together = session.ceilings.fresh_write_n_threads_GBps
     ranks = len(session.ranks)
     if not alone or not together or ranks <= 1:
         return alone
@@ -462,7 +447,7 @@ def _predictions(
     storage_n: float | None,
     pinned: float | None,
     fs_type: str,
-) -> list[dict[str, Any]]:
+) -> list[Prediction]:
     """Each remedy with the time the measured ceilings predict for it, fastest first."""
     ckpt = checkpoint_bytes(session)
     fetched = ckpt * cold
@@ -473,8 +458,8 @@ def _predictions(
         rt = run_totals(Session(ranks=[r]))
         compute = max(compute, rt.deserialize_s + rt.h2d_s + rt.other_s)
         h2d_bytes = max(h2d_bytes, rt.h2d_bytes)
-    out: list[dict[str, Any]] = []
-    streams = session.ceilings.get("storage_streams")
+    out: list[Prediction] = []
+    streams = session.ceilings.storage_streams
     release = _release(session)
     if bottleneck in ("storage", "page-cache") and storage_n:
         n_read = fetched / storage_n / 1e9
@@ -485,17 +470,17 @@ def _predictions(
                 else ""
             )
             out.append(
-                {
-                    "flags": PREFETCH_FLAG,
+                Prediction(
+                    flags=PREFETCH_FLAG,
                     # The replay that reproduces it: SGLang's prefetch with the one-thread loop. Up to 0.5.15 it ran
                     # beside the multithread loader, which no strategy replays yet.
-                    "strategy": None
+                    strategy=None
                     if release is not None and release.prefetch == "beside-multithread"
                     else "prefetch",
-                    "predicted_s": round(max(n_read, compute), 3),
-                    "why": f"node-local ranks read disjoint files in parallel at ~{storage_n:.2f} GB/s "
+                    predicted_s=round(max(n_read, compute), 3),
+                    why=f"node-local ranks read disjoint files in parallel at ~{storage_n:.2f} GB/s "
                     f"({streams or 'N'} streams) while the load runs{fallback}",
-                }
+                )
             )
         if release is None or release.multithread_strategy is not None:
             default = (
@@ -520,14 +505,14 @@ def _predictions(
                     f"whatever the number of threads, so no faster than this load{default}"
                 )
             out.append(
-                {
-                    "flags": MT_FLAG if release is None else multithread_extra_config(release, 16),
-                    "strategy": "sglang-mt:num_threads=16"
+                Prediction(
+                    flags=MT_FLAG if release is None else multithread_extra_config(release, 16),
+                    strategy="sglang-mt:num_threads=16"
                     if release is None or release.multithread_strategy == "sglang-mt"
                     else "sglang-mt-completed:num_threads=16",
-                    "predicted_s": round(mt_s, 3),
-                    "why": mt_why,
-                }
+                    predicted_s=round(mt_s, 3),
+                    why=mt_why,
+                )
             )
     if (
         bottleneck in ("storage", "page-cache")
@@ -535,14 +520,14 @@ def _predictions(
         and (release is None or NO_MMAP_FLAG in release.flags)
     ):
         out.append(
-            {
-                "flags": NO_MMAP_FLAG,
-                "strategy": "no-mmap",
-                "predicted_s": round(
+            Prediction(
+                flags=NO_MMAP_FLAG,
+                strategy="no-mmap",
+                predicted_s=round(
                     _whole_file_seconds(session, fetched, ckpt, storage_1, h2d_bytes, compute), 3
                 ),
-                "why": f"whole-file sequential reads at ~{storage_1:.2f} GB/s instead of 4 KiB page faults",
-            }
+                why=f"whole-file sequential reads at ~{storage_1:.2f} GB/s instead of 4 KiB page faults",
+            )
         )
     fastsafetensors = release is None or "fastsafetensors" in release.load_formats
     tp = session.config.get("tp") or len(session.ranks) or 1
@@ -550,58 +535,58 @@ def _predictions(
     if pinned and fastsafetensors and shared_gpus and (storage_n or bottleneck == "h2d"):
         # Ranks sharing a GPU hand each tensor to every rank over gloo (host memory): no ceiling measures that.
         out.append(
-            {
-                "flags": FASTST_FLAG,
-                "strategy": "fastsafetensors",
-                "predicted_s": None,
-                "why": f"not predicted: with {tp} ranks sharing GPUs it hands every tensor to every rank through "
+            Prediction(
+                flags=FASTST_FLAG,
+                strategy="fastsafetensors",
+                predicted_s=None,
+                why=f"not predicted: with {tp} ranks sharing GPUs it hands every tensor to every rank through "
                 "gloo, which no ceiling measures (replay it: --strategy fastsafetensors)",
-            }
+            )
         )
     elif fastsafetensors and (fitted := _fastsafetensors_seconds(session, ckpt, tp, storage_n)) is not None:
         out.append(
-            {
-                "flags": FASTST_FLAG,
-                "strategy": "fastsafetensors",
-                "predicted_s": round(fitted, 3),
-                "why": "each file priced by its size from the package's own timings on "
-                f"{session.ceilings.get('fastsafetensors_sample_files')} of these files, one loader per file as "
-                f"SGLang does ({session.ceilings['fastsafetensors_GBps']:.2f} GB/s over the sample); it bypasses a "
+            Prediction(
+                flags=FASTST_FLAG,
+                strategy="fastsafetensors",
+                predicted_s=round(fitted, 3),
+                why="each file priced by its size from the package's own timings on "
+                f"{session.ceilings.fastsafetensors_sample_files} of these files, one loader per file as SGLang "
+                f"does ({session.ceilings.fastsafetensors_GBps or 0.0:.2f} GB/s over the sample); it bypasses a "
                 "warm page cache, so it reads every byte from storage",
-            }
+            )
         )
     elif storage_n and pinned and fastsafetensors:
         out.append(
-            {
-                "flags": FASTST_FLAG,
-                "strategy": "fastsafetensors",
+            Prediction(
+                flags=FASTST_FLAG,
+                strategy="fastsafetensors",
                 # File batches one after the other, each read whole (O_DIRECT, in parallel) before its copies:
                 # the reads and the pinned copies add up. Only for sessions whose probe did not measure the
                 # package itself: its own rate has run 27-35% below this on the H200.
-                "predicted_s": round(ckpt / storage_n / 1e9 + h2d_bytes / pinned / 1e9, 3),
-                "why": f"parallel O_DIRECT reads into pinned buffers, {pinned:.1f} GB/s pinned copies; "
+                predicted_s=round(ckpt / storage_n / 1e9 + h2d_bytes / pinned / 1e9, 3),
+                why=f"parallel O_DIRECT reads into pinned buffers, {pinned:.1f} GB/s pinned copies; "
                 "it bypasses a warm page cache, so it reads every byte from storage (its own rate was not "
                 "measured: a lower bound)",
-            }
+            )
         )
     elif bottleneck == "h2d" and pinned and fastsafetensors:
         out.append(
-            {
-                "flags": FASTST_FLAG,
-                "strategy": "fastsafetensors",
-                "predicted_s": round(h2d_bytes / pinned / 1e9, 3),
-                "why": f"pinned host buffers copy at {pinned:.1f} GB/s instead of pageable staging",
-            }
+            Prediction(
+                flags=FASTST_FLAG,
+                strategy="fastsafetensors",
+                predicted_s=round(h2d_bytes / pinned / 1e9, 3),
+                why=f"pinned host buffers copy at {pinned:.1f} GB/s instead of pageable staging",
+            )
         )
     if is_network_fs(fs_type) and bottleneck in ("storage", "page-cache", "rank-skew"):
         out.append(
-            {
-                "flags": "copy the checkpoint to local NVMe once (cp -r) and point --model-path there",
-                "strategy": None,
-                "predicted_s": None,
-                "why": f"{fs_type} serves 4 KiB mmap faults slowly and every node re-reads it; "
+            Prediction(
+                flags="copy the checkpoint to local NVMe once (cp -r) and point --model-path there",
+                strategy=None,
+                predicted_s=None,
+                why=f"{fs_type} serves 4 KiB mmap faults slowly and every node re-reads it; "
                 "run `ckptprof probe` on the local disk to predict the gain",
-            }
+            )
         )
-    out.sort(key=lambda p: (p["predicted_s"] is None, p["predicted_s"] or 0.0))
+    out.sort(key=lambda p: (p.predicted_s is None, p.predicted_s or 0.0))
     return out

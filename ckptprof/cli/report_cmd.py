@@ -67,9 +67,10 @@ def attach_ceilings(session: Session, path: str) -> None:
     import json
 
     from ckptprof.errors import SessionFileError, UsageError
+    from ckptprof.results import Ceilings
     from ckptprof.session import InvalidField, validate_ceilings
 
-    if session.ceilings:
+    if session.ceilings != Ceilings():
         raise UsageError(f"--ceilings: {path}: this session already has ceilings measured in its own run")
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -81,7 +82,7 @@ def attach_ceilings(session: Session, path: str) -> None:
         validate_ceilings(data, "ceilings")
     except InvalidField as exc:
         raise SessionFileError(path, f"not valid `ckptprof probe --json` output: field {exc}") from None
-    session.ceilings = data
+    session.ceilings = Ceilings.from_dict(data)
     session.notes = [n for n in session.notes if not n.startswith("ceilings not measured")]
     session.notes.append(f"ceilings from {path}, measured separately from this run (not in the same run)")
 

@@ -19,6 +19,7 @@ from ckptprof.errors import CkptprofError, UsageError
 from ckptprof.loader.options import DEFAULT_RANK_TIMEOUT_S
 from ckptprof.loader.plan import CACHE_MODES, default_device_spec
 from ckptprof.loader.torchrun import in_torchrun
+from ckptprof.results import Ceilings
 from ckptprof.session import Session
 from ckptprof.stage_hooks import stage_begins
 from ckptprof.units import parse_size
@@ -209,12 +210,12 @@ def check_recommendations(
     replays = []
     ceilings_then: list[dict[str, Any]] = []
     paths = checkpoint_files(session)  # listed once for every re-measure below
-    for prediction in (session.verdict or {}).get("predictions", []):
-        spec = prediction.get("strategy")
-        if not spec or prediction.get("predicted_s") is None:
+    for prediction in session.verdict.predictions if session.verdict is not None else ():
+        spec = prediction.strategy
+        if not spec or prediction.predicted_s is None:
             continue
         name, params = parse_spec(spec)
-        say(f"checking the prediction for {prediction['flags']} ({spec}) ...")
+        say(f"checking the prediction for {prediction.flags} ({spec}) ...")
         ceilings_then.append(storage_now(session, fastsafetensors=name == "fastsafetensors", paths=paths))
         replays.append((prediction, replay_one(strategy=name, strategy_params=params)))
     session.extra["prediction_check"] = check_predictions(session, replays, ceilings_then)
@@ -237,7 +238,7 @@ def storage_now(session: Session, fastsafetensors: bool, paths: list[Path] | Non
     when the caller has listed them already."""
     from ckptprof.probe.run_probes import measure_storage_now
 
-    if not session.ceilings.get("storage_read_n_streams_GBps"):
+    if not session.ceilings.storage_read_n_streams_GBps:
         return {}
     files = paths if paths is not None else checkpoint_files(session)
     if files is None:
@@ -245,7 +246,7 @@ def storage_now(session: Session, fastsafetensors: bool, paths: list[Path] | Non
     devices = [str(d) for d in session.config.get("devices") or []]
     try:
         return measure_storage_now(
-            files, devices, session.ceilings.get("storage_streams"), fastsafetensors=fastsafetensors
+            files, devices, session.ceilings.storage_streams, fastsafetensors=fastsafetensors
         )
     except OSError:
         return {}
@@ -551,17 +552,17 @@ class RunCommand:
         if not args.no_probe and is_rank0:
             probe_key, reused = recent_probe(target, args.draft, devices, args.probe_sample, args)
 
-        def keep_probe(ceilings: dict[str, Any]) -> None:
+        def keep_probe(ceilings: Ceilings) -> None:
             if probe_key is not None:
                 from ckptprof.probe import reuse
 
-                reuse.store(probe_key, ceilings)
+                reuse.store(probe_key, ceilings.to_dict())
 
         runs = api.replay_strategies(
             target,
             args.draft,
             strategies,
-            ceilings=reused.ceilings if reused is not None else None,
+            ceilings=Ceilings.from_dict(reused.ceilings) if reused is not None else None,
             py_spy_dir=(lambda name: out_dir if len(strategies) == 1 else out_dir / f"py-spy-{name}")
             if args.py_spy
             else None,

@@ -76,10 +76,12 @@ def seconds_for(sample: Sequence[Sequence[float]], size: int) -> float:
     return last_s + (size - last_b) * per_byte
 
 
-def predicted_seconds(ceilings: dict[str, Any], batches: Sequence[Sequence[int]]) -> float | None:
+def predicted_seconds(
+    sample: Sequence[Sequence[float]] | None, batches: Sequence[Sequence[int]]
+) -> float | None:
     """fastsafetensors' load of files in ``batches`` (file sizes; one batch = one file per rank, read at once, and
-    no rank goes on before the batch's slowest file is read), from the measured sample; None without one."""
-    sample = ceilings.get("fastsafetensors_sample")
+    no rank goes on before the batch's slowest file is read), from the measured (bytes, seconds) sample (the
+    ``fastsafetensors_sample`` ceiling); None without one."""
     if not sample:
         return None
     return sum(max((seconds_for(sample, size) for size in batch), default=0.0) for batch in batches)

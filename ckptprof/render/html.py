@@ -155,9 +155,9 @@ def _try_list(session: Session) -> str:
 
 
 def verdict_section(session: Session) -> str:
-    v = session.verdict or {}
-    accent = BOTTLENECK_COLORS.get(str(v.get("bottleneck")), "#7b8794")
-    summary = v.get("summary") or "No verdict in this session."
+    v = session.verdict
+    accent = BOTTLENECK_COLORS.get(str(v.bottleneck if v is not None else None), "#7b8794")
+    summary = (v.summary if v is not None else "") or "No verdict in this session."
     metrics = html_table(["metric", "value"], [list(r) for r in key_metrics(session)], cls="kv")
     return (
         f'<section class="verdict" style="--accent:{accent}" id="verdict">'
@@ -173,7 +173,9 @@ def _environment_rows(session: Session) -> list[list[Any]]:
     rows: list[list[Any]] = [[f"config.{k}", v] for k, v in sorted(session.config.items())]
     rows += [[f"environment.{k}", v] for k, v in sorted(session.environment.items())]
     rows += [
-        [f"ceilings.{k}", v] for k, v in sorted((session.ceilings or {}).items()) if not isinstance(v, dict)
+        [f"ceilings.{k}", v]
+        for k, v in sorted(session.ceilings.to_dict().items())
+        if v is not None and not isinstance(v, dict)
     ]
     return rows
 
@@ -195,7 +197,7 @@ def _plots_section(session: Session, use_plots: bool | None) -> str:
 def render(session: Session, with_plots: bool | None = None, slowest: int = 10) -> str:
     """The report; ``with_plots``: None = matplotlib figures when it imports, False = never, True = when possible."""
     models = ", ".join(f"{m.role} {m.path}" for m in session.models) or "no checkpoint"
-    crows = ceiling_rows(session.ceilings or {})
+    crows = ceiling_rows(session.ceilings)
     sections = [
         verdict_section(session),
         _section(
@@ -227,7 +229,7 @@ def render(session: Session, with_plots: bool | None = None, slowest: int = 10) 
         sections.append(_section(f"{len(rows)} slowest shards", html_table(SLOWEST_HEADERS, rows)))
     sections.append(
         _section(
-            ceiling_header(session.ceilings or {}, heading=True),
+            ceiling_header(session.ceilings, heading=True),
             html_table(["ceiling", "measured"], crows) if crows else "<p>Not measured (--no-probe).</p>",
         )
     )

@@ -56,10 +56,9 @@ def _try_line(flags: str, outcome: str) -> str:
 
 
 def render(session: Session, slowest: int = 10) -> str:
-    v = session.verdict or {}
     out = [f"## ckptprof verdict: {headline(session)}", ""]
-    if v.get("summary"):
-        out += [f"> {v['summary']}", ""]
+    if session.verdict is not None and session.verdict.summary:
+        out += [f"> {session.verdict.summary}", ""]
     out += [f"**Run:** {run_line(session)}", ""]
     recs = recommendations(session)
     if recs:
@@ -84,8 +83,8 @@ def render(session: Session, slowest: int = 10) -> str:
     rows = slowest_rows(session, slowest)
     if rows:
         out += [f"### {len(rows)} slowest shards", "", md_table(SLOWEST_HEADERS, rows), ""]
-    crows = ceiling_rows(session.ceilings or {})
-    out += [f"### {ceiling_header(session.ceilings or {}, heading=True)}", ""]
+    crows = ceiling_rows(session.ceilings)
+    out += [f"### {ceiling_header(session.ceilings, heading=True)}", ""]
     out += [md_table(["ceiling", "measured"], crows) if crows else "_not measured_", ""]
     prows = py_spy_rows(session)
     if prows:

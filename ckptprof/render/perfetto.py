@@ -206,7 +206,7 @@ def trace(session: Session) -> dict[str, Any]:
     events: list[dict[str, Any]] = []
     for r in sorted(session.ranks, key=lambda r: r.rank):
         events += rank_events(r, roles, stride)
-    v = session.verdict or {}
+    v = session.verdict
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",
@@ -214,8 +214,8 @@ def trace(session: Session) -> dict[str, Any]:
             "tool": "ckptprof",
             "schema_version": session.schema_version,
             "created": session.created,
-            "bottleneck": v.get("bottleneck"),
-            "summary": v.get("summary"),
+            "bottleneck": v.bottleneck if v is not None else None,
+            "summary": v.summary if v is not None else None,
             "tp": session.config.get("tp"),
             "cache": session.config.get("cache"),
             "note": "phases inside a shard are drawn one after the other; per-tensor interleaving is summarised",

@@ -13,7 +13,7 @@ from ckptprof.analysis.attribution import (
     slowest_shards,
 )
 from ckptprof.analysis.memory import memory_summary
-from ckptprof.analysis.verdict import VERDICT_NOTES
+from ckptprof.results import Ceilings, Verdict
 from ckptprof.session import Session
 from ckptprof.units import gbps, human_bytes
 
@@ -76,34 +76,39 @@ def rank_rows(session: Session) -> list[list[Any]]:
     return rows
 
 
-def ceiling_rows(ceilings: dict[str, Any]) -> list[list[str]]:
+def ceiling_rows(ceilings: Ceilings) -> list[list[str]]:
     rows = []
-    for key, label in (
-        ("storage_read_1_stream_GBps", "storage read, cold, 1 stream"),
-        ("storage_read_n_streams_GBps", "storage read, cold, N streams"),
-        ("page_cache_read_GBps", "page-cache read"),
-        ("memcpy_GBps", "host memcpy"),
-        ("fresh_write_GBps", "host copy into fresh memory"),
-        ("fresh_write_n_threads_GBps", "host copy into fresh memory, N threads at once"),
-        ("fastsafetensors_GBps", "fastsafetensors, one loader per file"),
+    for value, label in (
+        (ceilings.storage_read_1_stream_GBps, "storage read, cold, 1 stream"),
+        (
+            ceilings.storage_read_n_streams_GBps,
+            f"storage read, cold, N streams (N={ceilings.storage_streams})",
+        ),
+        (ceilings.page_cache_read_GBps, "page-cache read"),
+        (ceilings.memcpy_GBps, "host memcpy"),
+        (ceilings.fresh_write_GBps, "host copy into fresh memory"),
+        (ceilings.fresh_write_n_threads_GBps, "host copy into fresh memory, N threads at once"),
+        (ceilings.fastsafetensors_GBps, "fastsafetensors, one loader per file"),
     ):
-        value = ceilings.get(key)
         if isinstance(value, (int, float)):
-            extra = f" (N={ceilings.get('storage_streams')})" if "n_streams" in key else ""
-            rows.append([label + extra, f"{value:.2f} GB/s"])
-    for key, label in (("h2d_pageable_GBps", "H2D pageable"), ("h2d_pinned_GBps", "H2D pinned")):
-        for dev, value in sorted((ceilings.get(key) or {}).items()):
-            rows.append([f"{label} {dev}", f"{value:.2f} GB/s"])
-    value = ceilings.get("h2d_pinned_all_devices_GBps")
+            rows.append([label, f"{value:.2f} GB/s"])
+    for per_device, label in (
+        (ceilings.h2d_pageable_GBps, "H2D pageable"),
+        (ceilings.h2d_pinned_GBps, "H2D pinned"),
+    ):
+        for dev, rate in sorted((per_device or {}).items()):
+            if rate is not None:
+                rows.append([f"{label} {dev}", f"{rate:.2f} GB/s"])
+    value = ceilings.h2d_pinned_all_devices_GBps
     if isinstance(value, (int, float)) and value > 0:
         rows.append(["H2D pinned, all devices at once", f"{value:.2f} GB/s"])
     return rows
 
 
-def ceiling_header(ceilings: dict[str, Any], heading: bool = False) -> str:
+def ceiling_header(ceilings: Ceilings, heading: bool = False) -> str:
     """'ceiling (measured this run)', or how old the reused probe was; 'Ceilings (...)' as a heading."""
     word = "Ceilings" if heading else "ceiling"
-    reused = ceilings.get("reused")
+    reused = ceilings.reused
     if isinstance(reused, dict) and isinstance(reused.get("age_s"), (int, float)):
         from ckptprof.probe.reuse import age_words
 
@@ -292,7 +297,7 @@ def run_line(session: Session) -> str:
 
 
 def headline(session: Session) -> str:
-    bottleneck = (session.verdict or {}).get("bottleneck")
+    bottleneck = session.verdict.bottleneck if session.verdict is not None else None
     if not bottleneck:
         return "no verdict"
     if bottleneck == "unknown":
@@ -302,21 +307,21 @@ def headline(session: Session) -> str:
 
 def key_metrics(session: Session) -> list[tuple[str, str]]:
     """The handful of numbers that back the verdict, as (label, value) pairs."""
-    v = session.verdict or {}
+    v = session.verdict or Verdict()
     shares = run_totals(session).shares()
-    wall = v.get("load_wall_s", load_wall(session))
+    wall = v.load_wall_s if v.load_wall_s is not None else load_wall(session)
     rows: list[tuple[str, str]] = [
         ("load wall (slowest rank)", f"{wall:.2f} s"),
         ("checkpoint", human_bytes(checkpoint_bytes(session))),
     ]
     optional = [
-        ("achieved", _num(v.get("achieved_GBps"), ".2f"), " GB/s"),
-        ("floor from ceilings", _num(v.get("floor_s"), ".2f"), " s"),
-        ("read amplification", _num(v.get("read_amplification"), ".2f"), "x"),
-        ("storage amplification", _num(v.get("storage_amplification"), ".2f"), "x"),
-        ("major faults per GB", _num(v.get("major_faults_per_GB"), ".0f"), ""),
-        ("rank skew (slowest / median)", _num(v.get("rank_skew"), ".2f"), "x"),
-        ("not in page cache at start", _num(_percent(v.get("cold_fraction")), ".0f"), "%"),
+        ("achieved", _num(v.achieved_GBps, ".2f"), " GB/s"),
+        ("floor from ceilings", _num(v.floor_s, ".2f"), " s"),
+        ("read amplification", _num(v.read_amplification, ".2f"), "x"),
+        ("storage amplification", _num(v.storage_amplification, ".2f"), "x"),
+        ("major faults per GB", _num(v.major_faults_per_GB, ".0f"), ""),
+        ("rank skew (slowest / median)", _num(v.rank_skew, ".2f"), "x"),
+        ("not in page cache at start", _num(_percent(v.cold_fraction), ".0f"), "%"),
     ]
     rows += [(label, value + unit) for label, value, unit in optional if value is not None]
     rows.append(
@@ -327,21 +332,21 @@ def key_metrics(session: Session) -> list[tuple[str, str]]:
             + " / ".join(f"{100 * shares[k]:.0f}%" for k in ("deserialize", "h2d", "other")),
         )
     )
-    on_path = v.get("path_shares")
+    on_path = v.path_shares
     if on_path:
         rows.append(
             (
                 "SGLang's own load (faithful wall): storage busy / page cache / deserialize / h2d / other"
-                + (f" (storage: {v['path_storage_source']})" if v.get("path_storage_source") else ""),
+                + (f" (storage: {v.path_storage_source})" if v.path_storage_source else ""),
                 " / ".join(f"{100 * on_path.get(k, 0.0):.0f}%" for k in PATH_SHARE_KEYS),
             )
         )
-    if v.get("h2d_stand_in"):
+    if v.h2d_stand_in:
         rows.append(("h2d", "host-copy stand-in (no CUDA device)"))
     memory = memory_summary(session)
     if memory:
         rows.append(("host memory (worst rank)", memory))
-    delta = v.get("faithful_delta")
+    delta = v.faithful_delta
     text = f"{100 * delta:+.1f}%" if isinstance(delta, (int, float)) else "not run (--faithful)"
     fetched = [
         (sum(s.storage_bytes for s in m.shards), m.faithful_storage_bytes)
@@ -356,36 +361,29 @@ def key_metrics(session: Session) -> list[tuple[str, str]]:
     if rounds > 1 and isinstance(delta, (int, float)):
         text += f"; medians of {rounds} alternated passes each"
     rows.append(("decomposed vs faithful wall", text))
-    rows += [("caveat", str(v[key])) for key in VERDICT_NOTES if v.get(key)]
+    rows += [("caveat", note) for note in v.caveats]
     return rows
 
 
 def recommendations(session: Session) -> list[tuple[str, str]]:
     """(what to try, predicted outcome and why), fastest first; from the predictions when present."""
-    v = session.verdict or {}
-    predictions = v.get("predictions") or []
-    if predictions:
+    v = session.verdict or Verdict()
+    if v.predictions:
         out = []
-        for p in predictions:
-            seconds = p.get("predicted_s")
-            predicted = f"~{seconds:.2f} s predicted" if isinstance(seconds, (int, float)) else ""
-            if predicted and p.get("slower_than_now"):
+        for p in v.predictions:
+            seconds = p.predicted_s
+            predicted = f"~{seconds:.2f} s predicted" if seconds is not None else ""
+            if predicted and p.slower_than_now:
                 predicted = f"not faster here: {predicted}"
-            why = str(p.get("why", ""))
-            outcome = f"{predicted} ({why})" if predicted and why else predicted or why
-            out.append((str(p.get("flags", "")), outcome))
+            outcome = f"{predicted} ({p.why})" if predicted and p.why else predicted or p.why
+            out.append((p.flags, outcome))
         return out
-    return [(str(r), "") for r in v.get("recommendations") or []]
+    return [(r, "") for r in v.recommendations]
 
 
 def no_recommendation(session: Session) -> str:
     """Why the remedy list is empty: nothing to predict from, or nothing predicted to help."""
-    values: list[Any] = []
-    for key, value in (session.ceilings or {}).items():
-        if key.endswith("GBps"):
-            values += list(value.values()) if isinstance(value, dict) else [value]
-    measured = any(isinstance(v, (int, float)) and v > 0 for v in values)
-    if not measured:
+    if not session.ceilings.measured:
         return "no predictions: the session has no measured ceilings (run without --no-probe)"
     return "no loader flag is predicted to help with this bottleneck"
 

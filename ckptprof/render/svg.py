@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from html import escape
 
 from ckptprof.render.perfetto import phase_segments
+from ckptprof.results import slowest_device
 from ckptprof.session import RankResult, Session, ShardTiming
 from ckptprof.units import gbps, human_bytes
 
@@ -207,26 +208,21 @@ def timeline_svg(session: Session, width: int = 1160) -> str:
 
 def ceiling_lines(session: Session) -> list[tuple[str, float]]:
     """The ceilings worth drawing, as (label, GB/s); per-device H2D ceilings use the slowest used device."""
-    c = session.ceilings or {}
+    c = session.ceilings
     out: list[tuple[str, float]] = []
-    streams = c.get("storage_streams")
-    for key, label in (
-        ("storage_read_1_stream_GBps", "storage cold, 1 stream"),
-        ("storage_read_n_streams_GBps", f"storage cold, {streams or 'N'} streams"),
-        ("page_cache_read_GBps", "page-cache read"),
-        ("memcpy_GBps", "host memcpy"),
+    for value, label in (
+        (c.storage_read_1_stream_GBps, "storage cold, 1 stream"),
+        (c.storage_read_n_streams_GBps, f"storage cold, {c.storage_streams or 'N'} streams"),
+        (c.page_cache_read_GBps, "page-cache read"),
+        (c.memcpy_GBps, "host memcpy"),
     ):
-        value = c.get(key)
         if isinstance(value, (int, float)) and value > 0:
             out.append((label, float(value)))
-    devices = {r.device for r in session.ranks}
-    for key, label in (("h2d_pageable_GBps", "H2D pageable"), ("h2d_pinned_GBps", "H2D pinned")):
-        per_device = c.get(key) or {}
-        values = [
-            float(v) for d, v in per_device.items() if d in devices and isinstance(v, (int, float)) and v > 0
-        ]
-        if values:
-            out.append((label, min(values)))
+    devices = sorted({r.device for r in session.ranks})
+    for per_device, label in ((c.h2d_pageable_GBps, "H2D pageable"), (c.h2d_pinned_GBps, "H2D pinned")):
+        slowest = slowest_device(per_device, devices)
+        if slowest is not None:
+            out.append((label, slowest))
     return out
 
 

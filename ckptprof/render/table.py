@@ -5,7 +5,6 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from ckptprof.analysis.memory import memory_summary
-from ckptprof.analysis.verdict import VERDICT_NOTES
 from ckptprof.render.rows import (
     PY_SPY_HEADERS,
     RANK_HEADERS,
@@ -28,7 +27,7 @@ from ckptprof.units import human_bytes
 
 def render(session: Session, slowest: int = 5) -> str:
     out: list[str] = []
-    v = session.verdict or {}
+    v = session.verdict
     cfg = session.config
     models = ", ".join(
         f"{m.role} {m.path} ({len(m.shards)} shards, {human_bytes(m.total_bytes)}, {m.fs_type})"
@@ -59,31 +58,29 @@ def render(session: Session, slowest: int = 5) -> str:
         out.append(f"{len(rows)} slowest shards")
         out.append(tabulate(rows, headers=SLOWEST_HEADERS, tablefmt="simple", disable_numparse=True))
         out.append("")
-    ceiling_table = ceiling_rows(session.ceilings or {})
+    ceiling_table = ceiling_rows(session.ceilings)
     if ceiling_table:
-        out.append(
-            tabulate(ceiling_table, headers=[ceiling_header(session.ceilings or {}), ""], tablefmt="simple")
-        )
+        out.append(tabulate(ceiling_table, headers=[ceiling_header(session.ceilings), ""], tablefmt="simple"))
         out.append("")
-    if v:
-        out.append(f"verdict: {v.get('summary', '')}")
+    if v is not None:
+        out.append(f"verdict: {v.summary}")
         extras = []
-        if v.get("read_amplification") is not None:
-            extras.append(f"read amplification {v['read_amplification']:.2f}x")
-        if v.get("storage_amplification") is not None and (v.get("cold_fraction") or 0) > 0:
-            extras.append(f"storage amplification {v['storage_amplification']:.2f}x")
-        elif v.get("storage_amplification") is not None:
+        if v.read_amplification is not None:
+            extras.append(f"read amplification {v.read_amplification:.2f}x")
+        if v.storage_amplification is not None and (v.cold_fraction or 0) > 0:
+            extras.append(f"storage amplification {v.storage_amplification:.2f}x")
+        elif v.storage_amplification is not None:
             extras.append("storage amplification n/a (nothing was read from storage)")
-        if v.get("major_faults_per_GB") is not None:
-            extras.append(f"{v['major_faults_per_GB']:.0f} major faults/GB")
-        extras.append(f"rank skew {v.get('rank_skew', 1.0):.2f}")
-        if v.get("faithful_delta") is not None:
+        if v.major_faults_per_GB is not None:
+            extras.append(f"{v.major_faults_per_GB:.0f} major faults/GB")
+        extras.append(f"rank skew {v.rank_skew if v.rank_skew is not None else 1.0:.2f}")
+        if v.faithful_delta is not None:
             rounds = session.config.get("faithful_rounds") or 1
             medians = f" (medians of {rounds} alternated passes)" if rounds > 1 else ""
-            extras.append(f"decomposed vs faithful wall {100 * v['faithful_delta']:+.1f}%{medians}")
-            on_path = v.get("path_shares") or {}
+            extras.append(f"decomposed vs faithful wall {100 * v.faithful_delta:+.1f}%{medians}")
+            on_path = v.path_shares or {}
             if on_path.get("storage", 0.0) >= 0.05:  # on a warm load there is nothing to say
-                source = v.get("path_storage_source")
+                source = v.path_storage_source
                 extras.append(
                     f"storage busy {100 * on_path.get('storage', 0.0):.0f}% of the faithful wall"
                     + (f" ({source})" if source else "")
@@ -97,10 +94,9 @@ def render(session: Session, slowest: int = 5) -> str:
         memory = memory_summary(session)
         if memory:
             out.append(f"  memory: {memory}")
-        for key in VERDICT_NOTES:
-            if v.get(key):
-                out.append(f"  note: {v[key]}")
-        for rec in v.get("recommendations", []):
+        for note in v.caveats:
+            out.append(f"  note: {note}")
+        for rec in v.recommendations:
             out.append(f"  try: {rec}")
     out.extend(strategy_lines(session))
     out.extend(prediction_lines(session))

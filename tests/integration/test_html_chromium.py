@@ -141,7 +141,7 @@ def test_dom_shows_the_verdict(exe: str, report: tuple[Path, Session], tmp_path:
     assert proc.returncode == 0, proc.stderr[-2000:]
     dom = proc.stdout
     # THEN the parsed page carries the verdict's summary and the recommendations, and both SVG charts
-    assert session.verdict["summary"][:60] in dom.replace("&amp;", "&")
+    assert session.verdict.summary[:60] in dom.replace("&amp;", "&")
     assert 'class="badge"' in dom and dom.count("<svg") == 2
     # the badge: "storage-bound", or "no single bottleneck" when the top shares are within the noise
     assert f'class="badge">{rows.headline(session)}<' in dom

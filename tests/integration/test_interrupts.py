@@ -102,7 +102,7 @@ def test_a_signal_in_any_stage_saves_a_session_that_says_where_it_stopped(
     by = "SIGTERM" if how == "sigterm" else "Ctrl-C"
     if stage == "report":
         # The work was done when the signal came: the session is whole, only the exit code says it was cut.
-        assert session.verdict["achieved_GBps"] is not None
+        assert session.verdict.achieved_GBps is not None
         assert all(r.status == "ok" for r in session.ranks)
     elif stage == "check":
         assert any(f"interrupted ({by}) while checking the predictions" in n for n in session.notes)
@@ -115,15 +115,15 @@ def test_a_signal_in_any_stage_saves_a_session_that_says_where_it_stopped(
             "faithful": "faithful pass",
         }
         assert session.extra["interrupted"] == {"stage": expected[stage], "by": by}
-        assert f"interrupted ({by}) during the {expected[stage]}" in session.verdict["incomplete"][0]
-        assert session.verdict["achieved_GBps"] is None
+        assert f"interrupted ({by}) during the {expected[stage]}" in session.verdict.incomplete[0]
+        assert session.verdict.achieved_GBps is None
         assert f"interrupted ({by}) during the {expected[stage]}" in err
         assert [m.role for m in session.models] == ["target"]
     if stage == "probe":
         assert session.ranks == []
         assert "no rank replayed anything" in out
     if stage == "cache":
-        assert session.ceilings.get("storage_read_GBps") is not None  # the finished probe is kept
+        assert session.ceilings.storage_read_GBps is not None  # the finished probe is kept
         assert session.ranks == []
     if stage == "replay":
         assert all(r.status == "failed" for r in session.ranks)

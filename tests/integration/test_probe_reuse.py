@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -41,16 +42,17 @@ def test_a_second_run_reuses_the_probe_and_prints_its_age(
 ) -> None:
     # GIVEN a first run, which probes and keeps the result
     first, _ = run(small_draft, tmp_path / "a")
-    assert "reused" not in first.ceilings
+    assert first.ceilings.reused is None
     assert "ceiling (measured this run)" in capsys.readouterr().out
     assert len(kept_probes(cache)) == 1
     # WHEN a second run starts within the hour
     second, _ = run(small_draft, tmp_path / "b")
     printed = capsys.readouterr().out
     # THEN it holds the first run's ceilings, says they were reused and how old they are, and did not probe
-    reused = second.ceilings["reused"]
+    reused = second.ceilings.reused
+    assert reused is not None
     assert 0 <= reused["age_s"] < 600 and reused["max_age_s"] == reuse.DEFAULT_MAX_AGE_S
-    assert {k: v for k, v in second.ceilings.items() if k != "reused"} == first.ceilings
+    assert replace(second.ceilings, reused=None) == first.ceilings
     assert "ceiling (reused: measured" in printed
     assert any(n.startswith("ceilings reused from a probe") and "--reprobe" in n for n in second.notes)
     assert not any("the storage probe drops and re-reads a sample" in n for n in second.notes)
@@ -61,19 +63,19 @@ def test_reprobe_a_different_sample_or_an_old_probe_measure_again(
 ) -> None:
     run(small_draft, tmp_path / "a")
     again, _ = run(small_draft, tmp_path / "b", "--reprobe")
-    assert "reused" not in again.ceilings
+    assert again.ceilings.reused is None
     other_sample, _ = run(small_draft, tmp_path / "c", "--probe-sample", "2MB")
-    assert "reused" not in other_sample.ceilings
+    assert other_sample.ceilings.reused is None
     assert len(kept_probes(cache)) == 2  # one per sample size
     never, _ = run(small_draft, tmp_path / "d", "--probe-max-age", "0")
-    assert "reused" not in never.ceilings
+    assert never.ceilings.reused is None
     # a kept probe older than the maximum age is measured again
     for path in kept_probes(cache):
         doc = json.loads(path.read_text())
         doc["measured_unix"] -= 7200
         path.write_text(json.dumps(doc))
     old, _ = run(small_draft, tmp_path / "e")
-    assert "reused" not in old.ceilings
+    assert old.ceilings.reused is None
 
 
 @pytest.mark.parametrize(
@@ -94,7 +96,7 @@ def test_a_kept_probe_that_cannot_be_trusted_is_measured_again(
     assert callable(damage)
     path.write_text(damage(json.loads(path.read_text())))
     session, _ = run(small_draft, tmp_path / "b")
-    assert "reused" not in session.ceilings
+    assert session.ceilings.reused is None
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes through read-only permissions")
@@ -108,7 +110,7 @@ def test_an_unwritable_cache_directory_only_costs_the_reuse(
         second, _ = run(small_draft, tmp_path / "b")
     finally:
         cache.chmod(0o700)
-    assert "reused" not in first.ceilings and "reused" not in second.ceilings
+    assert first.ceilings.reused is None and second.ceilings.reused is None
 
 
 def test_a_cache_path_that_is_a_file_only_costs_the_reuse(
@@ -120,7 +122,7 @@ def test_a_cache_path_that_is_a_file_only_costs_the_reuse(
     monkeypatch.delenv("CKPTPROF_PROBE_MAX_AGE_S")
     first, _ = run(small_draft, tmp_path / "a")
     second, _ = run(small_draft, tmp_path / "b")
-    assert "reused" not in first.ceilings and "reused" not in second.ceilings
+    assert first.ceilings.reused is None and second.ceilings.reused is None
 
 
 def test_the_key_names_the_file_systems_and_devices(small_draft: Path) -> None:

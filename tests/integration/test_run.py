@@ -59,7 +59,7 @@ def test_run_tp3_on_one_device_with_draft(
         assert [s.file for s in draft.shards] == [s.file for s in session.models[1].shards]
         assert sum(s.bytes for s in draft.shards) > 0
     # every rank materialises every full tensor (SGLang narrows after get_tensor): 3x read amplification
-    assert session.verdict["read_amplification"] == pytest.approx(3.0, rel=0.02)
+    assert session.verdict.read_amplification == pytest.approx(3.0, rel=0.02)
     # each rank copies only its slice: the ranks' h2d bytes add up to about one checkpoint (plus replicated)
     total = sum(m.total_bytes for m in session.models)
     h2d = sum(s.h2d_bytes for r in session.ranks for m in r.models for s in m.shards)
@@ -75,7 +75,7 @@ def test_decomposed_phases_sum_close_to_wall(small_draft: Path) -> None:
             phases = sum(s.read_s + s.deserialize_s + s.h2d_s for s in m.shards)
             assert 0 < phases <= m.wall_s
             assert m.faithful_wall_s is not None and m.faithful_wall_s > 0
-    assert session.verdict["faithful_delta"] is not None
+    assert session.verdict.faithful_delta is not None
 
 
 def test_faithful_rounds_alternate_passes_and_compare_medians(small_draft: Path) -> None:
@@ -90,7 +90,7 @@ def test_faithful_rounds_alternate_passes_and_compare_medians(small_draft: Path)
         assert m.faithful_wall_s == sorted(m.faithful_walls)[1]
         decomposed += sorted(m.decomposed_walls)[1]
         faithful += sorted(m.faithful_walls)[1]
-    assert session.verdict["faithful_delta"] == pytest.approx((decomposed - faithful) / faithful, abs=1e-4)
+    assert session.verdict.faithful_delta == pytest.approx((decomposed - faithful) / faithful, abs=1e-4)
     with pytest.raises(ValueError, match="faithful_rounds must be at least 1"):
         api.replay(small_draft, devices="cpu", probe=False, faithful_rounds=0)
     assert main(["run", str(small_draft), "--faithful-rounds", "0", "--no-probe", "-q"]) == 2
@@ -121,7 +121,7 @@ def test_a_faithful_pass_on_a_block_device_records_how_long_it_was_busy(small_dr
     assert 0 <= model.faithful_disk_busy_s <= model.faithful_wall_s + 1e-9
     # The larger of the two storage figures wins; which one depends on the machine (CI's disk is often idle-fast).
     decomposed_storage = model_totals(model).storage_read_s
-    source = session.verdict["path_storage_source"]
+    source = session.verdict.path_storage_source
     if decomposed_storage > model.faithful_disk_busy_s:
         busy_share = model.faithful_disk_busy_s / model.faithful_wall_s
         assert source == (
@@ -249,7 +249,7 @@ def test_python_api_is_ckptprof_replay(small_draft: Path) -> None:
 
     session = ckptprof.replay(small_draft, tp=1, devices="cpu", cache="warm", probe=False)
     assert isinstance(session, Session)
-    assert session.verdict["bottleneck"] in BOTTLENECKS
+    assert session.verdict.bottleneck in BOTTLENECKS
 
 
 def test_server_log_is_put_next_to_the_replay(
@@ -430,7 +430,7 @@ def test_the_readme_api_line_works_after_a_plain_import(small_draft: Path) -> No
         "import sys, ckptprof\n"
         "assert 'torch' not in sys.modules\n"
         f"session = ckptprof.replay({str(small_draft)!r}, devices='cpu', probe=False)\n"
-        "print(session.verdict['bottleneck'])\n"
+        "print(session.verdict.bottleneck)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

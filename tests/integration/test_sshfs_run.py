@@ -34,13 +34,13 @@ def test_run_over_sshfs_is_storage_bound_and_names_the_fs(
     # THEN it is storage-bound on fuse.sshfs, with a ceiling that an independent reader confirms
     v = session.verdict
     assert session.models[0].fs_type == "fuse.sshfs"
-    assert v["bottleneck"] == "storage", v["summary"]
-    assert "fuse.sshfs" in v["summary"]
-    assert v["network_fs"] is True
-    assert any("local NVMe" in r for r in v["recommendations"])
-    ceiling = session.ceilings["storage_read_GBps"]
+    assert v.bottleneck == "storage", v.summary
+    assert "fuse.sshfs" in v.summary
+    assert v.network_fs is True
+    assert any("local NVMe" in r for r in v.recommendations)
+    ceiling = session.ceilings.storage_read_GBps
     files = sorted(ckpt.glob("*.safetensors"))
-    reference = independent_read(files, session.ceilings["storage_method"] == "o_direct")
+    reference = independent_read(files, session.ceilings.storage_method == "o_direct")
     assert abs(ceiling - reference) / reference < 0.15, (ceiling, reference)
     assert _digests(source / "eagle3") == before  # nothing written to the checkpoint
 
@@ -49,5 +49,5 @@ def test_same_checkpoint_on_local_disk_warm_is_not_storage_bound(tmp_path: Path)
     ckpt = tmp_path / "eagle3"
     synthesize(ckpt, preset="eagle3-draft", shards=8, size=120_000_000, seed=3)
     session = api.replay(ckpt, tp=1, devices="cpu", cache="warm", probe=True, probe_sample_bytes=120_000_000)
-    assert session.verdict["bottleneck"] != "storage", session.verdict["summary"]
-    assert session.verdict["cold_fraction"] < 0.05
+    assert session.verdict.bottleneck != "storage", session.verdict.summary
+    assert session.verdict.cold_fraction < 0.05

@@ -13,6 +13,7 @@ from ckptprof.analysis.compare import compare
 from ckptprof.cli.compare_cmd import gate
 from ckptprof.cli.main import main
 from ckptprof.errors import CkptprofError
+from ckptprof.results import Verdict
 from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardInfo, ShardTiming, dumps_strict
 
 
@@ -30,7 +31,9 @@ def run_of(walls: dict[int, dict[str, float]], read_share: float = 0.5, **config
     return Session(
         config={"tp": len(walls), "cache": "cold", **config},
         ranks=ranks,
-        verdict={"bottleneck": "storage", "summary": "storage-bound", "achieved_GBps": 1.0},
+        verdict=Verdict.from_dict(
+            {"bottleneck": "storage", "summary": "storage-bound", "achieved_GBps": 1.0}
+        ),
     )
 
 

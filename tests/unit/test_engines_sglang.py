@@ -19,6 +19,7 @@ from ckptprof.engines.sglang import (
     profile_named,
 )
 from ckptprof.engines.versions import installed_version, parse_version
+from ckptprof.results import Ceilings
 from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardInfo, ShardTiming
 
 REAL_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "real"
@@ -139,15 +140,17 @@ def _storage_bound_session(profile_name: str | None) -> Session:
         ranks=[
             RankResult(rank=0, device="cuda:0", models=[RankModel(role="target", wall_s=3.3, shards=[shard])])
         ],
-        ceilings={
-            "storage_read_GBps": 1.45,
-            "storage_read_1_stream_GBps": 1.4,
-            "storage_read_n_streams_GBps": 1.84,
-            "storage_streams": 4,
-            "page_cache_read_GBps": 7.0,
-            "h2d_pageable_GBps": {"cuda:0": 8.7},
-            "h2d_pinned_GBps": {"cuda:0": 55.2},
-        },
+        ceilings=Ceilings.from_dict(
+            {
+                "storage_read_GBps": 1.45,
+                "storage_read_1_stream_GBps": 1.4,
+                "storage_read_n_streams_GBps": 1.84,
+                "storage_streams": 4,
+                "page_cache_read_GBps": 7.0,
+                "h2d_pageable_GBps": {"cuda:0": 8.7},
+                "h2d_pinned_GBps": {"cuda:0": 55.2},
+            }
+        ),
     )
     if profile_name is not None:
         profile = profile_named(profile_name)
@@ -157,17 +160,17 @@ def _storage_bound_session(profile_name: str | None) -> Session:
 
 
 def test_the_verdict_recommends_only_what_the_release_has_and_does_not_already_do() -> None:
-    flags = lambda session: [p["flags"] for p in compute_verdict(session)["predictions"]]  # noqa: E731
+    flags = lambda session: [p.flags for p in compute_verdict(session).predictions]  # noqa: E731
     newest = flags(_storage_bound_session(NEWEST.name))
     assert "--weight-loader-prefetch-checkpoints" in newest
     assert "--model-loader-extra-config '{\"num_threads\": 16}'" in newest
     assert not any("enable_multithread_load" in flag for flag in newest)
     prefetch = next(
         p
-        for p in compute_verdict(_storage_bound_session(NEWEST.name))["predictions"]
-        if p["flags"] == "--weight-loader-prefetch-checkpoints"
+        for p in compute_verdict(_storage_bound_session(NEWEST.name)).predictions
+        if p.flags == "--weight-loader-prefetch-checkpoints"
     )
-    assert "turns the default multithread loader off" in prefetch["why"]
+    assert "turns the default multithread loader off" in prefetch.why
     oldest = flags(_storage_bound_session("0.4.x"))
     assert not any(
         flag.startswith("--weight-loader") or "extra-config" in flag or "fastsafetensors" in flag

@@ -42,9 +42,9 @@ def test_each_file_is_priced_from_the_sampled_points_by_its_size() -> None:
 
 
 def test_a_batch_waits_for_its_slowest_file() -> None:
-    ceilings = {"fastsafetensors_sample": [[100, 1.0], [200, 2.0]]}
-    assert loader_rate.predicted_seconds(ceilings, [[100, 200], [100]]) == pytest.approx(2.0 + 1.0)
-    assert loader_rate.predicted_seconds({}, [[100]]) is None
+    sample = [[100, 1.0], [200, 2.0]]
+    assert loader_rate.predicted_seconds(sample, [[100, 200], [100]]) == pytest.approx(2.0 + 1.0)
+    assert loader_rate.predicted_seconds(None, [[100]]) is None
 
 
 @given(
@@ -71,7 +71,9 @@ def test_measure_times_each_file_after_an_untimed_warm_up() -> None:
     assert result["fastsafetensors_sample_bytes"] == 260_000_000
     assert result["fastsafetensors_GBps"] == pytest.approx(0.26 / 0.16, abs=1e-3)
     assert result["fastsafetensors_sample"] == [[10_000_000, 0.015], [50_000_000, 0.035], [200_000_000, 0.11]]
-    assert loader_rate.predicted_seconds(result, [[50_000_000]] * 4) == pytest.approx(4 * 0.035)
+    assert loader_rate.predicted_seconds(
+        result["fastsafetensors_sample"], [[50_000_000]] * 4
+    ) == pytest.approx(4 * 0.035)
 
 
 def test_nothing_is_measured_without_a_cuda_device() -> None:

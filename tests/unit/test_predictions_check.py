@@ -4,12 +4,14 @@ real thing, but a small cold CPU load does not always earn a prediction)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from ckptprof.analysis.verdict import compute_verdict
 from ckptprof.cli.run_cmd import check_recommendations
+from ckptprof.results import Ceilings, Prediction
 from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardInfo, ShardTiming
 
 GB = 10**9
@@ -40,14 +42,16 @@ def storage_bound(wall: float, strategy: str = "sglang-mt") -> Session:
         ranks=[
             RankResult(rank=0, device="cpu", models=[RankModel(role="target", wall_s=wall, shards=[shard])])
         ],
-        ceilings={
-            "storage_read_GBps": 1.5,
-            "storage_read_1_stream_GBps": 1.4,
-            "storage_read_n_streams_GBps": 2.0,
-            "storage_streams": 4,
-            "page_cache_read_GBps": 7.0,
-            "fresh_write_GBps": 3.0,
-        },
+        ceilings=Ceilings.from_dict(
+            {
+                "storage_read_GBps": 1.5,
+                "storage_read_1_stream_GBps": 1.4,
+                "storage_read_n_streams_GBps": 2.0,
+                "storage_streams": 4,
+                "page_cache_read_GBps": 7.0,
+                "fresh_write_GBps": 3.0,
+            }
+        ),
     )
     session.verdict = compute_verdict(session)
     return session
@@ -55,7 +59,7 @@ def storage_bound(wall: float, strategy: str = "sglang-mt") -> Session:
 
 def test_every_predicted_flag_set_is_replayed_with_its_strategy_and_measured() -> None:
     session = storage_bound(3.0)
-    replayable = [p for p in session.verdict["predictions"] if p["predicted_s"] is not None and p["strategy"]]
+    replayable = [p for p in session.verdict.predictions if p.predicted_s is not None and p.strategy]
     assert replayable  # a cold, storage-bound load earns predictions
     calls: list[dict[str, Any]] = []
 
@@ -65,8 +69,8 @@ def test_every_predicted_flag_set_is_replayed_with_its_strategy_and_measured() -
 
     check_recommendations(session, replay_one, lambda _msg: None)
     checks = session.extra["prediction_check"]
-    assert [c["strategy"] for c in checks] == [p["strategy"] for p in replayable]
-    assert [c["strategy"] for c in calls] == [p["strategy"].split(":")[0] for p in replayable]
+    assert [c["strategy"] for c in checks] == [p.strategy for p in replayable]
+    assert [c["strategy"] for c in calls] == [p.strategy.split(":")[0] for p in replayable]
     for check in checks:
         assert check["status"] == "ok" and check["measured_s"] == pytest.approx(2.0)
         assert check["error"] == pytest.approx(check["predicted_s"] / 2.0 - 1, abs=1e-3)
@@ -75,10 +79,14 @@ def test_every_predicted_flag_set_is_replayed_with_its_strategy_and_measured() -
 
 def test_a_recommendation_without_a_prediction_or_a_strategy_is_not_replayed() -> None:
     session = storage_bound(3.0)
-    session.verdict["predictions"] = [
-        {"flags": "--a", "strategy": None, "predicted_s": 1.0, "why": ""},
-        {"flags": "--b", "strategy": "prefetch", "predicted_s": None, "why": ""},
-    ]
+    assert session.verdict is not None
+    session.verdict = replace(
+        session.verdict,
+        predictions=(
+            Prediction(flags="--a", strategy=None, predicted_s=1.0, why=""),
+            Prediction(flags="--b", strategy="prefetch", predicted_s=None, why=""),
+        ),
+    )
     check_recommendations(session, lambda **_k: pytest.fail("nothing should be replayed"), lambda _m: None)
     assert session.extra["prediction_check"] == []
 
@@ -90,14 +98,14 @@ def test_each_check_is_also_repriced_with_the_storage_measured_just_before_its_r
     from ckptprof.render import markdown, rows
 
     session = storage_bound(3.0)
-    (prefetch,) = [p for p in session.verdict["predictions"] if p["strategy"] == "prefetch"]
+    (prefetch,) = [p for p in session.verdict.predictions if p.strategy == "prefetch"]
     then = {"storage_read_n_streams_GBps": 1.0, "storage_read_1_stream_GBps": 0.7, "storage_read_GBps": 1.0}
     # WHEN the check holds the replay against the prediction and against the prediction made again from then
     (row,) = check_predictions(session, [(prefetch, storage_bound(4.0, "prefetch"))], [then])
     # THEN the first prediction is kept and judged as it was; the re-priced one is the model on the storage then
-    assert row["predicted_s"] == prefetch["predicted_s"] == pytest.approx(2.0)  # 4 GB at 2 GB/s
+    assert row["predicted_s"] == prefetch.predicted_s == pytest.approx(2.0)  # 4 GB at 2 GB/s
     assert row["error"] == pytest.approx(-0.5) and row["within_tolerance"] is False
-    assert row["repriced_s"] == pytest.approx(4.0) == repriced(session, then, prefetch["flags"])
+    assert row["repriced_s"] == pytest.approx(4.0) == repriced(session, then, prefetch.flags)
     assert row["repriced_error"] == pytest.approx(0.0) and row["repriced_within_tolerance"] is True
     assert row["storage_GBps_then"] == 1.0
     session.extra["prediction_check"] = [row]
@@ -124,5 +132,5 @@ def test_the_storage_is_measured_again_on_the_checkpoints_own_files(tmp_path: An
     assert now["storage_read_n_streams_GBps"] > 0 and now["storage_read_1_stream_GBps"] > 0
     assert not any(key.startswith(("page_cache", "fastsafetensors")) for key in now)
     # a run without a probe has nothing to hold a drift against
-    session.ceilings = {}
+    session.ceilings = Ceilings()
     assert storage_now(session, fastsafetensors=False) == {}

@@ -11,6 +11,7 @@ import pytest
 
 from ckptprof.cli.main import main
 from ckptprof.render import FORMATS, RENDERERS
+from ckptprof.results import Ceilings, Verdict
 from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardInfo, ShardTiming
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
@@ -40,7 +41,7 @@ def saved(tmp_path: Path) -> Path:
         ranks=[
             RankResult(rank=0, device="cpu", models=[RankModel(role="draft", wall_s=1.0, shards=[shard])])
         ],
-        verdict={"bottleneck": "storage", "summary": "storage-bound: 1.00 GB/s"},
+        verdict=Verdict.from_dict({"bottleneck": "storage", "summary": "storage-bound: 1.00 GB/s"}),
     )
     return session.save(tmp_path / "session.json")
 
@@ -98,7 +99,7 @@ def test_run_writes_html_and_trace(
     capsys.readouterr()
     # THEN both files are written from the saved session, the same as `report` renders them
     session = Session.load(tmp_path / "run" / "session.json")
-    assert session.verdict["summary"][:40] in html_path.read_text()
+    assert session.verdict.summary[:40] in html_path.read_text()
     trace = json.loads(trace_path.read_text())
     assert sum(1 for e in trace["traceEvents"] if e.get("cat") == "shard") == 8
     assert main(["report", str(tmp_path / "run" / "session.json"), "-f", "perfetto"]) == 0
@@ -209,8 +210,8 @@ def test_json_and_perfetto_renderings_are_strict_json() -> None:
     shard = ShardTiming(file="a", bytes=10, read_s=float("nan"), wall_s=float("inf"), h2d_s=0.1)
     session = Session(
         ranks=[RankResult(rank=0, device="cpu", models=[RankModel(role="draft", wall_s=float("nan"), shards=[shard])])],
-        ceilings={"storage_read_GBps": float("inf")},
-        verdict={"rank_skew": float("nan"), "summary": "x"},
+        ceilings=Ceilings.from_dict({"storage_read_GBps": float("inf")}),
+        verdict=Verdict.from_dict({"rank_skew": float("nan"), "summary": "x"}),
     )  # fmt: skip
     # THEN both JSON renderings parse as strict JSON, the non-finite values written as null
     assert strict_json(RENDERERS["json"](session))["verdict"]["rank_skew"] is None
@@ -247,11 +248,11 @@ def test_no_corruption_of_any_field_gives_a_traceback_or_non_json(
         config={"tp": 1, "devices": ["cuda:0"], "cache": "cold", "strategy": "sglang", "faithful_rounds": 2},
         models=[ModelInfo("target", "/d", "ext4", 10**9, [ShardInfo("a.safetensors", 10**9, 2)], 0, "dropped")],
         ranks=[RankResult(rank=0, device="cuda:0", models=[model], wall_s=1.2, peak_rss_bytes=10**9)],
-        ceilings={"storage_read_1_stream_GBps": 1.4, "storage_read_n_streams_GBps": 1.8, "storage_streams": 8,
+        ceilings=Ceilings.from_dict({"storage_read_1_stream_GBps": 1.4, "storage_read_n_streams_GBps": 1.8, "storage_streams": 8,
                   "page_cache_read_GBps": 7.0, "h2d_pinned_GBps": {"cuda:0": 50.0},
-                  "h2d_pageable_GBps": {"cuda:0": 9.0}, "fresh_write_GBps": 3.0},
-        verdict={"bottleneck": "storage", "summary": "storage-bound", "load_wall_s": 1.0, "rank_skew": 1.0,
-                 "predictions": [{"flags": "--x", "predicted_s": 0.8, "why": "w"}]},
+                  "h2d_pageable_GBps": {"cuda:0": 9.0}, "fresh_write_GBps": 3.0}),
+        verdict=Verdict.from_dict({"bottleneck": "storage", "summary": "storage-bound", "load_wall_s": 1.0, "rank_skew": 1.0,
+                 "predictions": [{"flags": "--x", "predicted_s": 0.8, "why": "w"}]}),
         extra={"strategies": {"rows": [{"strategy": "sglang", "status": "ok", "wall_s": 1.0, "GBps": 1.0,
                                         "x_floor": 1.1, "shares": {"storage": 0.9}}],
                               "warnings": ["w"], "summary": "s"},

@@ -11,6 +11,7 @@ import pytest
 from ckptprof import api
 from ckptprof.analysis.verdict import compute_verdict
 from ckptprof.render import html, plots, svg
+from ckptprof.results import Ceilings
 from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardInfo, ShardTiming
 
 GB = 10**9
@@ -51,13 +52,15 @@ def session_with(path: str = "/data/eagle3", error: str | None = None, ranks: in
             )
         ],
         ranks=results,
-        ceilings={
-            "storage_read_1_stream_GBps": 1.4,
-            "storage_read_n_streams_GBps": 1.8,
-            "storage_read_GBps": 1.8,
-            "storage_streams": 4,
-            "h2d_pinned_GBps": {"cuda:0": 55.2, "cuda:1": 54.0, "cuda:7": 3.0},
-        },
+        ceilings=Ceilings.from_dict(
+            {
+                "storage_read_1_stream_GBps": 1.4,
+                "storage_read_n_streams_GBps": 1.8,
+                "storage_read_GBps": 1.8,
+                "storage_streams": 4,
+                "h2d_pinned_GBps": {"cuda:0": 55.2, "cuda:1": 54.0, "cuda:7": 3.0},
+            }
+        ),
         notes=["a note"],
     )
     session.verdict = compute_verdict(session)
@@ -72,7 +75,7 @@ def test_verdict_is_on_top_and_the_sections_follow() -> None:
     # GIVEN a storage-bound session WHEN rendered
     doc = html.render(session_with(), with_plots=False)
     # THEN the verdict (badge, summary, remedies) comes before the charts and tables
-    summary = session_with().verdict["summary"]
+    summary = session_with().verdict.summary
     at = [doc.index(x) for x in ("storage-bound</span>", summary[:40], "weight-loader-prefetch-checkpoints",
                                  "<h2>Timeline", "<h2>Per-shard throughput", "<h2>Per rank", "<h2>Ceilings",
                                  "<h2>Notes")]  # fmt: skip
@@ -175,4 +178,4 @@ def test_a_real_session_renders_with_every_shard_on_the_timeline(real_session: S
     # THEN the timeline has a tooltip per shard per rank, and the verdict summary is on top
     tips = [t.text or "" for t in timeline.iter(f"{SVG_NS}title") if ".safetensors" in (t.text or "")]
     assert len(tips) == 2 * 8
-    assert doc.index(real_session.verdict["summary"][:30]) < doc.index("<h2>Timeline")
+    assert doc.index(real_session.verdict.summary[:30]) < doc.index("<h2>Timeline")

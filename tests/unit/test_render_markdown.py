@@ -11,6 +11,7 @@ from ckptprof import api
 from ckptprof.analysis.attribution import slowest_shards
 from ckptprof.analysis.verdict import compute_verdict
 from ckptprof.render import FORMATS, RENDERERS, markdown
+from ckptprof.results import Ceilings
 from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardInfo, ShardTiming
 
 GB = 10**9
@@ -49,15 +50,17 @@ def cold_session(path: str = "/data/eagle3", error: str | None = None) -> Sessio
             )
         ],
         ranks=ranks,
-        ceilings={
-            "storage_read_1_stream_GBps": 1.4,
-            "storage_read_n_streams_GBps": 1.8,
-            "storage_read_GBps": 1.8,
-            "storage_streams": 4,
-            "page_cache_read_GBps": 7.0,
-            "h2d_pageable_GBps": {"cuda:0": 8.7, "cuda:1": 8.5},
-            "h2d_pinned_GBps": {"cuda:0": 55.2, "cuda:1": 54.0},
-        },
+        ceilings=Ceilings.from_dict(
+            {
+                "storage_read_1_stream_GBps": 1.4,
+                "storage_read_n_streams_GBps": 1.8,
+                "storage_read_GBps": 1.8,
+                "storage_streams": 4,
+                "page_cache_read_GBps": 7.0,
+                "h2d_pageable_GBps": {"cuda:0": 8.7, "cuda:1": 8.5},
+                "h2d_pinned_GBps": {"cuda:0": 55.2, "cuda:1": 54.0},
+            }
+        ),
         notes=["cold cache: this run dropped the checkpoint's pages"],
         environment={"host": "h200-node-3"},
     )

@@ -12,6 +12,7 @@ import pytest
 
 from ckptprof import api
 from ckptprof.render import perfetto
+from ckptprof.results import Verdict
 from ckptprof.session import RankModel, RankResult, Session, ShardTiming
 
 PHASES = {"X", "M", "C", "i"}
@@ -92,7 +93,7 @@ def two_model_session() -> Session:
             RankResult(rank=0, device="cuda:0", host="node1", pid=4242, models=[target, draft]),
             RankResult(rank=1, device="cuda:1", status="failed", error="CUDA out of memory"),
         ],
-        verdict={"bottleneck": "storage", "summary": "storage-bound: ..."},
+        verdict=Verdict.from_dict({"bottleneck": "storage", "summary": "storage-bound: ..."}),
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ckptprof.analysis.verdict import compute_verdict
 from ckptprof.render.rows import RANK_HEADERS, rank_rows
 from ckptprof.render.table import render
+from ckptprof.results import Ceilings
 from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardInfo, ShardTiming
 
 GB = 10**9
@@ -40,7 +41,7 @@ def _session(read: float, deser: float, h2d: float, wall: float, resident: int) 
                 rank=0, device="cuda:0", models=[RankModel(role="target", wall_s=wall, shards=[shard])]
             )
         ],
-        ceilings={"storage_read_GBps": 1.5, "h2d_pageable_GBps": {"cuda:0": 8.0}},
+        ceilings=Ceilings.from_dict({"storage_read_GBps": 1.5, "h2d_pageable_GBps": {"cuda:0": 8.0}}),
     )
     s.verdict = compute_verdict(s)
     return s

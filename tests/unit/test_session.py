@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import json
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ckptprof.errors import SessionFileError
+from ckptprof.results import Ceilings, Verdict
 from ckptprof.session import (
     SCHEMA_VERSION,
     ModelInfo,
@@ -35,8 +37,8 @@ def sample() -> Session:
                 ],
             )
         ],
-        ceilings={"storage_read_GBps": 1.4},
-        verdict={"bottleneck": "storage"},
+        ceilings=Ceilings.from_dict({"storage_read_GBps": 1.4}),
+        verdict=Verdict.from_dict({"bottleneck": "storage"}),
     )
 
 
@@ -251,8 +253,8 @@ def test_values_at_the_edges_of_their_ranges_load(tmp_path: Path) -> None:
 def test_session_json_is_strict_even_for_non_finite_values_in_memory() -> None:
     # GIVEN a session in memory that holds NaN and infinities (e.g. a verdict ratio over a zero wall)
     s = sample()
-    s.verdict["rank_skew"] = float("nan")
-    s.ceilings["h2d_pinned_GBps"] = {"cuda:0": float("inf")}
+    s.verdict = replace(s.verdict or Verdict(), rank_skew=float("nan"))
+    s.ceilings = replace(s.ceilings, h2d_pinned_GBps={"cuda:0": float("inf")})
     s.ranks[0].models[0].faithful_walls = [1.0, float("-inf")]
     # WHEN it is written THEN the JSON is strict (no NaN / Infinity tokens): those values are null
     text = s.to_json()
@@ -278,22 +280,43 @@ def archived_sessions(tmp: Path) -> list[Path]:
     return out
 
 
+def _read_json(path: Path) -> Any:
+    import gzip
+
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    return json.loads(raw)
+
+
+def _keeps(new: Any, old: Any) -> bool:
+    """``new`` holds everything ``old`` did (keys may be added, never dropped or changed)."""
+    if isinstance(old, dict):
+        return isinstance(new, dict) and all(k in new and _keeps(new[k], v) for k, v in old.items())
+    if isinstance(old, list):
+        return isinstance(new, list) and len(new) == len(old) and all(map(_keeps, new, old))
+    return bool(new == old)
+
+
 def test_every_session_the_project_wrote_still_loads(tmp_path: Path) -> None:
     # GIVEN every session JSON committed under reports/, the compressed ones too
-    paths = [*REPORTS.rglob("*.json"), *archived_sessions(tmp_path)]
+    paths = [*REPORTS.rglob("*.json"), *REPORTS.rglob("*.json.gz"), *archived_sessions(tmp_path)]
     sessions = []
     for path in paths:
         try:
-            data = json.loads(path.read_text())
+            data = _read_json(path)
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and "schema_version" in data and "ranks" in data:
-            sessions.append(path)
+            sessions.append((path, data))
     if not sessions:
         pytest.skip("no session committed under reports/")
-    # THEN each of them passes the validation
-    for path in sessions:
-        Session.load(path)
+    for path, data in sessions:
+        # THEN each of them passes the validation
+        loaded = Session.load(path)
+        # AND its typed verdict and ceilings write back every key it had, with the same value: reading a session
+        # into the typed model loses nothing a script could have read from the file
+        again = json.loads(loaded.to_json())
+        for part in ("verdict", "ceilings"):
+            assert _keeps(again[part], data.get(part) or {}), (path, part)
 
 
 def test_a_compressed_session_loads_like_the_plain_one(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from ckptprof.loader.strategies import fastsafetensors as fst_mod
 from ckptprof.loader.strategies import pipelined as pipelined_mod
 from ckptprof.loader.strategies import runai as runai_mod
 from ckptprof.loader.strategies.base import LoadContext
+from ckptprof.results import Ceilings
 from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardTiming
 
 # -- helpers ---------------------------------------------------------------------------------------------------
@@ -595,7 +596,9 @@ def session(
             ModelInfo(role="draft", path="/c", fs_type="ext4", total_bytes=10**9, resident_bytes_before=0)
         ],
         ranks=ranks,
-        ceilings={"storage_read_n_streams_GBps": 2.0, "h2d_pinned_GBps": {"cuda:0": 50.0}},
+        ceilings=Ceilings.from_dict(
+            {"storage_read_n_streams_GBps": 2.0, "h2d_pinned_GBps": {"cuda:0": 50.0}}
+        ),
     )
 
 

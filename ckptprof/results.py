@@ -1,0 +1,287 @@
+"""The typed results a session carries besides its timings: the measured ceilings, the verdict and its predictions.
+
+Each is a frozen dataclass whose field names are the JSON keys (the contract users script against: README "JSON
+contracts"). ``from_dict`` reads a document written by any earlier version (a missing key takes its default, a key
+this version does not know is ignored) and ``to_dict`` writes every field, so the renderers read attributes that
+mypy checks instead of string keys that it cannot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+# A rate per CUDA device ("cuda:0" -> GB/s); None where that device's figure could not be measured.
+PerDevice = dict[str, float | None]
+
+
+def _known(cls: type[Any], d: Mapping[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in d.items() if k in names}
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """What the hardware under the run can do, measured in the same run (``ckptprof probe`` writes the same keys).
+
+    A rate is in GB/s (1e9 bytes per second); None means not measured (no bytes to sample, no CUDA device, the
+    probe interrupted or skipped).
+    """
+
+    storage_read_GBps: float | None = None
+    """The best cold storage rate measured (the larger of the 1- and N-stream figures)."""
+    storage_read_1_stream_GBps: float | None = None
+    """Cold reads of the checkpoint's own files by one stream, the page cache dropped first."""
+    storage_read_n_streams_GBps: float | None = None
+    """Cold reads by ``storage_streams`` streams at once: what ranks or loader threads reading together reach."""
+    storage_streams: int | None = None
+    """How many streams the N-stream figure used."""
+    storage_method: str | None = None
+    """How the storage probe read: O_DIRECT, or buffered reads after dropping the files from the page cache."""
+    storage_block_bytes: int | None = None
+    """The size of each read the storage probe issued."""
+    storage_sample_bytes: int | None = None
+    """Bytes the storage probe read (a sample spread over the checkpoint's files)."""
+    storage_sample_files: int | None = None
+    """How many of the checkpoint's files the storage sample touched."""
+    storage_cold_verified: bool | None = None
+    """Whether the sampled bytes were checked to be out of the page cache before the cold reads."""
+    storage_drop_note: str | None = None
+    """How the page cache was dropped for the cold reads, or why it could not be."""
+    fs_type: str | None = None
+    """The file system the storage probe read from (ext4, nfs4, fuse.sshfs, ...)."""
+    page_cache_read_GBps: float | None = None
+    """The best warm read rate: the same bytes served from the page cache."""
+    page_cache_read_1_thread_GBps: float | None = None
+    """Warm reads by one thread."""
+    page_cache_read_n_threads_GBps: float | None = None
+    """Warm reads by several threads at once."""
+    page_cache_sample_bytes: int | None = None
+    """Bytes the page-cache probe read."""
+    memcpy_GBps: float | None = None
+    """One thread copying between warm host buffers (the stand-in for H2D with no CUDA device)."""
+    memcpy_n_threads_GBps: float | None = None
+    """``memcpy_threads`` threads copying at once."""
+    memcpy_threads: int | None = None
+    """How many threads the N-thread memcpy figure used."""
+    memcpy_bytes: int | None = None
+    """Bytes each memcpy measurement copied."""
+    fresh_write_GBps: float | None = None
+    """One thread copying into freshly allocated memory (a page fault per 4 KiB): what whole-file reads pay."""
+    fresh_write_n_threads_GBps: float | None = None
+    """Several threads writing fresh memory at once: what ranks on one node share."""
+    h2d_pageable_GBps: PerDevice | None = None
+    """Host-to-device copies from pageable memory, per device (SGLang's default path)."""
+    h2d_pinned_GBps: PerDevice | None = None
+    """Host-to-device copies from pinned memory, per device: the link's ceiling."""
+    h2d_pinned_concurrent_GBps: PerDevice | None = None
+    """Each device's pinned rate while every device copies at once."""
+    d2h_pinned_GBps: PerDevice | None = None
+    """Device-to-host copies into pinned memory, per device."""
+    h2d_pinned_all_devices_GBps: float | None = None
+    """Pinned copies to every device at once, summed: the host side's ceiling."""
+    h2d_pageable_all_devices_GBps: float | None = None
+    """Pageable copies to every device at once, summed."""
+    h2d_transfer_bytes: int | None = None
+    """Bytes each host-to-device measurement copied."""
+    fastsafetensors_GBps: float | None = None
+    """fastsafetensors reading a sample of the checkpoint's files, one loader per file as SGLang makes them."""
+    fastsafetensors_sample: tuple[tuple[int, float], ...] | None = None
+    """(file bytes, seconds) for each sampled file: each file of a load is priced by its size between them."""
+    fastsafetensors_sample_files: int | None = None
+    """How many files the fastsafetensors sample read."""
+    fastsafetensors_sample_bytes: int | None = None
+    """Bytes the fastsafetensors sample read."""
+    fastsafetensors_setup_s: float | None = None
+    """A fixed cost per loader (sessions from before the per-file sample; read, never written now)."""
+    probe_s: float | None = None
+    """How long the whole probe took."""
+    notes: tuple[str, ...] = ()
+    """What the probe could not measure, and why."""
+    reused: dict[str, Any] | None = None
+    """Set when the figures come from an earlier probe of the same file systems and devices: its age and key."""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> Ceilings:
+        known = _known(cls, d or {})
+        if known.get("fastsafetensors_sample") is not None:
+            known["fastsafetensors_sample"] = tuple(
+                (int(b), float(s)) for b, s in known["fastsafetensors_sample"]
+            )
+        known["notes"] = tuple(known.get("notes") or ())
+        for key in ("h2d_pageable_GBps", "h2d_pinned_GBps", "h2d_pinned_concurrent_GBps", "d2h_pinned_GBps"):
+            if known.get(key) is not None:
+                known[key] = dict(known[key])
+        return cls(**known)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, null where not measured."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "fastsafetensors_sample" and value is not None:
+                value = [[b, s] for b, s in value]
+            elif isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, dict):
+                value = dict(value)
+            out[f.name] = value
+        return out
+
+    @property
+    def measured(self) -> bool:
+        """Whether any rate was measured (a probe that ran), as opposed to a run with --no-probe."""
+        rates: list[float | None] = []
+        for f in fields(self):
+            if f.name.endswith("GBps"):
+                value = getattr(self, f.name)
+                rates += list(value.values()) if isinstance(value, dict) else [value]
+        return any(isinstance(v, (int, float)) and v > 0 for v in rates)
+
+    def rate(self, name: str) -> float | None:
+        """A positive host-side rate by field name, else None (a zero means the probe measured nothing)."""
+        value = getattr(self, name)
+        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+    def with_figures(self, figures: Mapping[str, Any]) -> Ceilings:
+        """These ceilings with some figures measured again (``--check-predictions`` re-measures storage)."""
+        return Ceilings.from_dict({**self.to_dict(), **figures})
+
+
+def slowest_device(per_device: PerDevice | None, devices: list[str]) -> float | None:
+    """The slowest of ``devices``' figures in a per-device ceiling (a load waits for the slowest link)."""
+    values = [float(v) for d in devices if isinstance(v := (per_device or {}).get(d), (int, float)) and v > 0]
+    return min(values) if values else None
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One remedy the verdict recommends, with the time the measured ceilings predict for it."""
+
+    flags: str
+    """The SGLang flags to add, spelled as the replayed release accepts them (or an action such as copying)."""
+    predicted_s: float | None
+    """Predicted load wall with those flags; None where no ceiling measures what it depends on."""
+    why: str
+    """The model behind the prediction, in words, with the figures it used."""
+    strategy: str | None = None
+    """The replay strategy that reproduces the flags (``--check-predictions`` runs it); None: none does."""
+    slower_than_now: bool = False
+    """Predicted no faster than the load just measured: listed and checked, never sold as a remedy."""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Prediction:
+        known = _known(cls, d)
+        known.setdefault("flags", "")
+        known.setdefault("predicted_s", None)
+        known.setdefault("why", "")
+        return cls(**known)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flags": self.flags,
+            "strategy": self.strategy,
+            "predicted_s": self.predicted_s,
+            "why": self.why,
+            "slower_than_now": self.slower_than_now,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Which limit binds the load, the figures that back it, and what to try (``analysis.verdict`` builds it)."""
+
+    bottleneck: str | None = None
+    """One of analysis.verdict.BOTTLENECKS, or "unknown" when no rank produced timings."""
+    secondary: str | None = None
+    """Under "rank-skew": what binds the ranks themselves."""
+    close: tuple[str, ...] = ()
+    """Under "mixed": the phases within a few points of each other, largest first."""
+    shares: dict[str, float] = field(default_factory=dict)
+    """Fractions of rank time per phase (storage, page_cache, deserialize, h2d, other), serialised as replayed."""
+    summary: str = ""
+    """The verdict in one paragraph, with achieved against ceiling figures."""
+    recommendations: tuple[str, ...] = ()
+    """The predictions as one line each, fastest first."""
+    predictions: tuple[Prediction, ...] = ()
+    """Each remedy with its predicted wall, fastest first."""
+    achieved_GBps: float | None = None
+    """Checkpoint bytes over the slowest rank's load wall; None for an unfinished load."""
+    incomplete: tuple[str, ...] = ()
+    """What the run did not finish (failed or missing ranks, failed shards); empty for a complete run."""
+    fetched_GBps: float | None = None
+    """Bytes fetched from storage over the load wall."""
+    h2d_GBps: float | None = None
+    """Bytes copied to the devices over the time the copies took."""
+    cold_fraction: float | None = None
+    """Fraction of the checkpoint not in the page cache when the load began."""
+    load_wall_s: float | None = None
+    """The slowest rank's wall for the whole load."""
+    checkpoint_bytes: int | None = None
+    """Tensor bytes of every model loaded."""
+    read_amplification: float | None = None
+    """Bytes all ranks materialised over checkpoint bytes (8 ranks reading every byte: 8)."""
+    storage_amplification: float | None = None
+    """Bytes all ranks fetched from storage over checkpoint bytes."""
+    storage_amplification_source: str | None = None
+    """Where that figure comes from: the kernel's I/O accounting, or an upper bound on network file systems."""
+    major_faults_per_GB: float | None = None
+    """Major page faults per GB materialised: mmap reads that went to storage."""
+    rank_skew: float | None = None
+    """The slowest rank's wall over the median rank's."""
+    fs_type: str | None = None
+    """The file systems under the models, comma-separated."""
+    network_fs: bool = False
+    """Whether any of them is a network or FUSE file system."""
+    h2d_stand_in: bool = False
+    """No CUDA device: the "h2d" phase is a host copy standing in for the link."""
+    faithful_delta: float | None = None
+    """(decomposed wall - SGLang's own sequence's wall) / the latter, with --faithful."""
+    path_shares: dict[str, float] | None = None
+    """Shares of SGLang's own (faithful) wall, with storage from the device's busy time."""
+    path_storage_source: str | None = None
+    """Where the storage share of ``path_shares`` comes from."""
+    faithful_note: str | None = None
+    """A caveat when the decomposed replay took markedly longer than SGLang's own sequence."""
+    storage_note: str | None = None
+    """A caveat when the replay read faster than the storage ceiling measured in the same run."""
+    read_GBps: float | None = None
+    """Fetched bytes over the slowest-reading rank's read time."""
+    floor_s: float | None = None
+    """No loader gets below this: max(bytes from storage / storage ceiling, per-rank bytes / pinned H2D)."""
+
+    @property
+    def caveats(self) -> tuple[str, ...]:
+        """The free-text caveats that are set, in the order a report prints them."""
+        return tuple(note for note in (self.faithful_note, self.storage_note) if note)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> Verdict | None:
+        """None for an empty document (a session saved before any verdict was computed)."""
+        if not d:
+            return None
+        known = _known(cls, d)
+        for key in ("close", "recommendations", "incomplete"):
+            known[key] = tuple(known.get(key) or ())
+        known["predictions"] = tuple(Prediction.from_dict(p) for p in known.get("predictions") or ())
+        for key in ("shares", "path_shares"):
+            if known.get(key) is not None:
+                known[key] = dict(known[key])
+        known["shares"] = known.get("shares") or {}
+        known["network_fs"] = bool(known.get("network_fs"))
+        known["h2d_stand_in"] = bool(known.get("h2d_stand_in"))
+        return cls(**known)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "predictions":
+                value = [p.to_dict() for p in value]
+            elif isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, dict):
+                value = dict(value)
+            out[f.name] = value
+        return out
