@@ -32,7 +32,7 @@ from ckptprof.session import ModelInfo, RankResult, Session, ShardInfo
 from ckptprof.stage_hooks import stage_begins
 
 if TYPE_CHECKING:
-    from ckptprof.analysis.strategies import StrategyComparison
+    from ckptprof.results import StrategyComparison
 
 Printer = Callable[[str], None]
 
@@ -445,7 +445,7 @@ def replay_strategies(
     first replay measures them (unless ``ceilings`` are given) and every later one reuses them. ``on_ceilings``
     receives them once measured (the CLI keeps them for later runs); ``py_spy_dir(name)`` says where each
     strategy's py-spy profiles go. Several strategies (or ``verify``) are compared side by side, in
-    ``comparison`` and in the first session's ``extra["strategies"]``. A Ctrl-C keeps what was measured: the series
+    ``comparison`` and in the first session's ``strategies``. A Ctrl-C keeps what was measured: the series
     stops and says so."""
     say = log or (lambda _msg: None)
     option_overrides, rest = split_options(replay_kwargs)
@@ -486,5 +486,5 @@ def replay_strategies(
         from ckptprof.analysis.strategies import compare_strategies
 
         runs.comparison = compare_strategies(runs.sessions)
-        runs.sessions[0].extra["strategies"] = runs.comparison.to_dict()
+        runs.sessions[0].strategies = runs.comparison
     return runs

@@ -1,4 +1,5 @@
-"""The typed results a session carries besides its timings: the measured ceilings, the verdict and its predictions.
+"""The typed results a session carries besides its timings: the measured ceilings, the verdict and its predictions,
+the comparison of strategies replayed side by side, and what the server's own log said (``run --log``).
 
 Each is a frozen dataclass whose field names are the JSON keys (the contract users script against: README "JSON
 contracts"). ``from_dict`` reads a document written by any earlier version (a missing key takes its default, a key
@@ -10,15 +11,37 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if (
+    TYPE_CHECKING
+):  # the log reader compiles its tables on import: loaded only when a session holds a server log
+    from ckptprof.bootlog.report import PhaseReport
 
 # A rate per CUDA device ("cuda:0" -> GB/s); None where that device's figure could not be measured.
 PerDevice = dict[str, float | None]
 
 
 def _known(cls: type[Any], d: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of ``d`` that are fields of ``cls`` (a document from another version may hold others)."""
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in d.items() if k in names}
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON holds it: tuples become lists, records their own ``to_dict()``."""
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    return value
+
+
+def _as_json(record: Any) -> dict[str, Any]:
+    """Every field of a record under its own name: the JSON keys are the field names."""
+    return {f.name: _plain(getattr(record, f.name)) for f in fields(record)}
 
 
 @dataclass(frozen=True)
@@ -117,17 +140,7 @@ class Ceilings:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, null where not measured."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "fastsafetensors_sample" and value is not None:
-                value = [[b, s] for b, s in value]
-            elif isinstance(value, tuple):
-                value = list(value)
-            elif isinstance(value, dict):
-                value = dict(value)
-            out[f.name] = value
-        return out
+        return _as_json(self)
 
     @property
     def measured(self) -> bool:
@@ -179,13 +192,7 @@ class Prediction:
         return cls(**known)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "flags": self.flags,
-            "strategy": self.strategy,
-            "predicted_s": self.predicted_s,
-            "why": self.why,
-            "slower_than_now": self.slower_than_now,
-        }
+        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -274,14 +281,146 @@ class Verdict:
         return cls(**known)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "predictions":
-                value = [p.to_dict() for p in value]
-            elif isinstance(value, tuple):
-                value = list(value)
-            elif isinstance(value, dict):
-                value = dict(value)
-            out[f.name] = value
-        return out
+        return _as_json(self)
+
+
+@dataclass(frozen=True)
+class StrategyRow:
+    """One loading strategy's replay in a side-by-side comparison (``run --strategy A,B``)."""
+
+    strategy: str
+    """The strategy's name (sglang, sglang-mt, no-mmap, prefetch, pipelined, fastsafetensors, ...)."""
+    params: dict[str, Any]
+    """Its parameters as given (``pipelined:readers=32`` gives {"readers": 32})."""
+    flags: str
+    """The SGLang flags that select it, or why none do."""
+    status: str
+    """ok, failed, or unavailable (its package is not installed)."""
+    label: str = ""
+    """The strategy with its parameters: unique within a comparison of variants."""
+    error: str | None = None
+    """Why it failed or is unavailable."""
+    wall_s: float | None = None
+    """The slowest rank's load wall."""
+    GBps: float | None = None
+    """Checkpoint bytes over that wall."""
+    shares: dict[str, float] = field(default_factory=dict)
+    """Fractions of rank time per phase, as in the verdict."""
+    bottleneck: str | None = None
+    """The verdict's bottleneck for this strategy's replay."""
+    storage_bytes: int = 0
+    """Bytes its ranks fetched from storage."""
+    floor_s: float | None = None
+    """What no loader gets below on these devices (see analysis.strategies.floor_seconds)."""
+    x_floor: float | None = None
+    """wall_s / floor_s."""
+    verify: str = "not verified"
+    """equal, differs, not verified, reference, or no reference: its values against SGLang's default path."""
+    differing: tuple[str, ...] = ()
+    """The parameters that differ ("rank r: role/name"), at most a few."""
+    notes: tuple[str, ...] = ()
+    """What the reader should know about this row (direct I/O that bypassed a warm page cache, ...)."""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StrategyRow:
+        known = _known(cls, d)
+        known.setdefault("strategy", "?")
+        known.setdefault("params", {})
+        known.setdefault("flags", "")
+        known.setdefault("status", "failed")
+        known["params"] = dict(known.get("params") or {})
+        known["shares"] = dict(known.get("shares") or {})
+        known["differing"] = tuple(known.get("differing") or ())
+        known["notes"] = tuple(known.get("notes") or ())
+        return cls(**known)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_json(self)
+
+
+@dataclass(frozen=True)
+class StrategyComparison:
+    """Strategies replayed side by side on the same checkpoint, cache mode and ranks (``analysis.strategies``)."""
+
+    rows: tuple[StrategyRow, ...]
+    """One per strategy, in the order they ran."""
+    fastest: str | None
+    """The label of the fastest strategy that completed."""
+    fastest_flags: str | None
+    """The flags that select it."""
+    fastest_sglang: str | None
+    """The fastest strategy a server can select with SGLang flags."""
+    floor_s: float | None
+    """The largest of the rows' floors."""
+    summary: str
+    """The comparison in one paragraph."""
+    warnings: tuple[str, ...] = ()
+    """Why the comparison may not be like for like, and values that differ from SGLang's."""
+
+    @property
+    def verified(self) -> bool | None:
+        """True when every verified strategy matched the reference, False if one differs, None if none verified."""
+        states = [r.verify for r in self.rows if r.verify in ("equal", "differs")]
+        return None if not states else all(s == "equal" for s in states)
+
+    def row(self, strategy: str) -> StrategyRow | None:
+        """The row of ``strategy``: a label (``pipelined:readers=32``) or a name (its first run)."""
+        return next((r for r in self.rows if r.label == strategy), None) or next(
+            (r for r in self.rows if r.strategy == strategy), None
+        )
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> StrategyComparison | None:
+        if not d:
+            return None
+        return cls(
+            rows=tuple(StrategyRow.from_dict(r) for r in d.get("rows") or ()),
+            fastest=d.get("fastest"),
+            fastest_flags=d.get("fastest_flags"),
+            fastest_sglang=d.get("fastest_sglang"),
+            floor_s=d.get("floor_s"),
+            summary=str(d.get("summary") or ""),
+            warnings=tuple(d.get("warnings") or ()),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**_as_json(self), "verified": self.verified}
+
+
+@dataclass(frozen=True)
+class ServerLog:
+    """What the server's own boot log said about the load (``run --log``), beside the replay."""
+
+    path: str
+    """The log file read."""
+    framework: str | None
+    """The engine that wrote it (sglang, vllm), or None when the log did not say."""
+    state: str | None
+    """Where that boot got to (``ckptprof log``'s state)."""
+    load_weights: tuple[PhaseReport, ...] = ()
+    """The load-weights phases of the boot, one per model, as ``ckptprof log`` reports them."""
+    loader: str | None = None
+    """The loader the log shows (default, multithread, fastsafetensors, runai_streamer, instanttensor)."""
+    loaders: dict[str, str] = field(default_factory=dict)
+    """Each model's loader, from its own load-weights bar ("target", "draft")."""
+    strategy_from_log: str | None = None
+    """The strategy replayed for the target because the log showed its loader (no --strategy given)."""
+    draft_strategy_from_log: str | None = None
+    """The same for the draft (no --draft-strategy given)."""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> ServerLog | None:
+        if not d:
+            return None
+        from ckptprof.bootlog.report import PhaseReport
+
+        known = _known(cls, d)
+        known.setdefault("path", "")
+        known.setdefault("framework", None)
+        known.setdefault("state", None)
+        known["load_weights"] = tuple(PhaseReport.from_dict(p) for p in known.get("load_weights") or ())
+        known["loaders"] = {str(k): str(v) for k, v in (known.get("loaders") or {}).items()}
+        return cls(**known)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_json(self)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptprof.errors import SessionFileError, os_problem
-from ckptprof.results import Ceilings, Verdict
+from ckptprof.results import Ceilings, ServerLog, StrategyComparison, Verdict
 
 SCHEMA_VERSION = 1
 
@@ -128,8 +128,12 @@ class Session:
     environment: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     artifacts: dict[str, Any] = field(default_factory=dict)
-    # Extra analysis results (e.g. the strategy comparison) keyed by name; free-form but JSON-safe.
+    # Extra analysis results keyed by name (prediction checks, the server's log, py-spy's frames); JSON-safe.
     extra: dict[str, Any] = field(default_factory=dict)
+    # Strategies replayed side by side (`run --strategy A,B` or --verify), on the first of their sessions.
+    strategies: StrategyComparison | None = None
+    # What the server's own boot log said about the load (`run --log`).
+    server_log: ServerLog | None = None
     created: str = ""
     schema_version: int = SCHEMA_VERSION
 
@@ -142,9 +146,15 @@ class Session:
         return bool(self.ranks) and all(r.status == "ok" for r in self.ranks)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(replace(self, ceilings=Ceilings(), verdict=None))
+        d = asdict(replace(self, ceilings=Ceilings(), verdict=None, strategies=None, server_log=None))
         d["ceilings"] = {} if self.ceilings == Ceilings() else self.ceilings.to_dict()
         d["verdict"] = self.verdict.to_dict() if self.verdict is not None else {}
+        # The comparison and the server's log are written under "extra", where the JSON has always had them.
+        del d["strategies"], d["server_log"]
+        if self.strategies is not None:
+            d["extra"]["strategies"] = self.strategies.to_dict()
+        if self.server_log is not None:
+            d["extra"]["server_log"] = self.server_log.to_dict()
         # schema_version first: it is the first thing a reader checks.
         return {"schema_version": d.pop("schema_version"), **d}
 
@@ -176,6 +186,9 @@ class Session:
         if version != SCHEMA_VERSION:
             raise ValueError(f"unsupported schema_version {version!r} (this ckptprof reads {SCHEMA_VERSION})")
         validate_session_dict(d)
+        extra = dict(d.get("extra") or {})
+        strategies = StrategyComparison.from_dict(extra.pop("strategies", None))
+        server_log = ServerLog.from_dict(extra.pop("server_log", None))
         return cls(
             config=dict(d.get("config") or {}),
             models=[model_from_dict(m) for m in d.get("models") or []],
@@ -185,7 +198,9 @@ class Session:
             environment=dict(d.get("environment") or {}),
             notes=list(d.get("notes") or []),
             artifacts=dict(d.get("artifacts") or {}),
-            extra=dict(d.get("extra") or {}),
+            extra=extra,
+            strategies=strategies,
+            server_log=server_log,
             created=str(d.get("created") or ""),
         )
 

@@ -9,12 +9,13 @@ parameter digests a ``--verify`` run records).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 from ckptprof.analysis.attribution import checkpoint_bytes, load_wall, run_totals
 from ckptprof.analysis.verdict import cold_fraction, compute_verdict
 from ckptprof.engines import flags
+from ckptprof.results import StrategyComparison, StrategyRow
 from ckptprof.session import Session
 
 REFERENCE = "sglang"
@@ -43,64 +44,6 @@ def strategy_label(config: dict[str, Any]) -> str:
 
 def _spell(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-@dataclass
-class StrategyRow:
-    strategy: str
-    params: dict[str, Any]
-    flags: str
-    status: str  # ok | failed | unavailable
-    label: str = ""  # strategy plus its parameters: unique within a comparison of variants
-    error: str | None = None
-    wall_s: float | None = None
-    GBps: float | None = None
-    shares: dict[str, float] = field(default_factory=dict)
-    bottleneck: str | None = None
-    storage_bytes: int = 0
-    floor_s: float | None = None
-    x_floor: float | None = None  # wall / floor
-    verify: str = "not verified"  # equal | differs | not verified | reference | no reference
-    differing: list[str] = field(default_factory=list)  # "rank r: role/name", at most a few
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass
-class StrategyComparison:
-    rows: list[StrategyRow]
-    fastest: str | None
-    fastest_flags: str | None
-    fastest_sglang: str | None  # the fastest strategy a server can select with flags
-    floor_s: float | None
-    summary: str
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def verified(self) -> bool | None:
-        """True when every verified strategy matched the reference, False if one differs, None if none verified."""
-        states = [r.verify for r in self.rows if r.verify in ("equal", "differs")]
-        return None if not states else all(s == "equal" for s in states)
-
-    def row(self, strategy: str) -> StrategyRow | None:
-        """The row of ``strategy``: a label (``pipelined:readers=32``) or a name (its first run)."""
-        return next((r for r in self.rows if r.label == strategy), None) or next(
-            (r for r in self.rows if r.strategy == strategy), None
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "rows": [r.to_dict() for r in self.rows],
-            "fastest": self.fastest,
-            "fastest_flags": self.fastest_flags,
-            "fastest_sglang": self.fastest_sglang,
-            "floor_s": self.floor_s,
-            "verified": self.verified,
-            "summary": self.summary,
-            "warnings": list(self.warnings),
-        }
 
 
 def _positive(value: Any) -> float | None:
@@ -172,31 +115,36 @@ def _row(session: Session, reference: Session | None) -> StrategyRow:
         label=strategy_label(config),
     )
     if session is reference:
-        row.verify = "reference"
+        row = replace(row, verify="reference")
     else:
-        row.verify, row.differing = _verify(session, reference)
+        verify, differing = _verify(session, reference)
+        row = replace(row, verify=verify, differing=tuple(differing))
     if status == "unavailable":
         return row
     wall = load_wall(session)
     totals = run_totals(session)
     verdict = session.verdict or compute_verdict(session)
     ckpt = checkpoint_bytes(session)
-    row.wall_s = round(wall, 4) if wall > 0 else None
-    row.GBps = round(ckpt / wall / 1e9, 4) if wall > 0 else None
-    row.shares = {k: round(v, 4) for k, v in totals.shares().items()}
-    row.bottleneck = verdict.bottleneck
-    row.storage_bytes = totals.storage_bytes
     floor = floor_seconds(session)
-    row.floor_s = None if floor is None else round(floor, 4)
-    row.x_floor = round(wall / floor, 3) if floor and wall > 0 else None
+    notes = []
     if config.get("cache") == "warm" and ckpt and totals.storage_bytes > BYPASS_FRACTION * ckpt:
-        row.notes.append(
+        notes.append(
             f"read {totals.storage_bytes / 1e9:.2f} GB from storage although the checkpoint was in the page cache "
             "(direct I/O bypasses a warm page cache)"
         )
     if row.verify == "differs":
-        row.notes.append(f"loaded different values than {REFERENCE}: {', '.join(row.differing[:3])}")
-    return row
+        notes.append(f"loaded different values than {REFERENCE}: {', '.join(row.differing[:3])}")
+    return replace(
+        row,
+        wall_s=round(wall, 4) if wall > 0 else None,
+        GBps=round(ckpt / wall / 1e9, 4) if wall > 0 else None,
+        shares={k: round(v, 4) for k, v in totals.shares().items()},
+        bottleneck=verdict.bottleneck,
+        storage_bytes=totals.storage_bytes,
+        floor_s=None if floor is None else round(floor, 4),
+        x_floor=round(wall / floor, 3) if floor and wall > 0 else None,
+        notes=tuple(notes),
+    )
 
 
 def _consistency(sessions: list[Session]) -> list[str]:
@@ -232,13 +180,13 @@ def compare_strategies(sessions: list[Session]) -> StrategyComparison:
         if r.verify == "differs":
             warnings.append(f"{r.label} loaded different parameter values than {REFERENCE}")
     return StrategyComparison(
-        rows=rows,
+        rows=tuple(rows),
         fastest=None if fastest is None else fastest.label,
         fastest_flags=None if fastest is None else fastest.flags,
         fastest_sglang=None if fastest_sglang is None else fastest_sglang.label,
         floor_s=floor,
         summary=_summary(rows, fastest, fastest_sglang, floor),
-        warnings=warnings,
+        warnings=tuple(warnings),
     )
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -15,6 +17,21 @@ class PhaseReport:
     seconds: float | None
     ranks: int
     slowest_rank: str | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PhaseReport:
+        """Read back what ``to_dict`` wrote (a session keeps the server's load phases this way)."""
+        seconds = d.get("seconds")
+        return cls(
+            name=str(d.get("name") or ""),
+            model=d.get("model"),
+            variant=d.get("variant"),
+            start=d.get("start"),
+            end=d.get("end"),
+            seconds=float(seconds) if isinstance(seconds, (int, float)) else None,
+            ranks=int(d.get("ranks") or 0),
+            slowest_rank=d.get("slowest_rank"),
+        )
 
     def to_dict(self) -> dict[str, object]:
         return {

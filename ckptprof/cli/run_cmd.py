@@ -19,14 +19,14 @@ from ckptprof.errors import CkptprofError, UsageError
 from ckptprof.loader.options import DEFAULT_RANK_TIMEOUT_S
 from ckptprof.loader.plan import CACHE_MODES, default_device_spec
 from ckptprof.loader.torchrun import in_torchrun
-from ckptprof.results import Ceilings
+from ckptprof.results import Ceilings, ServerLog
 from ckptprof.session import Session
 from ckptprof.stage_hooks import stage_begins
 from ckptprof.units import parse_size
 
 if TYPE_CHECKING:
-    from ckptprof.analysis.strategies import StrategyComparison
     from ckptprof.probe.reuse import Reused
+    from ckptprof.results import StrategyComparison
 
 EPILOG = """\
 what is measured, per rank and per shard:
@@ -164,14 +164,12 @@ LOGGED_FORMATS = {
 }
 
 
-def logged_load_formats(
-    server_log: dict[str, object] | None, has_draft: bool
-) -> tuple[str | None, str | None]:
+def logged_load_formats(server_log: ServerLog | None, has_draft: bool) -> tuple[str | None, str | None]:
     """(the target's strategy, the draft's --draft-strategy) that the server's log shows, or None for each the
     log does not settle: its load-weights bars name the loader of each model."""
-    loaders = server_log.get("loaders") if server_log else None
-    if not isinstance(loaders, dict):
+    if server_log is None:
         return None, None
+    loaders = server_log.loaders
     target = LOGGED_FORMATS.get(str(loaders.get("target")))
     draft_loader = loaders.get("draft")
     if not has_draft or draft_loader is None or draft_loader == loaders.get("target"):
@@ -180,7 +178,7 @@ def logged_load_formats(
     return target, LOGGED_FORMATS.get(str(draft_loader), "auto")
 
 
-def read_server_log(path: str) -> dict[str, object]:
+def read_server_log(path: str) -> ServerLog:
     """The server's own load-weights phases, read before the replay so a bad path fails fast."""
     from ckptprof.bootlog import LogInputError, analyze_path
 
@@ -188,15 +186,14 @@ def read_server_log(path: str) -> dict[str, object]:
         report = analyze_path(path)
     except LogInputError as exc:
         raise UsageError(f"--log: {exc}") from None
-    phases = [p.to_dict() for p in report.phases if p.name == "load-weights"]
-    return {
-        "path": path,
-        "framework": report.framework,
-        "state": report.state,
-        "load_weights": phases,
-        "loader": report.loader,
-        "loaders": dict(report.loaders),
-    }
+    return ServerLog(
+        path=path,
+        framework=report.framework,
+        state=report.state,
+        load_weights=tuple(p for p in report.phases if p.name == "load-weights"),
+        loader=report.loader,
+        loaders=dict(report.loaders),
+    )
 
 
 def check_recommendations(
@@ -288,13 +285,13 @@ def recent_probe(
     return key, dataclasses.replace(found, ceilings={**found.ceilings, "reused": reused})
 
 
-def choose_release(version: str | None, server_log: dict[str, object] | None) -> dict[str, object]:
+def choose_release(version: str | None, server_log: ServerLog | None) -> dict[str, object]:
     """The SGLang release profile to replay: --sglang-version, else the installed sglang's metadata (never
     imported), else the bar the server's log shows, else the newest profile."""
     from ckptprof.engines.sglang import choose_profile
     from ckptprof.engines.versions import installed_version
 
-    loader = server_log.get("loader") if server_log else None
+    loader = server_log.loader if server_log is not None else None
     try:
         profile, why, chosen = choose_profile(
             version=version,
@@ -480,9 +477,9 @@ class RunCommand:
         # the path to replay unless the user names one.
         logged_target, logged_draft = logged_load_formats(server_log, args.draft is not None)
         if server_log is not None and logged_target and not args.strategy:
-            server_log["strategy_from_log"] = logged_target
+            server_log = dataclasses.replace(server_log, strategy_from_log=logged_target)
         if server_log is not None and logged_draft and not args.draft_strategy:
-            server_log["draft_strategy_from_log"] = logged_draft
+            server_log = dataclasses.replace(server_log, draft_strategy_from_log=logged_draft)
         strategies = parse_strategies(args.strategy or logged_target or default_spec, args.verify)
         draft_spec = parse_draft_strategy(args.draft_strategy or logged_draft, args.draft, default_spec)
         is_rank0 = int(os.environ.get("RANK", "0")) == 0
@@ -500,7 +497,7 @@ class RunCommand:
         self,
         args: argparse.Namespace,
         release: dict[str, object],
-        server_log: dict[str, object] | None,
+        server_log: ServerLog | None,
         strategies: list[tuple[str, dict[str, object]]],
         draft_spec: tuple[str, dict[str, object]] | None,
         out_dir: Path,
@@ -611,7 +608,7 @@ class RunCommand:
         session: Session,
         sessions: list[Session],
         comparison: StrategyComparison | None,
-        server_log: dict[str, object] | None,
+        server_log: ServerLog | None,
         out_dir: Path,
         interrupted: bool,
     ) -> int:
@@ -619,8 +616,7 @@ class RunCommand:
         (an interrupted run's outcome is the interruption: its ranks' and strategies' states are not listed)."""
         from ckptprof.render import table
 
-        if server_log is not None:
-            session.extra["server_log"] = server_log
+        session.server_log = server_log
         verified_ok = True
         unwritten: list[str] = []
         if comparison is not None:

@@ -215,13 +215,12 @@ def render(session: Session, with_plots: bool | None = None, slowest: int = 10) 
         _section("Per rank", html_table(RANK_HEADERS, rank_rows(session))),
     ]
     srows = strategy_rows(session)
-    if srows:
-        cmp = session.extra["strategies"]
+    if srows and session.strategies is not None:
         sections.insert(
             1,
             _section(
                 "Strategies, side by side",
-                f"<p>{escape(str(cmp.get('summary', '')))}</p>" + html_table(STRATEGY_HEADERS, srows),
+                f"<p>{escape(session.strategies.summary)}</p>" + html_table(STRATEGY_HEADERS, srows),
             ),
         )
     rows = slowest_rows(session, slowest)

@@ -69,12 +69,12 @@ def render(session: Session, slowest: int = 10) -> str:
     if session.models:
         out += ["### Checkpoints", "", md_table(MODEL_HEADERS, model_rows(session)), ""]
     srows = strategy_rows(session)
-    if srows:
-        cmp = session.extra["strategies"]
-        out += ["### Strategies, side by side", "", f"> {cmp.get('summary', '')}", ""]
+    if srows and session.strategies is not None:
+        cmp = session.strategies
+        out += ["### Strategies, side by side", "", f"> {cmp.summary}", ""]
         out += [md_table(STRATEGY_HEADERS, srows), ""]
-        out += [f"- warning: {w}" for w in cmp.get("warnings", [])]
-        out += [""] if cmp.get("warnings") else []
+        out += [f"- warning: {w}" for w in cmp.warnings]
+        out += [""] if cmp.warnings else []
     checked = prediction_rows(session)
     if checked:
         out += ["### Predictions checked", "", f"> {prediction_heading(session)}", ""]

@@ -153,18 +153,19 @@ STRATEGY_HEADERS = [
 
 def strategy_rows(session: Session) -> list[list[str]]:
     """One row per strategy of `run --strategy` (empty when the run replayed one strategy without --verify)."""
-    cmp = session.extra.get("strategies") or {}
+    if session.strategies is None:
+        return []
     rows = []
-    for r in cmp.get("rows", []):
-        shares = r.get("shares") or {}
+    for r in session.strategies.rows:
+        shares = r.shares
         rows.append(
             [
-                r.get("label") or r["strategy"],
+                r.label or r.strategy,
                 # The reason goes under the table whole: cut to fit a cell it lost its end ("pip install f").
-                r["status"] if not r.get("error") else f"{r['status']} (see below)",
-                "-" if r.get("wall_s") is None else f"{r['wall_s']:.3f}",
-                "-" if r.get("GBps") is None else f"{r['GBps']:.2f}",
-                "-" if r.get("x_floor") is None else f"{r['x_floor']:.2f}x",
+                r.status if not r.error else f"{r.status} (see below)",
+                "-" if r.wall_s is None else f"{r.wall_s:.3f}",
+                "-" if r.GBps is None else f"{r.GBps:.2f}",
+                "-" if r.x_floor is None else f"{r.x_floor:.2f}x",
                 "/".join(
                     f"{100 * v:.0f}"
                     for v in (
@@ -175,9 +176,9 @@ def strategy_rows(session: Session) -> list[list[str]]:
                 )
                 if shares
                 else "-",
-                r.get("bottleneck") or "-",
-                r.get("verify", "-"),
-                r.get("flags", ""),
+                r.bottleneck or "-",
+                r.verify,
+                r.flags,
             ]
         )
     return rows

@@ -116,28 +116,28 @@ def py_spy_lines(session: Session, top: int = 3) -> list[str]:
 
 def server_log_lines(session: Session) -> list[str]:
     """The server's own load-weights time (from `run --log`) beside the replay's, per model."""
-    log = session.extra.get("server_log")
-    if not log:
+    log = session.server_log
+    if log is None:
         return []
     rows = []
-    for phase in log.get("load_weights", []):
-        role = phase.get("model") or "target"
+    for phase in log.load_weights:
+        role = phase.model or "target"
         replay = max((m.wall_s for r in session.ranks for m in r.models if m.role == role), default=None)
-        server = phase.get("seconds")
+        server = phase.seconds
         rows.append(
             [
                 role,
                 "-" if server is None else f"{server:.2f}",
-                phase.get("ranks", "-"),
+                phase.ranks,
                 "-" if replay is None else f"{replay:.2f}",
                 "-" if not (server and replay) else f"{server / replay:.1f}x",
             ]
         )
-    head = f"server log {log.get('path')} ({log.get('framework')}, state {log.get('state')})"
+    head = f"server log {log.path} ({log.framework}, state {log.state})"
     followed = [
-        f"{role} replayed with {log[key]} (its load-weights bar)"
-        for role, key in (("target", "strategy_from_log"), ("draft", "draft_strategy_from_log"))
-        if log.get(key)
+        f"{role} replayed with {strategy} (its load-weights bar)"
+        for role, strategy in (("target", log.strategy_from_log), ("draft", log.draft_strategy_from_log))
+        if strategy
     ]
     if followed:
         head += "; the log set the path: " + ", ".join(followed)
@@ -163,16 +163,12 @@ def prediction_lines(session: Session) -> list[str]:
 def strategy_lines(session: Session) -> list[str]:
     """The side-by-side comparison of loading strategies, for the terminal."""
     rows = strategy_rows(session)
-    if not rows:
+    cmp = session.strategies
+    if not rows or cmp is None:
         return []
-    cmp = session.extra["strategies"]
     out = ["", "strategies, side by side (same checkpoint, cache mode and ranks)"]
     out.append(tabulate(rows, headers=STRATEGY_HEADERS, tablefmt="simple"))
-    out.append(f"strategies: {cmp.get('summary', '')}")
-    out.extend(
-        f"  {r.get('label') or r['strategy']} {r['status']}: {r['error']}"
-        for r in cmp.get("rows", [])
-        if r.get("error")
-    )
-    out.extend(f"  warning: {w}" for w in cmp.get("warnings", []))
+    out.append(f"strategies: {cmp.summary}")
+    out.extend(f"  {r.label or r.strategy} {r.status}: {r.error}" for r in cmp.rows if r.error)
+    out.extend(f"  warning: {w}" for w in cmp.warnings)
     return out

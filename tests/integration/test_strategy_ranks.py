@@ -118,15 +118,16 @@ def test_cli_runs_strategies_side_by_side_and_verifies(
     out = capsys.readouterr().out
     assert code == 0
     session = Session.load(tmp_path / "session.json")
-    cmp = session.extra["strategies"]
-    assert [r["strategy"] for r in cmp["rows"]] == [
+    cmp = session.strategies
+    assert cmp is not None
+    assert [r.strategy for r in cmp.rows] == [
         "sglang",
         "no-mmap",
         "sglang-mt",
     ]  # --verify puts sglang first
-    assert cmp["verified"] is True
+    assert cmp.verified is True
     # each variant's session is saved under its label, so two variants of one strategy never overwrite each other
-    assert [r["label"] for r in cmp["rows"]] == ["sglang", "no-mmap", "sglang-mt:num_threads=2"]
+    assert [r.label for r in cmp.rows] == ["sglang", "no-mmap", "sglang-mt:num_threads=2"]
     assert set(session.artifacts["strategy_sessions"]) == {"no-mmap", "sglang-mt:num_threads=2"}
     assert (tmp_path / "session-sglang-mt_num_threads-2.json").is_file()
     assert "strategies, side by side" in out

@@ -70,7 +70,8 @@ def test_several_strategies_are_replayed_in_turn_against_one_probe(small_draft: 
     # and side by side, in the result and in the first session
     assert runs.comparison is not None
     assert [row.strategy for row in runs.comparison.rows] == ["sglang", "sglang-mt"]
-    assert runs.sessions[0].extra["strategies"] == runs.comparison.to_dict()
+    assert runs.sessions[0].strategies is runs.comparison
+    assert runs.sessions[0].to_dict()["extra"]["strategies"] == runs.comparison.to_dict()
     # without a probe nothing is measured or kept
     bare = api.replay_strategies(small_draft, None, [("sglang", {})], probe=False, on_ceilings=kept.append)
     assert bare.ceilings is None and len(kept) == 1

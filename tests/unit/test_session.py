@@ -141,7 +141,10 @@ def load_text(tmp_path: Path, text: str) -> Session:
 
 
 def test_a_rich_session_document_loads(tmp_path: Path) -> None:
-    assert load_text(tmp_path, json.dumps(rich())).extra["strategies"]["rows"][0]["wall_s"] == 1.0
+    session = load_text(tmp_path, json.dumps(rich()))
+    assert session.strategies is not None and session.strategies.rows[0].wall_s == 1.0
+    # and the comparison is written back where it was read from
+    assert json.loads(session.to_json())["extra"]["strategies"]["rows"][0]["wall_s"] == 1.0
 
 
 @pytest.mark.parametrize(

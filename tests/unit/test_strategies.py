@@ -629,7 +629,7 @@ def test_comparison_names_the_fastest_its_flags_and_the_floor() -> None:
     assert rows["pipelined"].x_floor == pytest.approx(1.2)
     assert rows["pipelined"].GBps == pytest.approx(1 / 0.6, rel=1e-3)
     assert rows["sglang"].verify == "reference" and rows["pipelined"].verify == "equal"
-    assert rows["no-mmap"].verify == "differs" and rows["no-mmap"].differing == ["rank 1: draft/w"]
+    assert rows["no-mmap"].verify == "differs" and rows["no-mmap"].differing == ("rank 1: draft/w",)
     assert rows["fastsafetensors"].status == "unavailable"
     assert rows["fastsafetensors"].error == "fastsafetensors is not installed (pip install fastsafetensors)"
     assert cmp.verified is False
