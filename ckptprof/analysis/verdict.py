@@ -52,7 +52,7 @@ NO_MMAP_FLAG = flags.DISABLE_MMAP
 FASTST_FLAG = flags.load_format("fastsafetensors")
 
 
-# safetensors.torch.load(bytes) costs this many fresh-memory passes over the bytes (H200, see _whole_file_seconds).
+# safetensors.torch.load(bytes) costs this many fresh-memory passes over the bytes (see _whole_file_seconds).
 WHOLE_FILE_DESERIALIZE_PASSES = 2
 
 # Reads faster than this multiple of the measured storage ceiling mean the ceiling or the storage misled us.
@@ -380,12 +380,11 @@ def _whole_file_seconds(
 ) -> float:
     """``--weight-loader-disable-mmap``: one thread reads each file whole into a new bytes object, deserialises it
     into new tensors, then copies them, none of it overlapped. Both host steps write every byte into freshly
-    allocated memory (a page fault per 4 KiB). Measured on the H200 (4.70 GB, TP1 cold): the read into the new
-    buffer cost 1.2 s beyond the storage time, one pass at the probe's fresh-memory rate (3.2-3.7 GB/s there,
-    memcpy 10); safetensors' deserialise, which copies each tensor into its own new bytes object, cost 3.2 s, two
+    allocated memory (a page fault per 4 KiB): the read into the new buffer costs one pass at the probe's
+    fresh-memory rate, and safetensors' deserialise, which copies each tensor into its own new bytes object, two
     such passes. Ranks on one node write at once: each gets its share of what N writers reach together, never more
-    than one writer alone (TP8 on the H200 x2 box: 8 ranks, 4.0 GB/s alone, 2.8 each together). Without that
-    ceiling (older sessions), the mmap path's own copies stand in."""
+    than one writer alone (both checked on the H200: reports/h200/2026-11-30j-h200x2-predictions-checked). Without
+    that ceiling (older sessions), the mmap path's own copies stand in."""
     fresh = _fresh_write_per_rank(session)
     pageable = [v for v in (session.ceilings.h2d_pageable_GBps or {}).values() if v]
     if not fresh:
@@ -490,8 +489,8 @@ def _predictions(
             )
             # The threads take mmap views; the bytes still arrive as page faults in each rank's own loop, where
             # the kernel's read-ahead overlaps them with the copies. Several ranks fault at once and together reach
-            # the N-stream rate (H200 x2, TP8: the replay within 2-11% of max(read, copies)); one rank faults
-            # alone, whatever the pool's size (TP1: 16 threads ran at 0.86-1.03x the time of the default's 8).
+            # the N-stream rate; one rank faults alone, whatever the pool's size (both checked on the H200 x2 box,
+            # reports/h200/2026-11-30j-h200x2-predictions-checked).
             if len(session.ranks) > 1:
                 mt_s = max(n_read, compute)
                 mt_why = (
@@ -562,7 +561,8 @@ def _predictions(
                 strategy="fastsafetensors",
                 # File batches one after the other, each read whole (O_DIRECT, in parallel) before its copies:
                 # the reads and the pinned copies add up. Only for sessions whose probe did not measure the
-                # package itself: its own rate has run 27-35% below this on the H200.
+                # package itself: its own rate has run well below this (reports/h200/2026-11-30g-h200-release-
+                # profile-predictions).
                 predicted_s=round(ckpt / storage_n / 1e9 + h2d_bytes / pinned / 1e9, 3),
                 why=f"parallel O_DIRECT reads into pinned buffers, {pinned:.1f} GB/s pinned copies; "
                 "it bypasses a warm page cache, so it reads every byte from storage (its own rate was not "

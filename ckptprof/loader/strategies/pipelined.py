@@ -41,9 +41,10 @@ from ckptprof.loader.recorder import Recorder
 from ckptprof.loader.strategies.base import LoadContext, Strategy, nonresident
 from ckptprof.session import ShardTiming
 
-DEFAULT_READERS = 16  # one rank alone (TP1): 16 and 32 readers both reached 29-32 GB/s warm on the H200
+# Reader counts chosen on the H200 (reports/h200/2026-11-30b-h200x2-strategies): one rank alone gains nothing past
+# 16; with several ranks, more readers per rank scatter the reads and lose time cold.
+DEFAULT_READERS = 16
 NODE_READERS = 32  # with several ranks, readers per rank = this / ranks, at least MIN_RANK_READERS
-# TP8 on the H200: 4 or 8 readers per rank loaded cold in 2.08-2.10 s, 16 readers in 2.62 s (scattered reads)
 MIN_RANK_READERS = 4
 
 
@@ -206,8 +207,8 @@ class Pipelined(Strategy):
     def _start_readers(self, ctx: LoadContext, ring: _Ring) -> None:
         """The reader pool, once per replay (target and draft share it); returns when every reader is set up.
 
-        Measured on the H200: started inside the load, 16 new threads binding CUDA held the first files' planning
-        back by ~30 ms of a 0.18 s warm load - set-up cost that a server's long-lived loader pays once, not per load.
+        Started inside the load, new threads binding CUDA held the first files' planning back (reports/h200/
+        2026-11-30c-h200x2-run) - set-up cost that a server's long-lived loader pays once, not per load.
         """
         if any(t.is_alive() for t in self._threads):
             return
