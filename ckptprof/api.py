@@ -482,9 +482,55 @@ def replay_strategies(
                 on_ceilings(runs.ceilings)
         if runs.interrupted:
             break
+    if runs.ceilings is not None and runs.sessions and not runs.interrupted and not torchrun.in_torchrun():
+        learned = hold_probe_to_replays(runs.sessions, runs.ceilings, say)
+        if learned is not runs.ceilings:
+            runs.ceilings = learned
+            for one in runs.sessions:
+                one.ceilings = learned
+                one.verdict = compute_verdict(one)  # held against the ceiling the probe should have measured
+            if on_ceilings is not None:
+                on_ceilings(learned)
     if runs.sessions and (len(runs.sessions) > 1 or o.verify):
         from ckptprof.analysis.strategies import compare_strategies
 
         runs.comparison = compare_strategies(runs.sessions)
         runs.sessions[0].strategies = runs.comparison
     return runs
+
+
+def hold_probe_to_replays(sessions: Sequence[Session], ceilings: Ceilings, say: Printer) -> Ceilings:
+    """The storage probe is a ceiling: when a replay fetched from storage faster than it (beyond the noise), the
+    probe measures again with other settings until it holds (probe/learn.py); else ``ceilings`` unchanged."""
+    from ckptprof.analysis.strategies import strategy_label
+    from ckptprof.probe import learn
+
+    done = [s for s in sessions if s.ok and s.verdict is not None and not s.verdict.incomplete]
+    rates = [(s.verdict.fetched_GBps or 0.0, strategy_label(s.config)) for s in done if s.verdict is not None]
+    fastest, label = max(rates, default=(0.0, ""))
+    probe = ceilings.storage_read_GBps
+    if not probe or fastest <= learn.TOLERANCE * probe:
+        return ceilings
+    files = checkpoint_files(sessions[0])
+    if not files:
+        return ceilings
+    say(
+        f"{label} fetched from storage at {fastest:.2f} GB/s, above the probe's {probe:.2f}: measuring the storage again"
+    )
+    try:
+        measure, direct_ok = learn.disk_measure(files)
+        return learn.learn(ceilings, fastest, label, measure, direct_ok)
+    except OSError as exc:
+        note = f"{label} read faster than the storage probe, which could not measure again ({exc})"
+        return dataclasses.replace(ceilings, notes=(*ceilings.notes, note))
+
+
+def checkpoint_files(session: Session) -> list[Path] | None:
+    """The session's shard files as SGLang finds them; None when they cannot be listed here."""
+    from ckptprof.checkpoint.discovery import discover
+    from ckptprof.errors import CheckpointError
+
+    try:
+        return [path for model in session.models for path in discover(Path(model.path)).files]
+    except (CheckpointError, OSError):
+        return None

@@ -72,6 +72,9 @@ class Ceilings:
     """Whether the sampled bytes were checked to be out of the page cache before the cold reads."""
     storage_drop_note: str | None = None
     """How the page cache was dropped for the cold reads, or why it could not be."""
+    storage_learned_from: str | None = None
+    """Set when a replay fetched from storage faster than the probe and the probe measured again with other
+    settings (more streams, larger reads, the other read method): that replay's strategy (probe/learn.py)."""
     fs_type: str | None = None
     """The file system the storage probe read from (ext4, nfs4, fuse.sshfs, ...)."""
     page_cache_read_GBps: float | None = None

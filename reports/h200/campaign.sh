@@ -2,7 +2,7 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe predict | deps peers peersbest gputests strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier
+# steps: env smoke synth tp1 tp8 probe predict | deps peers peersbest gputests strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier learn warmfloor
 # (deps installs the wheels carried in .whl/: fastsafetensors, py-spy, pytest + pytest-benchmark for bench)
 # (STRATEGIES picks the strategies; STRAT8_DEVICES / STRAT8_CACHES the device specs and cache modes of strategies8;
 #  tune: the pipelined strategy's reader count, TUNE_READERS, and chunk size, TUNE_CHUNKS; readahead: RA_TPS and
@@ -190,6 +190,25 @@ for s in $STEPS; do
     for BPS in ${THROTTLE_BPS:-1400000000}; do
       step "TP1 cold on cuda:0, disk reads capped at $BPS B/s, 3 faithful rounds"
       bash reports/h200/throttle.sh "$DATA/eagle3" $BPS $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache cold --faithful-rounds 3 -o "$OUT/throttled-$BPS-tp1-cold" -q
+    done
+    ;;
+  learn)
+    # Issue 20 item 2: the probe held to the replays. A fresh probe, then SGLang's path and pipelined cold; when one
+    # fetched faster than the probe, the probe measures again with other settings (probe/learn.py) and says so.
+    for cfg in ${LEARN_CONFIGS:-1:cuda:0 1:cuda:0}; do
+      tp=${cfg%%:*}; devs=${cfg#*:}
+      step "TP$tp on $devs cold, sglang + pipelined, a fresh probe held to them"
+      CKPTPROF_PROBE_MAX_AGE_S=0 timeout -s INT ${STEP_TIMEOUT_S:-300} $CK run "$DATA/eagle3" --tp $tp --devices $devs \
+        --cache cold --strategy "${LEARN_STRATEGIES:-sglang,pipelined}" --verify -o "$OUT/learn-tp$tp-${devs/:/}-$RANDOM" -q
+    done
+    ;;
+  warmfloor)
+    # Issue 20 item 1: pipelined warm against min(page cache with N threads, pinned H2D) measured in the same run,
+    # for each reader count and chunk size in WARM_VARIANTS.
+    for v in ${WARM_VARIANTS:-pipelined pipelined:readers=8 pipelined:readers=32 pipelined:chunk_mib=16 pipelined:chunk_mib=128}; do
+      step "TP1 cuda:0 warm, $v, with the probe"
+      CKPTPROF_PROBE_MAX_AGE_S=${WARM_PROBE_AGE:-3600} $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache warm \
+        --strategy "$v" -o "$OUT/warm-${v//[=,:]/-}" -q | grep -E "^ +0 |page-cache read|H2D pinned|verdict"
     done
     ;;
   probe)

@@ -1,0 +1,127 @@
+"""The storage probe is a ceiling (probe/learn.py): a replay that fetched from storage faster than the probe makes
+it measure again with other settings, cheapest first, until it holds; what it tried and what it kept are said."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ckptprof.probe import learn, storage
+from ckptprof.probe.learn import Setting
+from ckptprof.results import Ceilings, Verdict
+from ckptprof.session import ModelInfo, RankModel, RankResult, Session
+
+MiB = 1 << 20
+PROBE = Ceilings(
+    storage_read_GBps=2.0,
+    storage_read_n_streams_GBps=2.0,
+    storage_streams=8,
+    storage_block_bytes=16 * MiB,
+    storage_method=storage.METHOD_O_DIRECT,
+)
+
+
+def fake(rates: dict[Setting, float]) -> tuple[learn.Measure, list[Setting]]:
+    asked: list[Setting] = []
+
+    def measure(setting: Setting) -> float:
+        asked.append(setting)
+        return rates.get(setting, 1.0)
+
+    return measure, asked
+
+
+def test_a_replay_within_the_noise_leaves_the_probe_alone() -> None:
+    measure, asked = fake({})
+    assert learn.learn(PROBE, 2.09, "pipelined", measure, direct_available=True) is PROBE
+    assert asked == []
+
+
+def test_the_probe_stops_at_the_first_setting_that_holds() -> None:
+    # GIVEN a replay at 2.28 GB/s against a 2.09 GB/s probe of 8 O_DIRECT streams (the H200's pipelined cold load)
+    doubled = Setting(16, 16 * MiB, True)
+    measure, asked = fake({doubled: 2.3})
+    learned = learn.learn(PROBE, 2.28, "pipelined", measure, direct_available=True)
+    # THEN twice the streams were tried first, held, and nothing else was read
+    assert asked == [doubled]
+    assert learned.storage_read_GBps == 2.3 and learned.storage_streams == 16
+    assert learned.storage_learned_from == "pipelined"
+    assert learned.storage_method == storage.METHOD_O_DIRECT
+    assert "pipelined fetched from storage at 2.28 GB/s, above the probe's 2.00 GB/s" in learned.notes[-1]
+    assert "the ceiling is now 2.30 GB/s (16 streams of 16 MiB reads, O_DIRECT)" in learned.notes[-1]
+    assert "still below" not in learned.notes[-1]
+
+
+def test_buffered_read_ahead_is_tried_when_more_o_direct_streams_do_not_help() -> None:
+    buffered = Setting(8, 16 * MiB, False)
+    measure, asked = fake({buffered: 3.0})
+    learned = learn.learn(PROBE, 2.9, "sglang", measure, direct_available=True)
+    assert asked[-1] == buffered and len(asked) == 4  # three O_DIRECT settings first, then buffered
+    assert learned.storage_read_GBps == 3.0 and learned.storage_method == storage.METHOD_BUFFERED_DROPPED
+
+
+def test_when_no_setting_reaches_the_replay_the_best_is_kept_and_the_gap_is_said() -> None:
+    measure, asked = fake({Setting(32, 64 * MiB, True): 2.4})
+    learned = learn.learn(PROBE, 4.0, "pipelined", measure, direct_available=True)
+    assert len(asked) == len(learn.settings_to_try(8, 16 * MiB, True))  # every setting was tried
+    assert learned.storage_read_GBps == 2.4
+    assert "still below the replay" in learned.notes[-1]
+    # and when nothing beats the probe at all, its figure stays and the note says why it may have lost
+    measure, _ = fake({})
+    same = learn.learn(PROBE, 4.0, "pipelined", measure, direct_available=True)
+    assert same.storage_read_GBps == 2.0 and "no setting read faster" in same.notes[-1]
+
+
+def test_o_direct_settings_are_skipped_where_the_file_system_refuses_it() -> None:
+    buffered_probe = Ceilings(
+        storage_read_GBps=1.0, storage_streams=4, storage_block_bytes=MiB, storage_method="buffered-dropped"
+    )
+    measure, asked = fake({})
+    learn.learn(buffered_probe, 2.0, "sglang", measure, direct_available=False)
+    assert asked and not any(s.direct for s in asked)
+
+
+def test_settings_are_new_and_cheapest_first() -> None:
+    tried = learn.settings_to_try(8, 16 * MiB, True)
+    assert Setting(8, 16 * MiB, True) not in tried and len(set(tried)) == len(tried)
+    assert [s.streams for s in tried[:3]] == [16, 16, 32]
+
+
+def cold_session(root: Path, fetched_GBps: float) -> Session:
+    return Session(
+        config={"strategy": "pipelined", "tp": 1},
+        models=[ModelInfo(role="target", path=str(root), fs_type="ext4", total_bytes=1)],
+        ranks=[RankResult(rank=0, device="cpu", models=[RankModel(role="target", wall_s=1.0)])],
+        ceilings=PROBE,
+        verdict=Verdict(bottleneck="storage", fetched_GBps=fetched_GBps),
+    )
+
+
+def test_a_run_holds_its_probe_to_its_replays_on_the_real_files(tmp_path: Path) -> None:
+    from ckptprof import api
+    from ckptprof.checkpoint.synth import synthesize
+
+    ckpt = tmp_path / "ckpt"
+    synthesize(ckpt, preset="eagle3-draft", shards=4, size=8_000_000, seed=1)
+    said: list[str] = []
+    # GIVEN a replay that fetched far faster than any disk here (so every setting is read for real)
+    learned = api.hold_probe_to_replays([cold_session(ckpt, 10_000.0)], PROBE, said.append)
+    # THEN the storage was measured again on the checkpoint's own files, and the run says so
+    assert said and "measuring the storage again" in said[0]
+    assert learned is not PROBE and "pipelined fetched from storage at 10000.00 GB/s" in learned.notes[-1]
+    assert (learned.storage_read_GBps or 0.0) >= (PROBE.storage_read_GBps or 0.0)
+    # AND a replay within the noise of the probe leaves it untouched
+    assert api.hold_probe_to_replays([cold_session(ckpt, 2.05)], PROBE, said.append) is PROBE
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_the_disk_measure_reads_the_sample_cold(tmp_path: Path, direct: bool) -> None:
+    from ckptprof.checkpoint.synth import synthesize
+
+    ckpt = tmp_path / "ckpt"
+    synthesize(ckpt, preset="eagle3-draft", shards=2, size=4_000_000, seed=2)
+    measure, direct_ok = learn.disk_measure(sorted(ckpt.glob("*.safetensors")))
+    if direct and not direct_ok:
+        pytest.skip("this file system refuses O_DIRECT")
+    assert measure(Setting(2, MiB, direct)) > 0
