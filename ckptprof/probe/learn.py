@@ -95,9 +95,10 @@ def learn(
         f"{achieved_by} fetched from storage at {achieved_GBps:.2f} GB/s, above the probe's "
         f"{best:.2f} GB/s: measured again ({words or 'no other setting to try'})"
     )
+    rates = [best, *(t.GBps for t in tried)]
     if winner is None or winner.GBps <= best:
         note = f"{first}; no setting read faster, so the replay was helped by something the probe cannot reproduce"
-        return ceilings.with_figures({"notes": [*ceilings.notes, note + _unheld()]})
+        return ceilings.with_figures({"notes": [*ceilings.notes, note + _unheld(rates)]})
     held = winner.GBps * TOLERANCE >= achieved_GBps
     note = f"{first}; the ceiling is now {winner.GBps:.2f} GB/s ({winner.setting.describe()})"
     figures = {
@@ -111,15 +112,17 @@ def learn(
         if winner.setting.direct
         else storage.METHOD_BUFFERED_DROPPED,
         "storage_learned_from": achieved_by,
-        "notes": [*ceilings.notes, note + ("" if held else _unheld())],
+        "notes": [*ceilings.notes, note + ("" if held else _unheld(rates))],
     }
     return ceilings.with_figures(figures)
 
 
-def _unheld() -> str:
+def _unheld(rates: Sequence[float]) -> str:
+    """Why a replay can still beat every setting: the storage is not one fixed rate."""
     return (
-        " (still below the replay: a cache in front of the storage, or a throughput cap that refilled between the "
-        "probe's reads, may have served it)"
+        f" (still below the replay: the storage's own rate moved between {min(rates):.2f} and {max(rates):.2f} GB/s "
+        "across these reads, and a cache in front of it or a throughput cap that refilled between reads may have "
+        "served the replay faster)"
     )
 
 
