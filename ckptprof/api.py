@@ -488,6 +488,7 @@ def replay_strategies(
             runs.ceilings = learned
             for one in runs.sessions:
                 one.ceilings = learned
+                one.notes.extend(learned.notes[-1:])  # what the probe tried, where every report shows notes
                 one.verdict = compute_verdict(one)  # held against the ceiling the probe should have measured
             if on_ceilings is not None:
                 on_ceilings(learned)

@@ -78,11 +78,16 @@ def rank_rows(session: Session) -> list[list[Any]]:
 
 def ceiling_rows(ceilings: Ceilings) -> list[list[str]]:
     rows = []
+    learned = (
+        f", measured again after {ceilings.storage_learned_from} read faster"
+        if ceilings.storage_learned_from
+        else ""
+    )
     for value, label in (
         (ceilings.storage_read_1_stream_GBps, "storage read, cold, 1 stream"),
         (
             ceilings.storage_read_n_streams_GBps,
-            f"storage read, cold, N streams (N={ceilings.storage_streams})",
+            f"storage read, cold, N streams (N={ceilings.storage_streams}){learned}",
         ),
         (ceilings.page_cache_read_GBps, "page-cache read"),
         (ceilings.memcpy_GBps, "host memcpy"),

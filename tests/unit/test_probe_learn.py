@@ -51,6 +51,11 @@ def test_the_probe_stops_at_the_first_setting_that_holds() -> None:
     assert "pipelined fetched from storage at 2.28 GB/s, above the probe's 2.00 GB/s" in learned.notes[-1]
     assert "the ceiling is now 2.30 GB/s (16 streams of 16 MiB reads, O_DIRECT)" in learned.notes[-1]
     assert "still below" not in learned.notes[-1]
+    # AND every report shows it: the ceilings table names the replay that taught the probe
+    from ckptprof.render.rows import ceiling_rows
+
+    labels = [label for label, _ in ceiling_rows(learned)]
+    assert "storage read, cold, N streams (N=16), measured again after pipelined read faster" in labels
 
 
 def test_buffered_read_ahead_is_tried_when_more_o_direct_streams_do_not_help() -> None:
@@ -66,7 +71,9 @@ def test_when_no_setting_reaches_the_replay_the_best_is_kept_and_the_gap_is_said
     learned = learn.learn(PROBE, 4.0, "pipelined", measure, direct_available=True)
     assert len(asked) == len(learn.settings_to_try(8, 16 * MiB, True))  # every setting was tried
     assert learned.storage_read_GBps == 2.4
-    assert "still below the replay: the storage's own rate moved between 1.00 and 2.40 GB/s" in learned.notes[-1]
+    assert (
+        "still below the replay: the storage's own rate moved between 1.00 and 2.40 GB/s" in learned.notes[-1]
+    )
     # and when nothing beats the probe at all, its figure stays and the note says why it may have lost
     measure, _ = fake({})
     same = learn.learn(PROBE, 4.0, "pipelined", measure, direct_available=True)
@@ -110,6 +117,8 @@ def test_a_run_holds_its_probe_to_its_replays_on_the_real_files(tmp_path: Path) 
     # THEN the storage was measured again on the checkpoint's own files, and the run says so
     assert said and "measuring the storage again" in said[0]
     assert learned is not PROBE and "pipelined fetched from storage at 10000.00 GB/s" in learned.notes[-1]
+    # AND the sessions say so where every report prints notes
+    assert "measured again" in learned.notes[-1]
     assert (learned.storage_read_GBps or 0.0) >= (PROBE.storage_read_GBps or 0.0)
     # AND a replay within the noise of the probe leaves it untouched
     assert api.hold_probe_to_replays([cold_session(ckpt, 2.05)], PROBE, said.append) is PROBE
@@ -125,3 +134,24 @@ def test_the_disk_measure_reads_the_sample_cold(tmp_path: Path, direct: bool) ->
     if direct and not direct_ok:
         pytest.skip("this file system refuses O_DIRECT")
     assert measure(Setting(2, MiB, direct)) > 0
+
+
+def test_a_run_whose_replay_beats_its_ceilings_measures_again_and_says_so(small_draft: Path) -> None:
+    from ckptprof import api
+
+    # GIVEN ceilings that claim a storage far slower than this disk (as a probe that under-measured would)
+    slow = Ceilings(storage_read_GBps=1e-3, storage_read_n_streams_GBps=1e-3, storage_streams=2)
+    kept: list[Ceilings] = []
+    # WHEN a cold replay is held against them
+    runs = api.replay_strategies(
+        small_draft, None, [("sglang", {})], ceilings=slow, cache="cold", on_ceilings=kept.append
+    )
+    session = runs.sessions[0]
+    assert session.verdict is not None and (session.verdict.cold_fraction or 0) > 0.5, "the cache was not dropped"
+    # THEN the storage was measured again, the run's sessions hold the new figure and say why, and it is kept
+    assert runs.ceilings is not None and (runs.ceilings.storage_read_GBps or 0) > 1e-3
+    assert runs.ceilings.storage_learned_from == "sglang" and session.ceilings == runs.ceilings
+    assert any("sglang fetched from storage at" in n and "measured again" in n for n in session.notes)
+    assert kept == [runs.ceilings]
+    # AND the verdict is held against the new figure, not the one the replay beat
+    assert "vs 0.00 GB/s cold read ceiling" not in session.verdict.summary
