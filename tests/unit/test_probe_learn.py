@@ -147,7 +147,9 @@ def test_a_run_whose_replay_beats_its_ceilings_measures_again_and_says_so(small_
         small_draft, None, [("sglang", {})], ceilings=slow, cache="cold", on_ceilings=kept.append
     )
     session = runs.sessions[0]
-    assert session.verdict is not None and (session.verdict.cold_fraction or 0) > 0.5, "the cache was not dropped"
+    assert session.verdict is not None and (session.verdict.cold_fraction or 0) > 0.5, (
+        "the cache was not dropped"
+    )
     # THEN the storage was measured again, the run's sessions hold the new figure and say why, and it is kept
     assert runs.ceilings is not None and (runs.ceilings.storage_read_GBps or 0) > 1e-3
     assert runs.ceilings.storage_learned_from == "sglang" and session.ceilings == runs.ceilings

@@ -1,0 +1,168 @@
+"""What a process's threads are doing, sampled from the kernel, so a load can be attributed without being changed.
+
+The decomposed replay times read, deserialise and copy one after the other, which is not what SGLang does: its copies
+overlap the page-fault I/O of the next chunk. To say where SGLang's own wall goes, the loading processes are left
+alone and observed instead: a thread of this (separate) process reads ``/proc/<pid>/task/<tid>/stat`` and ``wchan``
+of every thread of each watched process, about a thousand times a second, and classifies each thread at each tick:
+
+- ``storage``: in uninterruptible sleep (state D: waiting for a page or a read to come from the device, the wait
+  channel says which), or running with a new major fault since the last tick (a fault that went to storage);
+- ``page_cache``: running with new minor faults and no major one (mapping pages that were already in memory; fresh
+  anonymous memory faults this way too, which the kernel's counters do not tell apart);
+- ``cpu``: running with no new fault (deserialisation, host copies, Python): the kernel cannot split it further;
+- ``waiting``: sleeping interruptibly (a lock, a queue, a CUDA synchronisation).
+
+A process's state at a tick is the most telling of its threads' (storage, then page cache, then cpu, then waiting),
+and its shares are the fractions of its ticks in each: the shares of its wall, sampled, not summed phase times.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The classes, most telling first: a process is in the first one any of its threads is in.
+CLASSES = ("storage", "page_cache", "cpu", "waiting")
+DEFAULT_HZ = 1000.0
+# stat's fields after the command name (which may hold spaces and parentheses: split after its last ')').
+_STATE, _MINFLT, _MAJFLT = 0, 7, 9
+
+
+@dataclass(frozen=True)
+class ThreadState:
+    """One thread at one tick: its scheduler state, its wait channel and its fault counters."""
+
+    tid: int
+    state: str  # R running, S sleeping, D uninterruptible (I/O), I idle kernel thread, ...
+    wchan: str  # the kernel function it sleeps in ("" when running or unknown)
+    minflt: int
+    majflt: int
+
+
+def read_thread(proc: Path, tid: int) -> ThreadState | None:
+    """The thread's state now; None when it has exited (or cannot be read)."""
+    task = proc / "task" / str(tid)
+    try:
+        stat = (task / "stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    try:
+        wchan = (task / "wchan").read_text().strip()
+    except OSError:
+        wchan = ""
+    return ThreadState(
+        tid=tid,
+        state=fields[_STATE],
+        wchan="" if wchan == "0" else wchan,
+        minflt=int(fields[_MINFLT]),
+        majflt=int(fields[_MAJFLT]),
+    )
+
+
+def classify(now: ThreadState, before: ThreadState | None) -> str:
+    """The class of one thread at one tick, from its state and its faults since the previous tick."""
+    if now.state == "D":
+        return "storage"
+    if now.state == "R":
+        if before is not None and now.majflt > before.majflt:
+            return "storage"
+        if before is not None and now.minflt > before.minflt:
+            return "page_cache"
+        return "cpu"
+    return "waiting"
+
+
+def process_class(thread_classes: Iterable[str]) -> str:
+    """The most telling class among a process's threads at one tick."""
+    present = set(thread_classes)
+    return next((c for c in CLASSES if c in present), "waiting")
+
+
+@dataclass
+class ProcessSamples:
+    """What the sampler saw of one process: the time and class of each tick, and the wait channels of its D states."""
+
+    pid: int
+    ticks: list[tuple[float, str]] = field(default_factory=list)  # (time.monotonic(), class)
+    wchans: Counter[str] = field(default_factory=Counter)
+
+    def shares(self, start: float | None = None, end: float | None = None) -> dict[str, float]:
+        """Fractions of the ticks between ``start`` and ``end`` (monotonic seconds) in each class."""
+        chosen = [c for t, c in self.ticks if (start is None or t >= start) and (end is None or t <= end)]
+        counts = Counter(chosen)
+        total = len(chosen)
+        return {c: (counts[c] / total if total else 0.0) for c in CLASSES}
+
+
+class KernelSampler:
+    """Samples every thread of ``pids`` at about ``hz`` until ``stop()``; a context manager."""
+
+    def __init__(
+        self,
+        pids: Sequence[int],
+        hz: float = DEFAULT_HZ,
+        proc_root: Path = Path("/proc"),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.interval = 1.0 / hz
+        self.samples = {pid: ProcessSamples(pid) for pid in pids}
+        self._proc_root = proc_root
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ckptprof-sampler", daemon=True)
+        self._last: dict[tuple[int, int], ThreadState] = {}
+
+    def __enter__(self) -> KernelSampler:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> dict[int, ProcessSamples]:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        return self.samples
+
+    def tick(self) -> None:
+        """One sample of every watched process (the loop calls this; tests may too)."""
+        now = self._clock()
+        for pid, seen in self.samples.items():
+            proc = self._proc_root / str(pid)
+            try:
+                tids = [int(t) for t in os.listdir(proc / "task")]
+            except OSError:
+                continue  # the process has exited
+            classes = []
+            for tid in tids:
+                state = read_thread(proc, tid)
+                if state is None:
+                    continue
+                cls = classify(state, self._last.get((pid, tid)))
+                self._last[(pid, tid)] = state
+                classes.append(cls)
+                if state.state == "D" and state.wchan:
+                    seen.wchans[state.wchan] += 1
+            if classes:
+                seen.ticks.append((now, process_class(classes)))
+
+    def _run(self) -> None:
+        next_at = self._clock()
+        while not self._stop.is_set():
+            self.tick()
+            next_at += self.interval
+            delay = next_at - self._clock()
+            if delay > 0:
+                self._stop.wait(delay)
+            else:
+                next_at = self._clock()  # fell behind (many threads, a busy host): sample as fast as it can

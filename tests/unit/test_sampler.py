@@ -1,0 +1,140 @@
+"""The kernel sampler (profiling/sampler.py): each thread's state and faults read from /proc give an I/O-bound load
+storage shares and a copy-bound load cpu shares, without touching the load."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ckptprof.profiling.sampler import (
+    KernelSampler,
+    ProcessSamples,
+    ThreadState,
+    classify,
+    process_class,
+    read_thread,
+)
+
+
+def state(code: str, minflt: int = 0, majflt: int = 0, wchan: str = "") -> ThreadState:
+    return ThreadState(tid=1, state=code, wchan=wchan, minflt=minflt, majflt=majflt)
+
+
+def test_each_thread_state_has_its_class() -> None:
+    assert classify(state("D", wchan="folio_wait_bit_common"), None) == "storage"
+    assert classify(state("R", majflt=3), state("R", majflt=2)) == "storage"
+    assert classify(state("R", minflt=90), state("R", minflt=10)) == "page_cache"
+    assert classify(state("R", minflt=10), state("R", minflt=10)) == "cpu"
+    assert classify(state("R", minflt=10), None) == "cpu"  # a thread's first tick has nothing to compare
+    assert classify(state("S"), None) == "waiting" and classify(state("I"), None) == "waiting"
+
+
+def test_a_process_is_in_its_most_telling_threads_class() -> None:
+    assert process_class(["waiting", "cpu", "storage"]) == "storage"
+    assert process_class(["cpu", "page_cache"]) == "page_cache"
+    assert process_class(["waiting", "cpu"]) == "cpu"
+    assert process_class([]) == "waiting"
+
+
+def test_shares_cover_the_window_asked_for() -> None:
+    seen = ProcessSamples(pid=1, ticks=[(0.0, "cpu"), (1.0, "storage"), (2.0, "storage"), (3.0, "waiting")])
+    assert seen.shares() == {"storage": 0.5, "page_cache": 0.0, "cpu": 0.25, "waiting": 0.25}
+    assert seen.shares(start=1.0, end=2.0)["storage"] == 1.0
+    assert seen.shares(start=9.0) == {"storage": 0.0, "page_cache": 0.0, "cpu": 0.0, "waiting": 0.0}
+
+
+def write_task(root: Path, pid: int, tid: int, stat_state: str, minflt: int, majflt: int, wchan: str) -> None:
+    task = root / str(pid) / "task" / str(tid)
+    task.mkdir(parents=True, exist_ok=True)
+    # the command name may hold spaces and parentheses: the fields are read after its last ')'
+    rest = [stat_state, "1", "1", "1", "0", "-1", "4194304", str(minflt), "0", str(majflt), "0", "5", "3"]
+    (task / "stat").write_text(f"{tid} (python (x) y) " + " ".join(rest) + "\n")
+    (task / "wchan").write_text(wchan)
+
+
+def test_ticks_read_every_thread_from_proc(tmp_path: Path) -> None:
+    write_task(tmp_path, 7, 7, "S", 100, 0, "do_epoll_wait")
+    write_task(tmp_path, 7, 8, "R", 100, 0, "0")
+    clock = iter([1.0, 2.0])
+    sampler = KernelSampler([7, 99], proc_root=tmp_path, clock=lambda: next(clock))
+    sampler.tick()
+    write_task(tmp_path, 7, 8, "D", 100, 1, "folio_wait_bit_common")
+    sampler.tick()
+    seen = sampler.samples[7]
+    assert seen.ticks == [(1.0, "cpu"), (2.0, "storage")]
+    assert seen.wchans == {"folio_wait_bit_common": 1}
+    assert sampler.samples[99].ticks == []  # a process that is gone is skipped, not an error
+    parsed = read_thread(tmp_path / "7", 8)
+    assert parsed is not None and parsed.majflt == 1 and parsed.minflt == 100 and parsed.state == "D"
+    assert read_thread(tmp_path / "7", 12345) is None
+
+
+LOADS = {
+    # Reads a file with its pages dropped before each pass: the thread waits on the device.
+    "io": """
+        import os, sys, time
+        path = sys.argv[1]
+        print("ready", flush=True)
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            fd = os.open(path, os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            while os.read(fd, 1 << 20):
+                pass
+            os.close(fd)
+    """,
+    # Copies between two buffers already in memory: the thread runs, and faults nothing.
+    "copy": """
+        import sys, time
+        src = bytearray(64 << 20)
+        dst = bytearray(64 << 20)
+        dst[:] = src
+        print("ready", flush=True)
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            dst[:] = src
+    """,
+}
+
+
+def sampled_shares(kind: str, data: Path) -> dict[str, float]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(LOADS[kind]), str(data)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        start = time.monotonic()
+        with KernelSampler([child.pid], hz=500) as sampler:
+            child.wait(timeout=30)
+        return sampler.samples[child.pid].shares(start=start)
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sampler") / "data.bin"
+    with path.open("wb") as fh:
+        fh.write(os.urandom(64 << 20))
+        fh.flush()
+        os.fsync(fh.fileno())  # written back, so dropping its pages really sends the next read to the device
+    return path
+
+
+def test_an_io_bound_load_comes_out_storage_bound(data_file: Path) -> None:
+    shares = sampled_shares("io", data_file)
+    if shares["storage"] == 0.0 and shares["page_cache"] == 0.0:
+        pytest.skip(f"the file system under {data_file} kept the pages (tmpfs?): no device to wait on")
+    assert shares["storage"] > shares["cpu"] and shares["storage"] > 0.3, shares
+
+
+def test_a_copy_bound_load_comes_out_cpu_bound(data_file: Path) -> None:
+    shares = sampled_shares("copy", data_file)
+    assert shares["cpu"] > 0.7 and shares["storage"] < 0.1, shares
