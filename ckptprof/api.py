@@ -27,6 +27,7 @@ from ckptprof.loader.options import ReplayOptions, resolve, split_options
 from ckptprof.loader.plan import ModelPlan, ReplayPlan, build_plan
 from ckptprof.loader.progress import ProgressPrinter
 from ckptprof.profiling.pyspy import PySpySession, native_supported
+from ckptprof.profiling.sampler import KernelSampler, shares_of
 from ckptprof.results import Ceilings
 from ckptprof.session import ModelInfo, RankResult, Session, ShardInfo
 from ckptprof.stage_hooks import stage_begins
@@ -103,6 +104,7 @@ def _run_ranks(
     progress: bool,
     group: torchrun.TorchrunGroup | None,
     spy: PySpySession | None = None,
+    on_start: Callable[[int, int], None] | None = None,
 ) -> list[RankResult] | None:
     label = "faithful: " if faithful else ""
     show = progress and (group is None or group.is_main)
@@ -113,7 +115,7 @@ def _run_ranks(
                 spy.attach(group.rank, os.getpid())
             return torchrun.run_joined(group, plan, faithful=faithful, progress=printer)
         return ranks_mod.run_spawned(
-            plan, faithful=faithful, progress=printer, on_start=spy.attach if spy is not None else None
+            plan, faithful=faithful, progress=printer, on_start=spy.attach if spy is not None else on_start
         )
     finally:
         printer.close()
@@ -155,20 +157,39 @@ def _faithful_passes(
     progress: bool,
     group: torchrun.TorchrunGroup | None,
     say: Printer,
+    sample: bool = False,
 ) -> None:
-    """SGLang's exact sequence, ``rounds`` times, with a decomposed pass (walls only) between two of them."""
+    """SGLang's exact sequence, ``rounds`` times, with a decomposed pass (walls only) between two of them. With
+    ``sample``, every rank's threads are sampled from the kernel while it runs SGLang's sequence unchanged."""
     faithful_walls: dict[tuple[int, str], list[float]] = {}
     decomposed_walls: dict[tuple[int, str], list[float]] = {
         (r.rank, m.role): [m.wall_s] for r in session.ranks for m in r.models
     }
     fetched: dict[tuple[int, str], int] = {}
     busy_fractions: dict[tuple[int, str], list[float]] = {}
+    sampled: dict[tuple[int, str], list[str]] = {}
     for i in range(rounds):
         _prepare_all(plan, group)
         say(
             f"faithful pass{f' {i + 1}/{rounds}' if rounds > 1 else ''}: SGLang's exact sequence, no decomposition ..."
         )
-        for r in _run_ranks(plan, faithful=True, progress=progress, group=group) or []:
+        sampler = KernelSampler([]) if sample else None
+        if sampler is not None:
+            sampler.start()
+        try:
+            results = _run_ranks(
+                plan,
+                faithful=True,
+                progress=progress,
+                group=group,
+                on_start=sampler.watch_rank if sampler is not None else None,
+            )
+        finally:
+            if sampler is not None:
+                sampler.stop()
+        for r in results or []:
+            if sampler is not None:
+                _keep_samples(sampled, sampler, r)
             for m in r.models:
                 faithful_walls.setdefault((r.rank, m.role), []).append(m.wall_s)
                 fetched.setdefault((r.rank, m.role), sum(s.storage_bytes for s in m.shards))
@@ -193,6 +214,22 @@ def _faithful_passes(
             if rounds > 1:
                 m.faithful_walls = walls
                 m.decomposed_walls = decomposed_walls.get((r.rank, m.role))
+            if sampled.get((r.rank, m.role)):
+                m.faithful_sampled_shares = {
+                    k: round(v, 4) for k, v in shares_of(sampled[(r.rank, m.role)]).items()
+                }
+
+
+def _keep_samples(
+    sampled: dict[tuple[int, str], list[str]], sampler: KernelSampler, rank: RankResult
+) -> None:
+    """Each model's ticks: the rank's samples cut to the model's load (the host's monotonic clock is shared)."""
+    seen = sampler.samples.get(rank.pid)
+    if seen is None or rank.started_monotonic is None:
+        return
+    for m in rank.models:
+        begin = rank.started_monotonic + m.start_s
+        sampled.setdefault((rank.rank, m.role), []).extend(seen.between(begin, begin + m.wall_s))
 
 
 def replay(
@@ -222,7 +259,7 @@ def replay(
     o = resolve(options, overrides)
     if o.faithful_rounds < 1:
         raise ValueError(f"faithful_rounds must be at least 1, got {o.faithful_rounds}")
-    faithful = o.faithful or o.faithful_rounds > 1
+    faithful = o.faithful or o.faithful_rounds > 1 or o.sample_threads
     group = torchrun.TorchrunGroup() if torchrun.in_torchrun() else None
     if group is not None:
         if o.tp not in (1, group.world_size):
@@ -243,6 +280,11 @@ def replay(
     session.config["launcher"] = "torchrun" if group is not None else "spawn"
     if faithful:
         session.config["faithful_rounds"] = o.faithful_rounds
+        session.config["sample_threads"] = o.sample_threads and group is None
+        if o.sample_threads and group is not None:
+            session.notes.append(
+                "--sample-threads: not under torchrun (the ranks are not this process's children to watch)"
+            )
         from ckptprof.loader.strategies.sglang_own import availability
 
         # SGLang's own code when it is importable here (inside the serving container), else the replica: said.
@@ -303,7 +345,15 @@ def replay(
             # Every rank of a torchrun launch takes part in the faithful passes (they meet at barriers).
             stage = "faithful pass"
             stage_begins("faithful")
-            _faithful_passes(session, plan, o.faithful_rounds, progress, group, say)
+            _faithful_passes(
+                session,
+                plan,
+                o.faithful_rounds,
+                progress,
+                group,
+                say,
+                sample=o.sample_threads and group is None,
+            )
             timer.lap("faithful")
         if results is None:
             return session

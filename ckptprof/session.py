@@ -88,6 +88,9 @@ class RankModel:
     # The same busy time during SGLang's own (faithful) sequence, scaled to faithful_wall_s (the median of the
     # passes' busy fractions times it): how long storage was really busy on SGLang's path, no decomposition.
     faithful_disk_busy_s: float | None = None
+    # With --sample-threads: the shares of SGLang's own (faithful) load wall in storage / page_cache / cpu / waiting,
+    # from the rank's threads sampled in the kernel while it loaded unchanged (profiling/sampler.py), every pass's.
+    faithful_sampled_shares: dict[str, float] | None = None
 
 
 @dataclass
@@ -112,6 +115,9 @@ class RankResult:
         0  # peak resident set during the load alone (VmHWM reset at its start); 0: unknown
     )
     param_bytes: int = 0  # bytes of parameters allocated on the device at per-rank shapes
+    # time.monotonic() when the load began: the host's processes share that clock, so a sampler outside the rank
+    # can cut its ticks to each model's load (its start_s and wall_s from here).
+    started_monotonic: float | None = None
     # "role/name" -> blake2b of the parameter's bytes after the load, when the replay was asked to --verify.
     checksums: dict[str, str] | None = None
 
@@ -433,6 +439,7 @@ _BY_ANNOTATION: dict[str, Check] = {
     "float | None": _optional(_seconds),
     "list[float] | None": _optional(_list_of(_seconds)),
     "dict[str, str] | None": _optional(_map_of(_text)),
+    "dict[str, float] | None": _optional(_map_of(_nonnegative)),
 }
 
 

@@ -350,6 +350,13 @@ class RunCommand:
             "medians - for a host or disk whose speed drifts between passes (default 1)",
         )
         parser.add_argument(
+            "--sample-threads",
+            action="store_true",
+            help="with --faithful (implied): sample every rank's threads from the kernel (~1 kHz: state, wait "
+            "channel, faults) while it runs SGLang's sequence unchanged, and give the shares of that wall spent "
+            "waiting on storage, faulting cached pages, on the CPU, or waiting on anything else (spawned ranks)",
+        )
+        parser.add_argument(
             "--ep", action="store_true", help="expert parallelism: a rank loads only its own MoE experts"
         )
         parser.add_argument(
@@ -521,6 +528,7 @@ class RunCommand:
             "allow_pickle": args.allow_pickle,
             "faithful": args.faithful,
             "faithful_rounds": args.faithful_rounds,
+            "sample_threads": args.sample_threads,
             "draft_strategy": draft_spec[0] if draft_spec else None,
             "draft_strategy_params": draft_spec[1] if draft_spec else None,
             "expert_parallel": args.ep,

@@ -47,6 +47,10 @@ class ReplayOptions:
     faithful_rounds: int = 1
     """Alternate this many faithful and decomposed passes and compare medians (more than 1 implies ``faithful``)."""
 
+    sample_threads: bool = False
+    """During the faithful passes (implies ``faithful``), sample every rank's threads from the kernel at about 1 kHz
+    and give each model the shares of SGLang's own wall in storage, page cache, cpu and waiting (spawned ranks)."""
+
     probe: bool = True
     """Measure the ceilings (storage, page cache, memcpy, H2D) before the replay."""
 

@@ -97,6 +97,7 @@ def replay_rank(
         result.rss_before_load_bytes = memory.current_rss_bytes()
         peak_resettable = memory.reset_peak_rss()
         recorder.start()
+        result.started_monotonic = time.monotonic()
         started = time.perf_counter()
         for model, disk in zip(plan.models, disks, strict=True):
             before = diskstats.sample(disk) if disk else None

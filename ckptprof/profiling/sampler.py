@@ -92,12 +92,20 @@ class ProcessSamples:
     ticks: list[tuple[float, str]] = field(default_factory=list)  # (time.monotonic(), class)
     wchans: Counter[str] = field(default_factory=Counter)
 
+    def between(self, start: float | None = None, end: float | None = None) -> list[str]:
+        """The classes of the ticks between ``start`` and ``end`` (monotonic seconds)."""
+        return [c for t, c in self.ticks if (start is None or t >= start) and (end is None or t <= end)]
+
     def shares(self, start: float | None = None, end: float | None = None) -> dict[str, float]:
         """Fractions of the ticks between ``start`` and ``end`` (monotonic seconds) in each class."""
-        chosen = [c for t, c in self.ticks if (start is None or t >= start) and (end is None or t <= end)]
-        counts = Counter(chosen)
-        total = len(chosen)
-        return {c: (counts[c] / total if total else 0.0) for c in CLASSES}
+        return shares_of(self.between(start, end))
+
+
+def shares_of(classes: Sequence[str]) -> dict[str, float]:
+    """Fractions of ``classes`` in each class (all zero for none)."""
+    counts = Counter(classes)
+    total = len(classes)
+    return {c: (counts[c] / total if total else 0.0) for c in CLASSES}
 
 
 class KernelSampler:
@@ -117,6 +125,16 @@ class KernelSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ckptprof-sampler", daemon=True)
         self._last: dict[tuple[int, int], ThreadState] = {}
+        self._lock = threading.Lock()
+
+    def watch(self, pid: int) -> None:
+        """Sample ``pid`` too from the next tick on (a rank process that has just started)."""
+        with self._lock:
+            self.samples.setdefault(pid, ProcessSamples(pid))
+
+    def watch_rank(self, _rank: int, pid: int) -> None:
+        """``watch`` as the replay's rank-start hook calls it: (rank, pid)."""
+        self.watch(pid)
 
     def __enter__(self) -> KernelSampler:
         self.start()
@@ -137,7 +155,9 @@ class KernelSampler:
     def tick(self) -> None:
         """One sample of every watched process (the loop calls this; tests may too)."""
         now = self._clock()
-        for pid, seen in self.samples.items():
+        with self._lock:
+            watched = list(self.samples.items())
+        for pid, seen in watched:
             proc = self._proc_root / str(pid)
             try:
                 tids = [int(t) for t in os.listdir(proc / "task")]

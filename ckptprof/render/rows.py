@@ -13,6 +13,7 @@ from ckptprof.analysis.attribution import (
     slowest_shards,
 )
 from ckptprof.analysis.memory import memory_summary
+from ckptprof.profiling.sampler import CLASSES as SAMPLED_CLASSES
 from ckptprof.results import Ceilings, Verdict
 from ckptprof.session import Session
 from ckptprof.units import gbps, human_bytes
@@ -347,6 +348,14 @@ def key_metrics(session: Session) -> list[tuple[str, str]]:
                 " / ".join(f"{100 * on_path.get(k, 0.0):.0f}%" for k in PATH_SHARE_KEYS),
             )
         )
+    sampled = sampled_shares_text(session)
+    if sampled:
+        rows.append(
+            (
+                "SGLang's own load, threads sampled in the kernel: storage / page cache / cpu / waiting",
+                sampled,
+            )
+        )
     if v.h2d_stand_in:
         rows.append(("h2d", "host-copy stand-in (no CUDA device)"))
     memory = memory_summary(session)
@@ -369,6 +378,22 @@ def key_metrics(session: Session) -> list[tuple[str, str]]:
     rows.append(("decomposed vs faithful wall", text))
     rows += [("caveat", note) for note in v.caveats]
     return rows
+
+
+def sampled_shares_text(session: Session) -> str:
+    """'target 61% / 2% / 33% / 4%' for the slowest rank of the faithful pass, when --sample-threads ran."""
+    sampled = [
+        (m.faithful_wall_s or 0.0, m.role, m.faithful_sampled_shares)
+        for r in session.ranks
+        for m in r.models
+        if m.faithful_sampled_shares
+    ]
+    parts = []
+    for role in dict.fromkeys(role for _, role, _ in sampled):
+        _, _, shares = max((s for s in sampled if s[1] == role), key=lambda s: s[0])
+        if shares:
+            parts.append(f"{role} " + " / ".join(f"{100 * shares.get(k, 0.0):.0f}%" for k in SAMPLED_CLASSES))
+    return "; ".join(parts)
 
 
 def recommendations(session: Session) -> list[tuple[str, str]]:

@@ -18,6 +18,7 @@ from ckptprof.render.rows import (
     py_spy_rows,
     rank_rows,
     release_line,
+    sampled_shares_text,
     slowest_rows,
     strategy_rows,
 )
@@ -85,6 +86,9 @@ def render(session: Session, slowest: int = 5) -> str:
                     f"storage busy {100 * on_path.get('storage', 0.0):.0f}% of the faithful wall"
                     + (f" ({source})" if source else "")
                 )
+            sampled = sampled_shares_text(session)
+            if sampled:
+                extras.append(f"threads sampled (storage / page cache / cpu / waiting): {sampled}")
         elif session.config.get("faithful"):
             extras.append("faithful check interrupted")
         else:

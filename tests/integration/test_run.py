@@ -509,3 +509,22 @@ def test_faithful_says_the_replica_ran_when_sglang_is_not_importable(
     assert "faithful pass: ckptprof's replica of SGLang's sequence (sglang is not installed here)" in (
         capsys.readouterr().out
     )
+
+
+def test_sample_threads_gives_shares_of_sglangs_own_load(small_draft: Path, tmp_path: Path) -> None:
+    """GIVEN --sample-threads WHEN a cold TP2 replay runs its faithful pass THEN each rank's model holds the shares of
+    that pass's wall sampled from the kernel, and the summary prints them."""
+    from ckptprof.render import rows
+
+    argv = ["run", str(small_draft), "--tp", "2", "--cache", "cold", "--no-probe", "--sample-threads", "-q"]
+    assert main([*argv, "-o", str(tmp_path)]) == 0
+    session = Session.load(tmp_path / "session.json")
+    assert session.config["faithful_rounds"] == 1 and session.config["sample_threads"] is True
+    for rank in session.ranks:
+        assert rank.started_monotonic is not None
+        (model,) = rank.models
+        shares = model.faithful_sampled_shares
+        assert shares is not None and set(shares) == {"storage", "page_cache", "cpu", "waiting"}
+        assert abs(sum(shares.values()) - 1.0) < 1e-3
+    labels = [label for label, _ in rows.key_metrics(session)]
+    assert any("threads sampled in the kernel" in label for label in labels)
