@@ -2,7 +2,7 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe predict | deps peers peersbest gputests strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier learn warmfloor
+# steps: env smoke synth tp1 tp8 probe predict | deps peers peersbest gputests strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier learn warmfloor sampled
 # (deps installs the wheels carried in .whl/: fastsafetensors, py-spy, pytest + pytest-benchmark for bench)
 # (STRATEGIES picks the strategies; STRAT8_DEVICES / STRAT8_CACHES the device specs and cache modes of strategies8;
 #  tune: the pipelined strategy's reader count, TUNE_READERS, and chunk size, TUNE_CHUNKS; readahead: RA_TPS and
@@ -210,6 +210,19 @@ for s in $STEPS; do
       CKPTPROF_PROBE_MAX_AGE_S=${WARM_PROBE_AGE:-3600} $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache warm \
         --strategy "$v" -o "$OUT/warm-${v//[=,:]/-}" -q | grep -E "^ +0 |page-cache read|H2D pinned|verdict"
     done
+    ;;
+  sampled)
+    # Issue 20 item 5: SGLang's own wall attributed by sampling the ranks' threads in the kernel, against what a
+    # cold/warm pair says (cold wall - warm wall) / cold wall; SAMPLED_CONFIGS "TP:DEVICES ..." pairs.
+    for cfg in ${SAMPLED_CONFIGS:-1:cuda:0 8:cuda:0}; do
+      tp=${cfg%%:*}; devs=${cfg#*:}
+      for cache in cold warm; do
+        step "TP$tp on $devs $cache, faithful passes with the threads sampled"
+        $CK run "$DATA/eagle3" --tp $tp --devices $devs --cache $cache --faithful-rounds ${SAMPLED_ROUNDS:-3} \
+          --sample-threads --no-probe -o "$OUT/sampled-tp$tp-${devs/:/}-$cache" -q | grep -E "threads sampled|verdict"
+      done
+    done
+    python3 reports/h200/sampled_vs_coldwarm.py "$OUT"
     ;;
   probe)
     step probe
