@@ -27,7 +27,7 @@ from ckptprof.loader.options import ReplayOptions, resolve, split_options
 from ckptprof.loader.plan import ModelPlan, ReplayPlan, build_plan
 from ckptprof.loader.progress import ProgressPrinter
 from ckptprof.profiling.pyspy import PySpySession, native_supported
-from ckptprof.profiling.sampler import KernelSampler, shares_of
+from ckptprof.profiling.sampler import KernelSampler, Window
 from ckptprof.results import Ceilings
 from ckptprof.session import ModelInfo, RankResult, Session, ShardInfo
 from ckptprof.stage_hooks import stage_begins
@@ -167,7 +167,7 @@ def _faithful_passes(
     }
     fetched: dict[tuple[int, str], int] = {}
     busy_fractions: dict[tuple[int, str], list[float]] = {}
-    sampled: dict[tuple[int, str], list[str]] = {}
+    sampled: dict[tuple[int, str], Window] = {}
     for i in range(rounds):
         _prepare_all(plan, group)
         say(
@@ -214,22 +214,19 @@ def _faithful_passes(
             if rounds > 1:
                 m.faithful_walls = walls
                 m.decomposed_walls = decomposed_walls.get((r.rank, m.role))
-            if sampled.get((r.rank, m.role)):
-                m.faithful_sampled_shares = {
-                    k: round(v, 4) for k, v in shares_of(sampled[(r.rank, m.role)]).items()
-                }
+            window = sampled.get((r.rank, m.role))
+            if window is not None and window.counts:
+                m.faithful_sampled_shares = {k: round(v, 4) for k, v in window.shares().items()}
 
 
-def _keep_samples(
-    sampled: dict[tuple[int, str], list[str]], sampler: KernelSampler, rank: RankResult
-) -> None:
+def _keep_samples(sampled: dict[tuple[int, str], Window], sampler: KernelSampler, rank: RankResult) -> None:
     """Each model's ticks: the rank's samples cut to the model's load (the host's monotonic clock is shared)."""
     seen = sampler.samples.get(rank.pid)
     if seen is None or rank.started_monotonic is None:
         return
     for m in rank.models:
         begin = rank.started_monotonic + m.start_s
-        sampled.setdefault((rank.rank, m.role), []).extend(seen.between(begin, begin + m.wall_s))
+        sampled.setdefault((rank.rank, m.role), Window()).add(seen.between(begin, begin + m.wall_s))
 
 
 def replay(

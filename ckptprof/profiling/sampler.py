@@ -7,13 +7,15 @@ of every thread of each watched process, about a thousand times a second, and cl
 
 - ``storage``: in uninterruptible sleep (state D: waiting for a page or a read to come from the device, the wait
   channel says which), or running with a new major fault since the last tick (a fault that went to storage);
-- ``page_cache``: running with new minor faults and no major one (mapping pages that were already in memory; fresh
-  anonymous memory faults this way too, which the kernel's counters do not tell apart);
-- ``cpu``: running with no new fault (deserialisation, host copies, Python): the kernel cannot split it further;
+- ``page_cache``: running with new minor faults and no major one (mapping pages that were already in memory);
+- ``cpu``: running with no new fault (deserialisation, host copies, Python);
 - ``waiting``: sleeping interruptibly (a lock, a queue, a CUDA synchronisation).
 
 A process's state at a tick is the most telling of its threads' (storage, then page cache, then cpu, then waiting),
 and its shares are the fractions of its ticks in each: the shares of its wall, sampled, not summed phase times.
+A copy out of a mapping faults at every tick, so the running ticks are then split between page cache and cpu by
+the process's kernel and user time over the window (faulting pages in and reading them is kernel time, deserialising
+and copying in user space is user time) - the kernel's 10 ms accounting, good over a load, not over one tick.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from pathlib import Path
 # The classes, most telling first: a process is in the first one any of its threads is in.
 CLASSES = ("storage", "page_cache", "cpu", "waiting")
 DEFAULT_HZ = 1000.0
+# The share of one core the sampler may use: it slows down on a host with many threads to watch rather than compete.
+MAX_DUTY = 0.25
 # stat's fields after the command name (which may hold spaces and parentheses: split after its last ')').
-_STATE, _MINFLT, _MAJFLT = 0, 7, 9
+_STATE, _MINFLT, _MAJFLT, _UTIME, _STIME = 0, 7, 9, 11, 12
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,8 @@ class ThreadState:
     wchan: str  # the kernel function it sleeps in ("" when running or unknown)
     minflt: int
     majflt: int
+    utime: int = 0  # clock ticks in user space so far
+    stime: int = 0  # clock ticks in the kernel so far
 
 
 def read_thread(proc: Path, tid: int) -> ThreadState | None:
@@ -62,6 +68,8 @@ def read_thread(proc: Path, tid: int) -> ThreadState | None:
         wchan="" if wchan == "0" else wchan,
         minflt=int(fields[_MINFLT]),
         majflt=int(fields[_MAJFLT]),
+        utime=int(fields[_UTIME]),
+        stime=int(fields[_STIME]),
     )
 
 
@@ -84,28 +92,60 @@ def process_class(thread_classes: Iterable[str]) -> str:
     return next((c for c in CLASSES if c in present), "waiting")
 
 
+@dataclass(frozen=True)
+class Tick:
+    """A process at one sample: when (time.monotonic()), its class, and its threads' user and kernel time so far."""
+
+    at: float
+    cls: str
+    user: int = 0
+    system: int = 0
+
+
+@dataclass
+class Window:
+    """What the ticks of one or more windows add up to: ticks per class, and the user and kernel time spent."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    user: int = 0
+    system: int = 0
+
+    def add(self, ticks: Sequence[Tick]) -> None:
+        self.counts.update(t.cls for t in ticks)
+        if len(ticks) > 1:
+            self.user += max(0, ticks[-1].user - ticks[0].user)
+            self.system += max(0, ticks[-1].system - ticks[0].system)
+
+    def shares(self) -> dict[str, float]:
+        """Fractions of the wall in each class; the running ticks split by kernel vs user time when it was counted."""
+        total = sum(self.counts.values())
+        if not total:
+            return dict.fromkeys(CLASSES, 0.0)
+        out = {c: self.counts[c] / total for c in CLASSES}
+        running = out["page_cache"] + out["cpu"]
+        if self.user + self.system > 0:
+            out["page_cache"] = running * self.system / (self.user + self.system)
+            out["cpu"] = running - out["page_cache"]
+        return out
+
+
 @dataclass
 class ProcessSamples:
-    """What the sampler saw of one process: the time and class of each tick, and the wait channels of its D states."""
+    """What the sampler saw of one process: its ticks, and the wait channels of its threads' D states."""
 
     pid: int
-    ticks: list[tuple[float, str]] = field(default_factory=list)  # (time.monotonic(), class)
+    ticks: list[Tick] = field(default_factory=list)
     wchans: Counter[str] = field(default_factory=Counter)
 
-    def between(self, start: float | None = None, end: float | None = None) -> list[str]:
-        """The classes of the ticks between ``start`` and ``end`` (monotonic seconds)."""
-        return [c for t, c in self.ticks if (start is None or t >= start) and (end is None or t <= end)]
+    def between(self, start: float | None = None, end: float | None = None) -> list[Tick]:
+        """The ticks between ``start`` and ``end`` (monotonic seconds)."""
+        return [t for t in self.ticks if (start is None or t.at >= start) and (end is None or t.at <= end)]
 
     def shares(self, start: float | None = None, end: float | None = None) -> dict[str, float]:
-        """Fractions of the ticks between ``start`` and ``end`` (monotonic seconds) in each class."""
-        return shares_of(self.between(start, end))
-
-
-def shares_of(classes: Sequence[str]) -> dict[str, float]:
-    """Fractions of ``classes`` in each class (all zero for none)."""
-    counts = Counter(classes)
-    total = len(classes)
-    return {c: (counts[c] / total if total else 0.0) for c in CLASSES}
+        """The shares of the wall between ``start`` and ``end`` (monotonic seconds) in each class."""
+        window = Window()
+        window.add(self.between(start, end))
+        return window.shares()
 
 
 class KernelSampler:
@@ -164,6 +204,7 @@ class KernelSampler:
             except OSError:
                 continue  # the process has exited
             classes = []
+            user = system = 0
             for tid in tids:
                 state = read_thread(proc, tid)
                 if state is None:
@@ -171,18 +212,17 @@ class KernelSampler:
                 cls = classify(state, self._last.get((pid, tid)))
                 self._last[(pid, tid)] = state
                 classes.append(cls)
+                user, system = user + state.utime, system + state.stime
                 if state.state == "D" and state.wchan:
                     seen.wchans[state.wchan] += 1
             if classes:
-                seen.ticks.append((now, process_class(classes)))
+                seen.ticks.append(Tick(now, process_class(classes), user, system))
 
     def _run(self) -> None:
-        next_at = self._clock()
         while not self._stop.is_set():
+            began = time.perf_counter()
             self.tick()
-            next_at += self.interval
-            delay = next_at - self._clock()
-            if delay > 0:
-                self._stop.wait(delay)
-            else:
-                next_at = self._clock()  # fell behind (many threads, a busy host): sample as fast as it can
+            cost = time.perf_counter() - began
+            # At most MAX_DUTY of one core: on a small host a sampler reading many threads' files would otherwise
+            # take the CPU from the very load it watches (whose threads then show as runnable, "cpu").
+            self._stop.wait(max(self.interval - cost, cost * (1 - MAX_DUTY) / MAX_DUTY))

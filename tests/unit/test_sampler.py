@@ -16,6 +16,8 @@ from ckptprof.profiling.sampler import (
     KernelSampler,
     ProcessSamples,
     ThreadState,
+    Tick,
+    Window,
     classify,
     process_class,
     read_thread,
@@ -43,10 +45,35 @@ def test_a_process_is_in_its_most_telling_threads_class() -> None:
 
 
 def test_shares_cover_the_window_asked_for() -> None:
-    seen = ProcessSamples(pid=1, ticks=[(0.0, "cpu"), (1.0, "storage"), (2.0, "storage"), (3.0, "waiting")])
+    ticks = [Tick(0.0, "cpu"), Tick(1.0, "storage"), Tick(2.0, "storage"), Tick(3.0, "waiting")]
+    seen = ProcessSamples(pid=1, ticks=ticks)
     assert seen.shares() == {"storage": 0.5, "page_cache": 0.0, "cpu": 0.25, "waiting": 0.25}
     assert seen.shares(start=1.0, end=2.0)["storage"] == 1.0
     assert seen.shares(start=9.0) == {"storage": 0.0, "page_cache": 0.0, "cpu": 0.0, "waiting": 0.0}
+
+
+def test_running_ticks_are_split_by_kernel_and_user_time() -> None:
+    # GIVEN a copy out of a mapping: it faults at every tick, a quarter of its running time in the kernel
+    ticks = [
+        Tick(0.0, "page_cache", 100, 10),
+        Tick(0.5, "page_cache", 130, 20),
+        Tick(1.0, "storage", 160, 30),
+    ]
+    window = Window()
+    window.add(ticks)
+    shares = window.shares()
+    # THEN its running ticks (two of three) are split 1:3 between page cache and cpu
+    assert shares["storage"] == pytest.approx(1 / 3)
+    assert shares["page_cache"] == pytest.approx(2 / 3 * 0.25) and shares["cpu"] == pytest.approx(
+        2 / 3 * 0.75
+    )
+    # AND windows add up: another pass of the same load counts with the first
+    window.add(ticks)
+    assert window.shares() == pytest.approx(shares)
+    # AND without counted time (one tick) the fault-based classes stand
+    alone = Window()
+    alone.add(ticks[:1])
+    assert alone.shares()["page_cache"] == 1.0
 
 
 def write_task(root: Path, pid: int, tid: int, stat_state: str, minflt: int, majflt: int, wchan: str) -> None:
@@ -67,7 +94,8 @@ def test_ticks_read_every_thread_from_proc(tmp_path: Path) -> None:
     write_task(tmp_path, 7, 8, "D", 100, 1, "folio_wait_bit_common")
     sampler.tick()
     seen = sampler.samples[7]
-    assert seen.ticks == [(1.0, "cpu"), (2.0, "storage")]
+    assert [(t.at, t.cls) for t in seen.ticks] == [(1.0, "cpu"), (2.0, "storage")]
+    assert seen.ticks[-1].user == 10 and seen.ticks[-1].system == 6  # both threads' 5 and 3 clock ticks
     assert seen.wchans == {"folio_wait_bit_common": 1}
     assert sampler.samples[99].ticks == []  # a process that is gone is skipped, not an error
     parsed = read_thread(tmp_path / "7", 8)
