@@ -210,6 +210,10 @@ class Verdict:
     """Under "mixed": the phases within a few points of each other, largest first."""
     shares: dict[str, float] = field(default_factory=dict)
     """Fractions of rank time per phase (storage, page_cache, deserialize, h2d, other), serialised as replayed."""
+    sampled_shares: dict[str, float] | None = None
+    """With --sample-threads: the same phases as fractions of SGLang's own wall, from the slowest rank's threads
+    sampled in the kernel while it loaded unchanged (its running time split as the replay split it); when present,
+    the bottleneck and the summary follow these."""
     summary: str = ""
     """The verdict in one paragraph, with achieved against ceiling figures."""
     recommendations: tuple[str, ...] = ()
@@ -275,7 +279,7 @@ class Verdict:
         for key in ("close", "recommendations", "incomplete"):
             known[key] = tuple(known.get(key) or ())
         known["predictions"] = tuple(Prediction.from_dict(p) for p in known.get("predictions") or ())
-        for key in ("shares", "path_shares"):
+        for key in ("shares", "path_shares", "sampled_shares"):
             if known.get(key) is not None:
                 known[key] = dict(known[key])
         known["shares"] = known.get("shares") or {}

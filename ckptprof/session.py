@@ -520,6 +520,7 @@ _verdict = _keys(
         "path_storage_source": _optional(_text),
         "shares": _shares,
         "path_shares": _shares,
+        "sampled_shares": _shares,
         "achieved_GBps": _optional(_nonnegative),
         "fetched_GBps": _optional(_nonnegative),
         "read_GBps": _optional(_nonnegative),

@@ -260,3 +260,42 @@ def path_attribution(session: Session, role: str | None = None) -> tuple[dict[st
         return None, source
     # "other" is the decomposed pass's time outside its phases, not measured against the faithful wall.
     return overlap_shares(decomposed, faithful, other_s=decomposed.other_s, storage_s=busy), source
+
+
+def sampled_attribution(session: Session) -> dict[str, float] | None:
+    """Shares of SGLang's own load from its threads sampled in the kernel (``run --sample-threads``); None without.
+
+    The slowest rank of the faithful pass is taken (the load waits for it), its models weighted by their faithful
+    walls. The sampler sees storage, page cache, running and waiting; the running share is split into deserialize,
+    h2d and other in the proportions the decomposed replay timed them on that rank, and waiting counts as other.
+    """
+    best: tuple[float, list[RankModel]] | None = None
+    for r in session.ranks:
+        models = [m for m in r.models if m.faithful_sampled_shares and m.faithful_wall_s]
+        wall = sum(m.faithful_wall_s or 0.0 for m in models)
+        if models and (best is None or wall > best[0]):
+            best = (wall, models)
+    if best is None or best[0] <= 0:
+        return None
+    wall, models = best
+    sampled = {k: 0.0 for k in ("storage", "page_cache", "cpu", "waiting")}
+    for m in models:
+        for key in sampled:
+            sampled[key] += (
+                (m.faithful_sampled_shares or {}).get(key, 0.0) * (m.faithful_wall_s or 0.0) / wall
+            )
+    decomposed = _decomposed_totals(models)
+    running = decomposed.deserialize_s + decomposed.h2d_s + decomposed.other_s
+    split = (
+        {k: v / running for k, v in (("deserialize", decomposed.deserialize_s), ("h2d", decomposed.h2d_s))}
+        if running > 0
+        else {"deserialize": 0.0, "h2d": 0.0}
+    )
+    deserialize, h2d = sampled["cpu"] * split["deserialize"], sampled["cpu"] * split["h2d"]
+    return {
+        "storage": sampled["storage"],
+        "page_cache": sampled["page_cache"],
+        "deserialize": deserialize,
+        "h2d": h2d,
+        "other": sampled["cpu"] - deserialize - h2d + sampled["waiting"],
+    }

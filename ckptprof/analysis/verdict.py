@@ -15,6 +15,7 @@ from ckptprof.analysis.attribution import (
     path_attribution,
     rank_skew,
     run_totals,
+    sampled_attribution,
 )
 from ckptprof.engines import flags
 from ckptprof.engines.sglang import MT_DEFAULT_THREADS, LoaderProfile, multithread_extra_config, profile_named
@@ -107,7 +108,12 @@ def _pct(a: float, b: float | None) -> str:
 
 def compute_verdict(session: Session) -> Verdict:
     totals = run_totals(session)
-    shares = totals.shares()
+    decomposed_shares = totals.shares()
+    # SGLang's own load sampled in the kernel, when the run did (--sample-threads), names the bottleneck; else the
+    # decomposed replay's shares of rank time, serialised.
+    sampled = sampled_attribution(session)
+    shares = sampled if sampled is not None else decomposed_shares
+    basis = "of SGLang's own wall (its threads sampled)" if sampled is not None else "of rank time"
     wall = load_wall(session)
     ckpt = checkpoint_bytes(session)
     ceilings = session.ceilings
@@ -160,7 +166,7 @@ def compute_verdict(session: Session) -> Verdict:
         summary = (
             f"storage-bound: reads fetched {fetched / 1e9:.2f} GB at {read_rate:.2f} GB/s vs {_fmt(storage_best)} "
             f"cold read ceiling on {fs_type}{_pct(read_rate, storage_best)}; fetching them took "
-            f"{100 * shares['storage']:.0f}% of rank time{pinned_note}"
+            f"{100 * shares['storage']:.0f}% {basis}{pinned_note}"
         )
         if amplification is not None and amplification > 1.5 and n_ranks > 1:
             bound = "" if exact else "up to "
@@ -175,7 +181,7 @@ def compute_verdict(session: Session) -> Verdict:
         how, via = ("mmap page faults", "through faults") if faults else ("reads from the page cache", "read")
         summary = (
             f"page-cache-bound: {100 * (1 - cold):.0f}% of the checkpoint was cached, yet {how} took "
-            f"{100 * shares['page_cache']:.0f}% of rank time ({fault_rate:.2f} GB/s {via} vs "
+            f"{100 * shares['page_cache']:.0f}% {basis} ({fault_rate:.2f} GB/s {via} vs "
             f"{_fmt(page_cache)} plain page-cache reads){pinned_note}"
         )
     elif bottleneck == "h2d" and stand_in:
@@ -183,22 +189,26 @@ def compute_verdict(session: Session) -> Verdict:
         memcpy = ceilings.rate("memcpy_GBps")
         summary = (
             f"host-copy-bound (no CUDA device: 'h2d' is a host-copy stand-in): the copies took "
-            f"{100 * shares['h2d']:.0f}% of rank time at {_fmt(h2d_rate)} vs {_fmt(memcpy)} host memcpy"
+            f"{100 * shares['h2d']:.0f}% {basis} at {_fmt(h2d_rate)} vs {_fmt(memcpy)} host memcpy"
             f"{_pct(h2d_rate or 0.0, memcpy)}"
         )
     elif bottleneck == "h2d":
         summary = (
-            f"h2d-bound: host-to-device copies took {100 * shares['h2d']:.0f}% of rank time at {_fmt(h2d_rate)} vs "
+            f"h2d-bound: host-to-device copies took {100 * shares['h2d']:.0f}% {basis} at {_fmt(h2d_rate)} vs "
             f"{_fmt(pageable)} pageable ceiling{_pct(h2d_rate or 0.0, pageable)}{pinned_note}"
         )
     elif bottleneck == "deserialize":
-        summary = f"deserialize-bound: safe_open/get_tensor/narrow took {100 * shares['deserialize']:.0f}% of rank time"
+        summary = (
+            f"deserialize-bound: safe_open/get_tensor/narrow took {100 * shares['deserialize']:.0f}% {basis}"
+        )
     elif bottleneck == "cpu":
-        summary = f"cpu-bound: {100 * shares['other']:.0f}% of rank time was outside reads, deserialisation and copies"
+        summary = (
+            f"cpu-bound: {100 * shares['other']:.0f}% {basis} was outside reads, deserialisation and copies"
+        )
     elif bottleneck == "mixed":
         listed = ", ".join(f"{PHASE_WORDS[k]} {100 * shares[k]:.0f}%" for k in close)
         summary = (
-            f"no single bottleneck: {listed} of rank time, within {100 * CLOSE_SHARE:.0f} points of each other "
+            f"no single bottleneck: {listed} {basis}, within {100 * CLOSE_SHARE:.0f} points of each other "
             "(identical runs move shares this much; none of them binds alone)"
         )
         if stand_in and "h2d" in close:
@@ -243,7 +253,7 @@ def compute_verdict(session: Session) -> Verdict:
     recommendations = [_recommendation(p, now) for p in predictions]
     fdelta = faithful_delta(session)
     on_path, path_source = path_attribution(session)
-    if bottleneck == "storage" and on_path is not None:
+    if bottleneck == "storage" and on_path is not None and sampled is None:  # sampled: already SGLang's own
         summary += (
             f"; storage was busy for {100 * on_path['storage']:.0f}% of SGLang's own load (faithful wall; "
             f"{path_source})"
@@ -276,7 +286,8 @@ def compute_verdict(session: Session) -> Verdict:
         bottleneck=bottleneck,
         secondary=secondary,
         close=tuple(PHASE_BOTTLENECK[k] for k in close) if len(close) > 1 else (),
-        shares={k: round(v, 4) for k, v in shares.items()},
+        shares={k: round(v, 4) for k, v in decomposed_shares.items()},
+        sampled_shares=None if sampled is None else {k: round(v, 4) for k, v in sampled.items()},
         summary=summary,
         recommendations=tuple(recommendations),
         predictions=tuple(predictions),

@@ -526,5 +526,11 @@ def test_sample_threads_gives_shares_of_sglangs_own_load(small_draft: Path, tmp_
         shares = model.faithful_sampled_shares
         assert shares is not None and set(shares) == {"storage", "page_cache", "cpu", "waiting"}
         assert abs(sum(shares.values()) - 1.0) < 1e-3
+    # the verdict names the bottleneck from the sampled shares of SGLang's own wall
+    assert session.verdict is not None and session.verdict.sampled_shares is not None
+    assert "(its threads sampled)" in session.verdict.summary or session.verdict.bottleneck in (
+        "mixed",
+        "rank-skew",
+    )
     labels = [label for label, _ in rows.key_metrics(session)]
     assert any("threads sampled in the kernel" in label for label in labels)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from ckptprof.analysis.attribution import rank_skew, run_totals
 from ckptprof.analysis.verdict import compute_verdict
 from ckptprof.render import html, markdown, table
@@ -434,3 +436,25 @@ def test_disable_mmap_prices_fresh_memory_shared_by_all_ranks_of_the_node() -> N
     one = session(read=2.9, deser=0.09, h2d=0.3, resident=0)
     one.ceilings = one.ceilings.with_figures(base | {"fresh_write_n_threads_GBps": 22.4})
     assert no_mmap(one) == round(4.0 / 1.4 + 3.0 + 4.0 / 8.7, 3)
+
+
+def test_shares_sampled_from_sglangs_own_threads_name_the_bottleneck() -> None:
+    # GIVEN a cold load whose decomposed replay, timing read and copy one after the other, calls it mixed
+    s = session(read=1.0, deser=0.1, h2d=0.9, resident=0)
+    assert compute_verdict(s).bottleneck == "mixed"
+    # WHEN its faithful pass was sampled in the kernel: storage 74%, page cache 6%, running 18%, waiting 2%
+    model = s.ranks[0].models[0]
+    model.faithful_wall_s = 1.5
+    model.faithful_sampled_shares = {"storage": 0.74, "page_cache": 0.06, "cpu": 0.18, "waiting": 0.02}
+    v = compute_verdict(s)
+    # THEN the sampled shares name the bottleneck, and the running share is split as the replay split it
+    assert v.bottleneck == "storage"
+    assert v.sampled_shares is not None
+    assert v.sampled_shares["storage"] == 0.74 and v.sampled_shares["page_cache"] == 0.06
+    running = 0.1 + 0.9 + 0.01  # deserialize, h2d and the replay's other time
+    assert v.sampled_shares["h2d"] == pytest.approx(round(0.18 * 0.9 / running, 4))
+    assert v.sampled_shares["deserialize"] == pytest.approx(round(0.18 * 0.1 / running, 4))
+    assert sum(v.sampled_shares.values()) == pytest.approx(1.0, abs=1e-3)
+    assert "took 74% of SGLang's own wall (its threads sampled)" in v.summary
+    # AND the decomposed shares stay what they were, the serialised detail
+    assert v.shares == compute_verdict(session(read=1.0, deser=0.1, h2d=0.9, resident=0)).shares
