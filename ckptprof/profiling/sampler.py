@@ -16,6 +16,9 @@ and its shares are the fractions of its ticks in each: the shares of its wall, s
 A copy out of a mapping faults at every tick, so the running ticks are then split between page cache and cpu by
 the process's kernel and user time over the window (faulting pages in and reading them is kernel time, deserialising
 and copying in user space is user time) - the kernel's 10 ms accounting, good over a load, not over one tick.
+A window in which the process took no major fault and read nothing from a block device fetched nothing from
+storage: its D states were waits on pages already in memory (ranks faulting the same cached page wait on its lock in
+the same kernel function as on a read), so they count as page cache.
 """
 
 from __future__ import annotations
@@ -100,6 +103,10 @@ class Tick:
     cls: str
     user: int = 0
     system: int = 0
+    majflt: int = 0  # major faults of its threads so far
+    read_bytes: int | None = (
+        None  # bytes it read from block devices so far (/proc/<pid>/io); None: unreadable
+    )
 
 
 @dataclass
@@ -109,12 +116,25 @@ class Window:
     counts: Counter[str] = field(default_factory=Counter)
     user: int = 0
     system: int = 0
+    majflt: int = 0
+    read_bytes: int = 0
+    # Whether every window spanned two ticks or more with readable I/O counters: only then does "fetched nothing"
+    # mean something.
+    fetch_known: bool = True
 
     def add(self, ticks: Sequence[Tick]) -> None:
         self.counts.update(t.cls for t in ticks)
-        if len(ticks) > 1:
-            self.user += max(0, ticks[-1].user - ticks[0].user)
-            self.system += max(0, ticks[-1].system - ticks[0].system)
+        if len(ticks) < 2:
+            self.fetch_known = self.fetch_known and not ticks
+            return
+        first, last = ticks[0], ticks[-1]
+        self.user += max(0, last.user - first.user)
+        self.system += max(0, last.system - first.system)
+        self.majflt += max(0, last.majflt - first.majflt)
+        if first.read_bytes is None or last.read_bytes is None:
+            self.fetch_known = False
+        else:
+            self.read_bytes += max(0, last.read_bytes - first.read_bytes)
 
     def shares(self) -> dict[str, float]:
         """Fractions of the wall in each class; the running ticks split by kernel vs user time when it was counted."""
@@ -126,6 +146,9 @@ class Window:
         if self.user + self.system > 0:
             out["page_cache"] = running * self.system / (self.user + self.system)
             out["cpu"] = running - out["page_cache"]
+        if self.fetch_known and self.majflt == 0 and self.read_bytes == 0:
+            out["page_cache"] += out["storage"]  # nothing came from storage: the waits were on cached pages
+            out["storage"] = 0.0
         return out
 
 
@@ -204,7 +227,7 @@ class KernelSampler:
             except OSError:
                 continue  # the process has exited
             classes = []
-            user = system = 0
+            user = system = majflt = 0
             for tid in tids:
                 state = read_thread(proc, tid)
                 if state is None:
@@ -212,11 +235,11 @@ class KernelSampler:
                 cls = classify(state, self._last.get((pid, tid)))
                 self._last[(pid, tid)] = state
                 classes.append(cls)
-                user, system = user + state.utime, system + state.stime
+                user, system, majflt = user + state.utime, system + state.stime, majflt + state.majflt
                 if state.state == "D" and state.wchan:
                     seen.wchans[state.wchan] += 1
             if classes:
-                seen.ticks.append(Tick(now, process_class(classes), user, system))
+                seen.ticks.append(Tick(now, process_class(classes), user, system, majflt, _read_bytes(proc)))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -226,3 +249,14 @@ class KernelSampler:
             # At most MAX_DUTY of one core: on a small host a sampler reading many threads' files would otherwise
             # take the CPU from the very load it watches (whose threads then show as runnable, "cpu").
             self._stop.wait(max(self.interval - cost, cost * (1 - MAX_DUTY) / MAX_DUTY))
+
+
+def _read_bytes(proc: Path) -> int | None:
+    """The process's bytes read from block devices so far (/proc/<pid>/io); None when it cannot be read."""
+    try:
+        for line in (proc / "io").read_text().splitlines():
+            if line.startswith("read_bytes:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -166,3 +166,29 @@ def test_an_io_bound_load_comes_out_storage_bound(data_file: Path) -> None:
 def test_a_copy_bound_load_comes_out_cpu_bound(data_file: Path) -> None:
     shares = sampled_shares("copy", data_file)
     assert shares["cpu"] > 0.7 and shares["storage"] < 0.1, shares
+
+
+def test_waits_of_a_load_that_fetched_nothing_are_the_page_caches() -> None:
+    # GIVEN ranks faulting the same cached pages: a third of the ticks in D, yet no major fault and no block read
+    warm = [
+        Tick(0.0, "storage", 0, 0, 5, 1000),
+        Tick(0.5, "cpu", 40, 10, 5, 1000),
+        Tick(1.0, "cpu", 80, 20, 5, 1000),
+    ]
+    window = Window()
+    window.add(warm)
+    shares = window.shares()
+    # THEN those waits were on pages in memory: page cache, not storage
+    assert shares["storage"] == 0.0 and shares["page_cache"] == pytest.approx(1 / 3 + 2 / 3 * 0.2)
+    # AND a load that did fetch (a major fault, or bytes read from the device) keeps its storage share
+    for fetched in (
+        [Tick(0.0, "storage", 0, 0, 5, 1000), Tick(1.0, "cpu", 80, 20, 6, 1000)],
+        [Tick(0.0, "storage", 0, 0, 5, 1000), Tick(1.0, "cpu", 80, 20, 5, 9000)],
+    ):
+        cold = Window()
+        cold.add(fetched)
+        assert cold.shares()["storage"] == 0.5
+    # AND so does one whose I/O counters could not be read
+    blind = Window()
+    blind.add([Tick(0.0, "storage", 0, 0, 5, None), Tick(1.0, "cpu", 80, 20, 5, None)])
+    assert blind.shares()["storage"] == 0.5
