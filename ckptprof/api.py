@@ -150,6 +150,11 @@ def _prepare_all(plan: ReplayPlan, group: torchrun.TorchrunGroup | None) -> list
     return states
 
 
+# A faithful pass that fetched at most this fraction of what it loaded from its block device fetched nothing to speak
+# of (a header page evicted): its threads' D states are waits on cached pages.
+FETCHED_NOTHING = 0.01
+
+
 def _faithful_passes(
     session: Session,
     plan: ReplayPlan,
@@ -216,7 +221,17 @@ def _faithful_passes(
                 m.decomposed_walls = decomposed_walls.get((r.rank, m.role))
             window = sampled.get((r.rank, m.role))
             if window is not None and window.counts:
-                m.faithful_sampled_shares = {k: round(v, 4) for k, v in window.shares().items()}
+                shares = window.shares()
+                loaded = sum(sh.bytes for sh in m.shards)
+                if m.disk and (m.faithful_storage_bytes or 0) <= FETCHED_NOTHING * loaded:
+                    # The kernel counted (next to) no byte read from the block device in SGLang's pass: its D states
+                    # were waits on pages already in memory (ranks faulting the same page), not on storage.
+                    shares = {
+                        **shares,
+                        "page_cache": shares["page_cache"] + shares["storage"],
+                        "storage": 0.0,
+                    }
+                m.faithful_sampled_shares = {k: round(v, 4) for k, v in shares.items()}
 
 
 def _keep_samples(sampled: dict[tuple[int, str], Window], sampler: KernelSampler, rank: RankResult) -> None:

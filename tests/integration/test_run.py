@@ -526,6 +526,34 @@ def test_sample_threads_gives_shares_of_sglangs_own_load(small_draft: Path, tmp_
         shares = model.faithful_sampled_shares
         assert shares is not None and set(shares) == {"storage", "page_cache", "cpu", "waiting"}
         assert abs(sum(shares.values()) - 1.0) < 1e-3
+    # AND a warm load, whose faithful pass the kernel saw read nothing from the device, has no storage share
+    warm = tmp_path / "warm"
+    assert (
+        main(
+            [
+                "run",
+                str(small_draft),
+                "--tp",
+                "2",
+                "--cache",
+                "warm",
+                "--no-probe",
+                "--sample-threads",
+                "-q",
+                "-o",
+                str(warm),
+            ]
+        )
+        == 0
+    )
+    for rank in Session.load(warm / "session.json").ranks:
+        for model in rank.models:
+            loaded = sum(shard.bytes for shard in model.shards)
+            if model.disk and (model.faithful_storage_bytes or 0) <= api.FETCHED_NOTHING * loaded:
+                assert (
+                    model.faithful_sampled_shares is not None
+                    and model.faithful_sampled_shares["storage"] == 0.0
+                )
     # the verdict names the bottleneck from the sampled shares of SGLang's own wall
     assert session.verdict is not None and session.verdict.sampled_shares is not None
     assert "(its threads sampled)" in session.verdict.summary or session.verdict.bottleneck in (
