@@ -568,8 +568,11 @@ def hold_probe_to_replays(sessions: Sequence[Session], ceilings: Ceilings, say: 
     from ckptprof.analysis.strategies import strategy_label
     from ckptprof.probe import learn
 
-    done = [s for s in sessions if s.ok and s.verdict is not None and not s.verdict.incomplete]
-    rates = [(s.verdict.fetched_GBps or 0.0, strategy_label(s.config)) for s in done if s.verdict is not None]
+    rates = [
+        (s.verdict.fetched_GBps or 0.0, strategy_label(s.config))
+        for s in sessions
+        if s.ok and s.verdict is not None and not s.verdict.incomplete
+    ]
     fastest, label = max(rates, default=(0.0, ""))
     probe = ceilings.storage_read_GBps
     if not probe or fastest <= learn.TOLERANCE * probe:

@@ -155,14 +155,14 @@ class Ceilings:
                 rates += list(value.values()) if isinstance(value, dict) else [value]
         return any(isinstance(v, (int, float)) and v > 0 for v in rates)
 
-    def rate(self, name: str) -> float | None:
-        """A positive host-side rate by field name, else None (a zero means the probe measured nothing)."""
-        value = getattr(self, name)
-        return float(value) if isinstance(value, (int, float)) and value > 0 else None
-
     def with_figures(self, figures: Mapping[str, Any]) -> Ceilings:
         """These ceilings with some figures measured again (``--check-predictions`` re-measures storage)."""
         return Ceilings.from_dict({**self.to_dict(), **figures})
+
+
+def positive(value: object) -> float | None:
+    """A measured rate, or None for one that is missing or zero (a zero means the probe measured nothing)."""
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 def slowest_device(per_device: PerDevice | None, devices: list[str]) -> float | None:

@@ -15,7 +15,7 @@ from typing import Any
 from ckptprof.analysis.attribution import checkpoint_bytes, load_wall, run_totals
 from ckptprof.analysis.verdict import cold_fraction, compute_verdict
 from ckptprof.engines import flags
-from ckptprof.results import StrategyComparison, StrategyRow
+from ckptprof.results import StrategyComparison, StrategyRow, positive
 from ckptprof.session import Session
 
 REFERENCE = "sglang"
@@ -46,15 +46,11 @@ def _spell(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _positive(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and value > 0 else None
-
-
 def floor_seconds(session: Session) -> float | None:
     """max(storage part, per-device pinned H2D part); None when neither ceiling was measured."""
     ceilings = session.ceilings
     parts: list[float] = []
-    storage = ceilings.rate("storage_read_n_streams_GBps") or ceilings.rate("storage_read_GBps")
+    storage = positive(ceilings.storage_read_n_streams_GBps) or positive(ceilings.storage_read_GBps)
     fetched = checkpoint_bytes(session) * cold_fraction(session)
     if storage and fetched > 0:
         parts.append(fetched / storage / 1e9)
@@ -63,7 +59,7 @@ def floor_seconds(session: Session) -> float | None:
     for r in session.ranks:  # ranks sharing a device share its link
         per_device[r.device] = per_device.get(r.device, 0) + r.param_bytes
     for device, nbytes in per_device.items():
-        rate = _positive(pinned.get(device))
+        rate = positive(pinned.get(device))
         if rate and nbytes:
             parts.append(nbytes / rate / 1e9)
     return max(parts) if parts else None

@@ -21,7 +21,7 @@ from ckptprof.engines import flags
 from ckptprof.engines.sglang import MT_DEFAULT_THREADS, LoaderProfile, multithread_extra_config, profile_named
 from ckptprof.fstypes import is_network_fs
 from ckptprof.probe.loader_rate import predicted_seconds
-from ckptprof.results import Prediction, Verdict, slowest_device
+from ckptprof.results import Prediction, Verdict, positive, slowest_device
 from ckptprof.session import Session
 
 SKEW_LIMIT = 1.5
@@ -125,10 +125,10 @@ def compute_verdict(session: Session) -> Verdict:
     skew = rank_skew(session)
     n_ranks = len(session.ranks)
 
-    storage_best = ceilings.rate("storage_read_GBps")
-    storage_1 = ceilings.rate("storage_read_1_stream_GBps") or storage_best
-    storage_n = ceilings.rate("storage_read_n_streams_GBps") or storage_best
-    page_cache = ceilings.rate("page_cache_read_GBps")
+    storage_best = positive(ceilings.storage_read_GBps)
+    storage_1 = positive(ceilings.storage_read_1_stream_GBps) or storage_best
+    storage_n = positive(ceilings.storage_read_n_streams_GBps) or storage_best
+    page_cache = positive(ceilings.page_cache_read_GBps)
     pageable = slowest_device(ceilings.h2d_pageable_GBps, devices)
     pinned = slowest_device(ceilings.h2d_pinned_GBps, devices)
 
@@ -186,7 +186,7 @@ def compute_verdict(session: Session) -> Verdict:
         )
     elif bottleneck == "h2d" and stand_in:
         # No CUDA device: the copies are host memcpys standing in for H2D; there is no link to be bound by.
-        memcpy = ceilings.rate("memcpy_GBps")
+        memcpy = positive(ceilings.memcpy_GBps)
         summary = (
             f"host-copy-bound (no CUDA device: 'h2d' is a host-copy stand-in): the copies took "
             f"{100 * shares['h2d']:.0f}% {basis} at {_fmt(h2d_rate)} vs {_fmt(memcpy)} host memcpy"

@@ -57,14 +57,9 @@ def settings_to_try(streams: int, block: int, direct: bool) -> list[Setting]:
         Setting(2 * streams, 4 * block, direct),
         Setting(4 * streams, 4 * block, direct),
     ]
-    other = [Setting(streams, block, not direct), Setting(2 * streams, 4 * block, not direct)]
-    seen: set[Setting] = set()
-    out = []
-    for s in (*more, *other) if direct else (*more,):
-        if s not in seen and s != Setting(streams, block, direct):
-            seen.add(s)
-            out.append(s)
-    return out
+    if not direct:
+        return more
+    return [*more, Setting(streams, block, False), Setting(2 * streams, 4 * block, False)]
 
 
 def learn(
