@@ -38,14 +38,17 @@ EXCEPTION_LINE_RE = re.compile(
     re.ASCII,
 )
 # Each word is found with str.find (C speed on kilobyte-long server_args lines); those that could sit inside a
-# longer name ("custom_sigquit_handler", "OOMKilled") are then confirmed as whole words.
-DEATH_WORDS: dict[str, re.Pattern[str] | None] = {
-    "is dead": re.compile(r"\bis dead\b"),
-    "sigquit": re.compile(r"(?<![\w])sigquit(?![\w])"),
+# longer name ("custom_sigquit_handler", "OOMKilled") must then stand alone: "word" bounds exclude letters, digits
+# and "_" on either side, "space" bounds anything but whitespace. Checking the neighbours of each hit by hand is
+# what keeps this cheap: a regex searched from the first hit (server_args holds "custom_sigquit_handler") walked
+# the rest of a 10 kB line character by character.
+DEATH_WORDS: dict[str, str | None] = {
+    "is dead": "word",
+    "sigquit": "word",
     "unexpectedly failed": None,
     "initialization failed": None,
     "failed to start": None,
-    "Killed": re.compile(r"(?<!\S)Killed(?!\S)"),  # the shell's word for a SIGKILL
+    "Killed": "space",  # the shell's word for a SIGKILL
 }
 # FlashAttention's CHECK_CUDA prints this and exits the process.
 CUDA_EXIT = "CUDA error ("
@@ -63,11 +66,25 @@ FAILURE_GATE_RE = re.compile(
 def is_death(message: str) -> bool:
     if message.startswith(CUDA_EXIT):
         return True
-    for word, whole in DEATH_WORDS.items():
+    for word, bounds in DEATH_WORDS.items():
         at = message.find(word)
-        if at >= 0 and (whole is None or whole.search(message, max(at - 1, 0)) is not None):
-            return True
+        while at >= 0:
+            if bounds is None or _stands_alone(message, at, at + len(word), bounds):
+                return True
+            at = message.find(word, at + 1)
     return False
+
+
+def _stands_alone(text: str, start: int, end: int, bounds: str) -> bool:
+    """Whether ``text[start:end]`` has no neighbour that would make it part of a longer word."""
+    for neighbour in (text[start - 1 : start] if start else "", text[end : end + 1]):
+        if not neighbour:
+            continue
+        if bounds == "space" and not neighbour.isspace():
+            return False
+        if bounds == "word" and (neighbour.isalnum() or neighbour == "_"):
+            return False
+    return True
 
 
 def may_be_failure(message: str, level: str) -> bool:
@@ -153,10 +170,9 @@ class FailureTracker:
                 return
 
     def on_record(self, record: Record, where: Callable[[], Where], line_before: Callable[[], str]) -> None:
-        """Any other record: a traceback's start or error line, a death, an ERROR record."""
+        """Any other record that ``may_be_failure`` let through (the caller asks it first, once): a traceback's
+        start or error line, a death, an ERROR record."""
         message = record.message
-        if not may_be_failure(message, record.level):
-            return  # most records: one C-level scan says none of the checks below can match
         if "Traceback (most recent call last)" in message:
             chained = self._chained.pop(record.rank, None)
             failure = chained or self.add(record, "traceback", message.strip(), where())

@@ -301,11 +301,13 @@ def split_line(line: str) -> Iterator[Record | Bar]:
 
 def parse_record(text: str) -> Record:
     """A record from one segment (ANSI codes already removed); unknown shapes become style "plain"."""
-    match = _SGLANG_PREFIX_RE.match(text)
-    if match is not None:
-        return Record(match.group(1), match.group(2).strip(), text[match.end() :], "sglang")
+    first = text[:1]
+    if first == "[":
+        match = _SGLANG_PREFIX_RE.match(text)
+        if match is not None:
+            return Record(match.group(1), match.group(2).strip(), text[match.end() :], "sglang")
     rank = ""
-    worker = _WORKER_PREFIX_RE.match(text)
+    worker = _WORKER_PREFIX_RE.match(text) if first == "(" else None
     if worker is not None:
         rank = worker_rank_label(worker.group(1), worker.group(2))
         text = text[worker.end() :]

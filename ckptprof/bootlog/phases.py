@@ -189,7 +189,7 @@ class BootLogAnalyzer:
             elif match is None:
                 break
             self._line_start = start
-            if 0x25 in block[start:hit_end]:  # "%": a bar frame carries no time of its own
+            if block.find(b"%", start, hit_end) >= 0:  # a bar frame carries no time of its own
                 self._advance_clock(self._timestamp_before(block, start))
                 run_end = self._feed_bar_run(block, start)
                 if run_end is not None:
@@ -249,11 +249,29 @@ class BootLogAnalyzer:
             if not line.isspace() and line:
                 self._on_record(parse_record(line.rstrip("\n")))
             return
+        # tqdm redraws a bar dozens of times on one physical line, and frames carry no time: between two
+        # records, a frame that continues the bar before it (same bar, same total, count not going down)
+        # changes nothing the last one does not, so only a bar's first frame and its newest are applied.
+        drawn: Bar | None = None  # the bar frame seen last since the last record
+        skipped: Bar | None = None  # its newest frame, when it has not been applied
         for item in split_line(line):
             if isinstance(item, Bar):
-                self._on_bar(item)
-            else:
-                self._on_record(item)
+                if drawn is not None and _continues(drawn, item):
+                    skipped = item
+                else:
+                    if skipped is not None:
+                        self._on_bar(skipped)
+                        skipped = None
+                    self._on_bar(item)
+                drawn = item
+                continue
+            if skipped is not None:
+                self._on_bar(skipped)
+                skipped = None
+            drawn = None
+            self._on_record(item)
+        if skipped is not None:
+            self._on_bar(skipped)
 
     @property
     def ready(self) -> bool:
@@ -279,7 +297,7 @@ class BootLogAnalyzer:
 
     def _with_year(self, timestamp: str) -> str:
         """vLLM prints no year: next to SGLang's or Ray's dated records it borrows theirs, so the clock compares."""
-        if _is_dated(timestamp):
+        if timestamp[4:5] == "-":  # _is_dated, inlined: every record passes here
             self._year = timestamp[:4]
             return timestamp
         if self._year is not None and timestamp[2:3] == "-":
@@ -298,7 +316,8 @@ class BootLogAnalyzer:
         rank = record.rank
         if rank not in self._ranks and len(self._ranks) >= MAX_RANKS:
             rank = "?"
-        record = Record(timestamp, rank, record.message, record.style, record.level)
+        if timestamp != record.timestamp or rank != record.rank:
+            record = Record(timestamp, rank, record.message, record.style, record.level)
         message = record.message
         if FRAME_NEEDLE in message and message.lstrip().startswith(FRAME_NEEDLE):
             self._on_frame(record)
@@ -392,9 +411,10 @@ class BootLogAnalyzer:
             return "draft" if loaded == {"draft"} else "target"
         return "draft"
 
-    def _touch(self, label: str) -> None:
+    def _touch(self, label: str, rank: RankState | None = None) -> None:
+        """Count an event on the rank (``rank``: its state, when the caller holds it already)."""
         self._seq += 1
-        self._rank(label).last_event_seq = self._seq
+        (rank or self._rank(label)).last_event_seq = self._seq
 
     def _begin(
         self, label: str, slot: str, key: PhaseKey, start: str | None, provisional: bool = False
@@ -402,7 +422,7 @@ class BootLogAnalyzer:
         rank = self._rank(label)
         self._track(key, slot, provisional).spans[label] = RankSpan(start=start)
         rank.open[slot] = key
-        self._touch(label)
+        self._touch(label, rank)
 
     def _end(
         self,
@@ -425,7 +445,7 @@ class BootLogAnalyzer:
         if record.timestamp is not None:
             rank.last_end = record.timestamp
             self._last_phase_end = record.timestamp
-        self._touch(record.rank)
+        self._touch(record.rank, rank)
 
     def _implicit_start(self, record: Record, rank: RankState, elapsed_s: float | None) -> str | None:
         if record.timestamp is not None and elapsed_s is not None:
@@ -892,6 +912,16 @@ def _rare_line_starts(block: bytes) -> list[int]:
             starts.add(block.rfind(b"\n", 0, at) + 1)
             at = block.find(needle, at + len(needle))
     return sorted(starts, reverse=True)
+
+
+def _continues(frame: Bar, later: Bar) -> bool:
+    """Whether ``later`` redraws the bar that ``frame`` drew, moved on or not."""
+    return (
+        later.desc == frame.desc
+        and later.rank == frame.rank
+        and later.total == frame.total
+        and later.done >= frame.done
+    )
 
 
 def _first_rule(engine: Engine, message: str) -> Rule | None:

@@ -8,14 +8,14 @@ from ckptprof.bootlog.parse import Bar
 from ckptprof.bootlog.words import PhaseKey
 
 
-@dataclass
+@dataclass(slots=True)
 class RankSpan:
     start: str | None
     end: str | None = None
     elapsed_s: float | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class PhaseTrack:
     key: PhaseKey
     order: int
@@ -29,7 +29,7 @@ class PhaseTrack:
         return self.key[0]
 
 
-@dataclass
+@dataclass(slots=True)
 class RankState:
     begun: dict[str, int] = field(default_factory=dict)  # how many begins per slot, for the n-th rule
     open: dict[str, PhaseKey] = field(default_factory=dict)  # slot -> phase currently open on this rank
@@ -39,7 +39,7 @@ class RankState:
     last_event_seq: int = -1
 
 
-@dataclass
+@dataclass(slots=True)
 class BarTrack:
     desc: str
     phase: PhaseKey | None

@@ -344,3 +344,30 @@ def test_a_restart_that_has_logged_only_its_configuration_is_already_that_engine
     restart = b"[2025-11-29 12:00:00] server_args=ServerArgs(model_path='/data/m', tp_size=8)\n"
     report = analyze_bytes(crashed + restart)
     assert (report.framework, report.state, report.boots) == ("sglang", "starting", 2)
+
+
+def test_frames_redrawn_on_one_line_report_as_frames_on_lines_of_their_own() -> None:
+    """GIVEN a bar redrawn 60 times after carriage returns on one physical line, a second bar on the same line,
+    and the same frames one per line WHEN both are analysed THEN they report the same bars and phases."""
+    frames = [
+        f"Loading safetensors checkpoint shards: {100 * done // 60:3d}% Completed | {done}/60 [00:{done:02d}<00:10, 1.20it/s]"
+        for done in range(61)
+    ]
+    capture = [
+        f"Capturing batches (bs={bs} avail_mem=7.05 GB):  50%|#####     | 1/2 [00:01<00:01, 1.0it/s]"
+        for bs in (8, 4)
+    ]
+    head = (
+        "[2025-11-29 10:00:00] server_args=ServerArgs(tp_size=1, speculative_algorithm=None)\n"
+        "[2025-11-29 10:00:01] Load weight begin. avail mem=78.00 GB\n"
+    )
+    tail = "\n[2025-11-29 10:01:00] Load weight end. type=LlamaForCausalLM, avail mem=70.00 GB\n"
+    on_one_line = analyze_bytes((head + "\r".join(frames + capture) + tail).encode())
+    on_their_own = analyze_bytes((head + "\n".join(frames + capture) + tail).encode())
+    assert on_one_line.progress == on_their_own.progress
+    assert [p.desc for p in on_one_line.progress] == [
+        "Loading safetensors checkpoint shards",
+        "Capturing batches",
+    ]
+    assert (on_one_line.progress[0].done, on_one_line.progress[0].total) == (60, 60)
+    assert on_one_line.phases == on_their_own.phases

@@ -1,0 +1,31 @@
+"""The words of a dying process: found with str.find, then confirmed as whole words."""
+
+from __future__ import annotations
+
+import pytest
+
+from ckptprof.bootlog.failures import is_death
+
+
+@pytest.mark.parametrize(
+    ("message", "dies"),
+    [
+        ("Scheduler process is dead, exiting", True),
+        ("received sigquit from child process", True),
+        ("Killed", True),
+        ("bash: line 1: 1234 Killed python -m sglang.launch_server", True),
+        ("CUDA error (/src/flash_api.cpp:42): out of memory", True),
+        ("Engine core initialization failed. See root cause above.", True),
+        ("WorkerProc failed to start.", True),
+        # The same letters inside longer names are not a death.
+        ("server_args=ServerArgs(custom_sigquit_handler=None, log_level='info')", False),
+        ("reason: OOMKilled (exit code 137)", False),
+        ("the queue thisis deadline-bound", False),
+        # A later whole-word hit counts even when the first hit was part of a name.
+        ("custom_sigquit_handler=None ... got sigquit", True),
+        ("OOMKilled once, then Killed again", True),
+        ("Load weight end. type=LlamaForCausalLM", False),
+    ],
+)
+def test_is_death_needs_the_whole_word(message: str, dies: bool) -> None:
+    assert is_death(message) is dies
