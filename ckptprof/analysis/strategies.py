@@ -28,8 +28,9 @@ DEFAULT_FLAGS = {
     "prefetch": flags.PREFETCH,
     "pipelined": "not an SGLang flag: what a pinned, pipelined loader reaches (fastsafetensors-like)",
     "fastsafetensors": flags.load_format("fastsafetensors"),
+    "pipelined-shared": "not an SGLang flag: each byte read once per node, handed to the TP ranks through shared host memory",
 }
-NOT_SGLANG = ("pipelined",)
+NOT_SGLANG = ("pipelined", "pipelined-shared")
 # A warm run that still fetched more than this fraction of the checkpoint from storage bypassed the page cache.
 BYPASS_FRACTION = 0.5
 

@@ -2,7 +2,7 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe predict | deps peers peersbest gputests strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier learn warmfloor sampled
+# steps: env smoke synth tp1 tp8 probe predict | deps peers peersbest gputests strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier learn warmfloor sampled shared
 # (deps installs the wheels carried in .whl/: fastsafetensors, py-spy, pytest + pytest-benchmark for bench)
 # (STRATEGIES picks the strategies; STRAT8_DEVICES / STRAT8_CACHES the device specs and cache modes of strategies8;
 #  tune: the pipelined strategy's reader count, TUNE_READERS, and chunk size, TUNE_CHUNKS; readahead: RA_TPS and
@@ -110,6 +110,20 @@ for s in $STEPS; do
         step "TP8 on $devs $cache, every strategy, verified"
         timeout -s INT ${STEP_TIMEOUT_S:-300} $CK run "$DATA/eagle3" --tp 8 --devices $devs --cache $cache --strategy "${STRATEGIES:-all}" --verify -o "$OUT/strategies-tp8-${devs/:/}-$cache" -q
       done
+    done
+    ;;
+  shared)
+    # Reads shared across ranks (issue 20 item 3): SGLang's TP8, pipelined's TP8 and pipelined-shared's TP8 on the
+    # devices of SHARED_DEVICES, cold and warm, verified; then pipelined alone at TP1, the cold figure to match.
+    for devs in ${SHARED_DEVICES:-cuda:0}; do
+      for cache in cold warm; do
+        step "TP8 on $devs $cache: sglang, pipelined, pipelined-shared (verified)"
+        timeout -s INT ${STEP_TIMEOUT_S:-300} $CK run "$DATA/eagle3" --tp 8 --devices $devs --cache $cache --strategy "${SHARED_STRATEGIES:-sglang,pipelined,pipelined-shared}" --verify -o "$OUT/shared-tp8-${devs//[:,]/}-$cache" -q
+      done
+    done
+    for cache in cold warm; do
+      step "TP1 cuda:0 $cache: pipelined and pipelined-shared"
+      timeout -s INT ${STEP_TIMEOUT_S:-300} $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache $cache --strategy pipelined,pipelined-shared -o "$OUT/shared-tp1-$cache" -q
     done
     ;;
   tune)

@@ -79,7 +79,7 @@ def test_more_ranks_than_gpus_load_sglangs_values_onto_the_gpus(
     assert session.verdict.faithful_delta is not None
 
 
-@pytest.mark.parametrize("strategy", ["sglang-mt", "no-mmap", "prefetch", "pipelined"])
+@pytest.mark.parametrize("strategy", ["sglang-mt", "no-mmap", "prefetch", "pipelined", "pipelined-shared"])
 def test_every_strategy_loads_sglangs_values_onto_a_shared_gpu(
     small_draft: Path, strategy: str, sglang_digests: Digests
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import itertools
 import os
 import re
 import shutil
@@ -225,11 +226,14 @@ def test_registry_names_flags_and_params() -> None:
         "no-mmap",
         "prefetch",
         "pipelined",
+        "pipelined-shared",
         "fastsafetensors",
         "runai-streamer",
         "instanttensor",
         "safetensors-pread",
     }
+    assert FLAGS["pipelined-shared"].startswith("not an SGLang flag")
+    assert PARAMS["pipelined-shared"] == {"readers": None, "chunk_mib": 64.0, "direct": "auto"}
     assert "enable_multithread_load" in FLAGS["sglang-mt"] and '"num_threads": 8' in FLAGS["sglang-mt"]
     assert '"num_threads": 16' in get_strategy("sglang-mt", num_threads=16).flags
     assert FLAGS["no-mmap"] == "--weight-loader-disable-mmap"
@@ -341,6 +345,9 @@ CASES: list[tuple[str, dict[str, Any], int, str]] = [
     ("pipelined", {"direct": "always", "chunk_mib": 2}, 3, "cold"),
     ("sglang-mt", {"num_threads": 2}, 3, "warm"),
     ("prefetch", {"num_threads": 1, "block_mib": 1}, 3, "cold"),
+    # one rank alone reads every chunk itself (TP > 1 needs rank processes: tests/integration/test_shared_reads.py)
+    ("pipelined-shared", {"chunk_mib": 0.5, "readers": 2}, 1, "warm"),
+    ("pipelined-shared", {"direct": "always"}, 1, "cold"),
 ]
 
 
@@ -830,3 +837,33 @@ def test_faithful_pass_marks_a_corrupt_shard_failed(small_draft: Path, tmp_path:
     by_status = {s.file: s.status for s in rec.models[0].shards}
     assert by_status.pop(victim.name) == "failed"
     assert set(by_status.values()) == {"ok"} and len(by_status) == len(model.shards) - 1
+
+
+def test_shared_chunks_cover_every_row_once_and_stay_within_the_chunk(models: list[ModelPlan]) -> None:
+    from ckptprof.checkpoint.header import read_header
+    from ckptprof.loader.strategies.shared_reads import plan_chunks
+
+    headers = [read_header(str(f)) for m in models for f in m.files]
+    for chunk_bytes in (4096, 64 * 1024, 1 << 20, 64 << 20):
+        chunks = plan_chunks(headers, chunk_bytes)
+        assert [c.index for c in chunks] == list(range(len(chunks)))
+        covered: dict[tuple[int, str], list[tuple[int, int]]] = {}
+        for c in chunks:
+            # a chunk is at most chunk_bytes, unless it is a single row wider than that
+            if c.end - c.start > chunk_bytes:
+                assert len(c.parts) == 1 and c.parts[0].r1 - c.parts[0].r0 == 1
+            for p in c.parts:
+                begin = headers[c.file].data_start + p.entry.begin
+                rows = p.entry.shape[0] if p.entry.shape else 1
+                row_bytes = p.entry.nbytes // rows
+                assert c.start + p.offset == begin + p.r0 * row_bytes
+                assert c.start + p.offset + (p.r1 - p.r0) * row_bytes <= c.end
+                covered.setdefault((c.file, p.entry.name), []).append((p.r0, p.r1))
+        for fi, header in enumerate(headers):
+            for name, entry in header.tensors.items():
+                if entry.nbytes == 0:
+                    continue
+                spans = sorted(covered[(fi, name)])
+                rows = entry.shape[0] if entry.shape else 1
+                assert spans[0][0] == 0 and spans[-1][1] == rows
+                assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))  # contiguous, no overlap

@@ -27,6 +27,7 @@ from ckptprof.loader.strategies.prefetch import SGLangPrefetch
 from ckptprof.loader.strategies.runai import RunaiStreamer
 from ckptprof.loader.strategies.sglang import SGLangMmap
 from ckptprof.loader.strategies.sglang_mt import SGLangMultiThread
+from ckptprof.loader.strategies.shared_reads import SharedReads
 
 __all__ = [
     "AVAILABLE",
@@ -54,6 +55,7 @@ _FACTORIES: dict[str, Callable[..., Any]] = {
     "no-mmap": SGLangNoMmap,
     "prefetch": SGLangPrefetch,
     "pipelined": Pipelined,
+    "pipelined-shared": SharedReads,
     "fastsafetensors": FastSafetensors,
     "runai-streamer": RunaiStreamer,
     "instanttensor": InstantTensor,

@@ -15,17 +15,20 @@ from ckptprof.loader.strategies.base import LoadContext, StrategyUnavailable
 GROUP_TIMEOUT_S = 120
 
 
-def make_group(ctx: LoadContext, plan: ReplayPlan, tag: str, nccl_only: bool) -> tuple[Any, str | None]:
+def make_group(
+    ctx: LoadContext, plan: ReplayPlan, tag: str, nccl_only: bool, host_only: bool = False
+) -> tuple[Any, str | None]:
     """The process group a TP load coordinates through, and the store file to remove afterwards (None under a
     launcher's group). NCCL needs one GPU per rank; ranks sharing a GPU (or CPU ranks) use gloo, or get no group
-    (None) when ``nccl_only``: each then loads alone."""
+    (None) when ``nccl_only``: each then loads alone. ``host_only``: gloo whatever the devices (barriers between
+    processes that exchange bytes through host memory, not through the devices)."""
     import torch.distributed as dist
 
     if not dist.is_available():
         raise StrategyUnavailable(
             "a TP load through a process group needs torch.distributed, which this torch lacks"
         )
-    nccl = ctx.device.type == "cuda" and plan.tp <= len(plan.devices)
+    nccl = ctx.device.type == "cuda" and plan.tp <= len(plan.devices) and not host_only
     if nccl_only and not nccl:
         return None, None
     backend = "nccl" if nccl else "gloo"

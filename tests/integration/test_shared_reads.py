@@ -1,0 +1,87 @@
+"""``pipelined-shared``: each byte read once per node, handed to the TP ranks through shared host memory.
+
+Ranks run as real processes on CPU (the shared memory, the gloo barriers and the chunk hand-over are the same
+code a GPU run uses; only the pinning and the side stream are CUDA's)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckptprof.checkpoint import fs
+from ckptprof.loader import ranks
+from ckptprof.loader.plan import ModelPlan, build_plan
+
+Digests = Callable[[list[ModelPlan], int, int], dict[str, str]]
+
+
+@pytest.mark.parametrize(
+    ("tp", "params", "cache"),
+    [
+        (3, {"chunk_mib": 0.25, "readers": 2}, "warm"),  # small chunks: tensors split between rows and ranks
+        (2, {}, "cold"),  # default chunks: fewer chunks than rounds of every rank
+        (4, {"chunk_mib": 1, "direct": "always"}, "cold"),  # O_DIRECT reads, aligned into the slots
+    ],
+    ids=["tp3-small-chunks-warm", "tp2-default-cold", "tp4-direct-cold"],
+)
+def test_every_rank_ends_with_sglangs_values_and_the_node_reads_each_byte_once(
+    small_verifier: Path,
+    small_draft: Path,
+    sglang_digests: Digests,
+    tp: int,
+    params: dict[str, Any],
+    cache: str,
+) -> None:
+    plan = build_plan(
+        small_verifier,
+        small_draft,
+        tp=tp,
+        devices="cpu",
+        strategy="pipelined-shared",
+        strategy_params=params,
+        verify=True,
+    )
+    files = [f for m in plan.models for f in m.files]
+    if cache == "cold":
+        fs.drop_cache(files)
+    else:
+        fs.warm_cache(files)
+    results = ranks.run_spawned(plan)
+    assert [r.rank for r in results] == list(range(tp))
+    read = 0
+    for r in results:
+        assert r.status == "ok" and r.error is None, r.error
+        assert r.checksums == sglang_digests(plan.models, tp, r.rank), f"rank {r.rank}"
+        for model, rm in zip(plan.models, r.models, strict=True):
+            assert rm.role == model.role
+            assert sorted(s.file for s in rm.shards) == sorted(s.name for s in model.shards)
+            assert all(s.status == "ok" for s in rm.shards), [s.error for s in rm.shards]
+            assert sum(s.h2d_bytes for s in rm.shards) > 0
+        read += sum(s.bytes for m in r.models for s in m.shards)
+    # The ranks' reads together cover the tensor bytes once (headers and O_DIRECT's alignment aside): no rank
+    # reads what another read.
+    tensor_bytes = sum(s.bytes for m in plan.models for s in m.shards)
+    assert 0.9 * tensor_bytes <= read <= tensor_bytes
+
+
+def test_a_corrupt_shard_fails_on_every_rank_and_the_rest_loads(
+    small_draft: Path, tmp_path: Path, sglang_digests: Digests
+) -> None:
+    import shutil
+    import struct
+
+    ckpt = tmp_path / "c"
+    shutil.copytree(small_draft, ckpt)
+    victim = sorted(ckpt.glob("*.safetensors"))[2]
+    victim.write_bytes(struct.pack("<Q", 2**40) + victim.read_bytes()[8:])
+    plan = build_plan(
+        ckpt, tp=2, devices="cpu", strategy="pipelined-shared", strategy_params={"chunk_mib": 0.5}
+    )
+    results = ranks.run_spawned(plan)
+    for r in results:
+        shards = {s.file: s.status for m in r.models for s in m.shards}
+        assert shards.pop(victim.name) == "failed"
+        assert set(shards.values()) == {"ok"}, r.error
