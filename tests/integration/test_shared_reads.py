@@ -22,10 +22,11 @@ Digests = Callable[[list[ModelPlan], int, int], dict[str, str]]
     ("tp", "params", "cache"),
     [
         (3, {"chunk_mib": 0.25, "readers": 2}, "warm"),  # small chunks: tensors split between rows and ranks
+        (3, {"chunk_mib": 0.5, "slots": 2}, "warm"),  # the fewest slots: one round read ahead
         (2, {}, "cold"),  # default chunks: fewer chunks than rounds of every rank
         (4, {"chunk_mib": 1, "direct": "always"}, "cold"),  # O_DIRECT reads, aligned into the slots
     ],
-    ids=["tp3-small-chunks-warm", "tp2-default-cold", "tp4-direct-cold"],
+    ids=["tp3-small-chunks-warm", "tp3-two-slots-warm", "tp2-default-cold", "tp4-direct-cold"],
 )
 def test_every_rank_ends_with_sglangs_values_and_the_node_reads_each_byte_once(
     small_verifier: Path,

@@ -8,13 +8,13 @@ when it can hold the files, never the copies out of it). Here the ranks take tur
   rank ``i % N``, with ``readers`` threads of ``os.preadv``, O_DIRECT when the file is mostly not in the page cache
   (``direct="auto"``; only one rank reads each byte, so no rank's read is another's cache hit).
 - The chunk lands in host memory all ranks share (``loader/sharedmem.py``: one memfd, registered with CUDA on a
-  GPU so copies out of it are DMA). Each rank owns two slots: while the ranks copy their slices out of round
-  ``t``'s chunks, the readers fill round ``t + 1``'s. A barrier of the ranks' gloo group per round says when every
-  chunk of a round is in place and every slot of the round before is free again.
+  GPU so copies out of it are DMA). Each rank owns ``slots`` slots: while the ranks copy their slices out of
+  round ``t``'s chunks, the readers fill the next ``slots - 1`` rounds'. A barrier of the ranks' gloo group per
+  round says when every chunk of a round is in place and every slot of the round before is free again.
 - Each rank copies only its TP slice of each tensor out of every chunk: a block of rows (column-parallel), a
-  column band of every row (row-parallel: gathered on the host, so only the rank's bytes cross its link), or the
-  whole tensor (replicated). Copies go out asynchronously on a side stream, which is drained before the barrier
-  that lets the slot be overwritten.
+  column band of every row (row-parallel: gathered on the host into pinned scratch, so only the rank's bytes
+  cross its link), or the whole tensor (replicated). Copies go out asynchronously on a side stream, which is
+  drained before the barrier that lets the slot be overwritten.
 
 Where ranks own distinct GPUs a device-side hand-over (NCCL broadcast of each chunk) would spare the host
 memory traffic; not implemented: every case goes through the shared host memory. Recorded per rank: its own
@@ -47,7 +47,7 @@ from ckptprof.loader.strategies.pipelined import ALIGN, DIRECT_MODES, default_re
 from ckptprof.session import ShardTiming
 
 DEFAULT_CHUNK_MIB = 64.0
-SLOTS = 2  # per rank: one being read while the other's chunk is copied out
+DEFAULT_SLOTS = 4  # per rank: the chunk being copied out and up to three read ahead of it
 MIN_READ_PART = 4 << 20  # a chunk is split between the rank's reader threads, no part smaller than this
 _OK, _FAILED = 0, 1
 
@@ -151,10 +151,15 @@ class SharedReads(Strategy):
     )
 
     def __init__(
-        self, readers: int | None = None, chunk_mib: float = DEFAULT_CHUNK_MIB, direct: str = "auto"
+        self,
+        readers: int | None = None,
+        chunk_mib: float = DEFAULT_CHUNK_MIB,
+        direct: str = "auto",
+        slots: int = DEFAULT_SLOTS,
     ) -> None:
-        if (readers is not None and readers < 1) or chunk_mib <= 0:
-            raise ValueError("readers must be at least 1 and chunk_mib above 0")
+        if (readers is not None and readers < 1) or chunk_mib <= 0 or slots < 2:
+            raise ValueError("readers must be at least 1, chunk_mib above 0 and slots at least 2")
+        self.slots = slots
         if direct not in DIRECT_MODES:
             raise ValueError(f"direct must be one of {', '.join(DIRECT_MODES)}, got {direct!r}")
         self.readers = readers
@@ -167,6 +172,8 @@ class SharedReads(Strategy):
         self._ranks = 1
         self._pool: ThreadPoolExecutor | None = None
         self._stream: Any = None
+        self._scratch: torch.Tensor | None = None  # pinned: row-parallel bands gathered before their copy
+        self._scratch_used = 0
 
     # -- set-up ---------------------------------------------------------------------------------------------------
     def prepare(self, ctx: LoadContext, plan: ReplayPlan) -> None:
@@ -193,8 +200,8 @@ class SharedReads(Strategy):
             default=0,
         )
         self._slot_bytes = _align_up(max(self.chunk_bytes, widest) + 2 * ALIGN)
-        status_bytes = _align_up(8 * ctx.tp * SLOTS)
-        size = self._slot_bytes * ctx.tp * SLOTS + status_bytes
+        status_bytes = _align_up(8 * ctx.tp * self.slots)
+        size = self._slot_bytes * ctx.tp * self.slots + status_bytes
         if ctx.rank == 0:
             self._region = SharedRegion.create(tag, size)
         self._barrier()
@@ -209,6 +216,7 @@ class SharedReads(Strategy):
         if ctx.device.type == "cuda":
             region.pin()
             self._stream = torch.cuda.Stream(device=ctx.device)
+            self._scratch = torch.empty(2 * self._slot_bytes, dtype=torch.uint8, pin_memory=True)
         readers = self.readers if self.readers is not None else default_readers(ctx.tp)
         self._pool = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="ckptprof-shared-reader")
         self._readers = readers
@@ -227,6 +235,7 @@ class SharedReads(Strategy):
         if self._stream is not None:
             self._stream.synchronize()
             self._stream = None
+        self._scratch = None
         if self._region is not None:
             self._region.close()
             self._region = None
@@ -237,13 +246,13 @@ class SharedReads(Strategy):
     # -- layout of the shared memory ------------------------------------------------------------------------------
     def _slot(self, owner: int, round_: int) -> torch.Tensor:
         assert self._region is not None and self._region.tensor is not None
-        start = (owner * SLOTS + round_ % SLOTS) * self._slot_bytes
+        start = (owner * self.slots + round_ % self.slots) * self._slot_bytes
         return self._region.tensor[start : start + self._slot_bytes]
 
     def _status(self) -> torch.Tensor:
         assert self._region is not None and self._region.tensor is not None
-        base = self._slot_bytes * self._ranks * SLOTS
-        return self._region.tensor[base : base + 8 * self._ranks * SLOTS].view(torch.int64)
+        base = self._slot_bytes * self._ranks * self.slots
+        return self._region.tensor[base : base + 8 * self._ranks * self.slots].view(torch.int64)
 
     # -- the load -------------------------------------------------------------------------------------------------
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
@@ -252,14 +261,17 @@ class SharedReads(Strategy):
         self._check_same_plan(chunks)
         ranks = self._ranks
         rounds = -(-len(chunks) // ranks)
+        ahead = self.slots - 1  # rounds read ahead of the one being copied out
         try:
-            pending = self._read_round(ctx, files, chunks, 0, rec) if rounds else []
+            pending = {r: self._read_round(ctx, files, chunks, r, rec) for r in range(min(ahead, rounds))}
             for t in range(rounds):
-                self._wait_reads(pending)
+                self._wait_reads(pending.pop(t, []))
                 first = files[chunks[t * ranks].file]
                 with rec.read(0, shard=first.timing):  # waiting for the other ranks' chunks of this round
                     self._barrier()
-                pending = self._read_round(ctx, files, chunks, t + 1, rec) if t + 1 < rounds else []
+                # Round t + ahead goes into the slots of round t - 1, which every rank finished before the barrier.
+                if t + ahead < rounds:
+                    pending[t + ahead] = self._read_round(ctx, files, chunks, t + ahead, rec)
                 closing = []
                 for owner in range(ranks):
                     i = t * ranks + owner
@@ -269,8 +281,7 @@ class SharedReads(Strategy):
                     f = files[chunks[i].file]
                     if f.last_chunk == i:
                         closing.append(f)
-                if self._stream is not None:
-                    self._stream.synchronize()  # this round's slots are free once every copy out of them ran
+                self._drain()  # this round's slots are free once every copy out of them ran
                 for f in closing:
                     self._finish(f, rec)
         finally:
@@ -340,7 +351,7 @@ class SharedReads(Strategy):
         f = files[chunk.file]
         slot = self._slot(ctx.rank, t)
         status = self._status()
-        status_index = ctx.rank * SLOTS + t % SLOTS
+        status_index = ctx.rank * self.slots + t % self.slots
         assert self._pool is not None
         try:
             self._open(f)
@@ -450,7 +461,7 @@ class SharedReads(Strategy):
     ) -> None:
         """Copy this rank's slices of the tensors in ``chunk`` (read by ``owner`` in round ``t``)."""
         f = files[chunk.file]
-        if int(self._status()[owner * SLOTS + t % SLOTS]) != _OK:
+        if int(self._status()[owner * self.slots + t % self.slots]) != _OK:
             if owner != ctx.rank:
                 f.error = f.error or (
                     f"rank {owner} could not read bytes {chunk.start}-{chunk.end} of {Path(f.path).name}"
@@ -470,9 +481,31 @@ class SharedReads(Strategy):
         if copies:
             with self._on_stream(), rec.h2d(nbytes, shard=f.timing):
                 for dst, src in copies:
-                    dst.copy_(src, non_blocking=True)
+                    dst.copy_(self._contiguous(src), non_blocking=True)
         for _ in range(finished):
             rec.tensor_done(shard=f.timing)
+
+    def _contiguous(self, src: torch.Tensor) -> torch.Tensor:
+        """``src`` itself when its bytes are contiguous; else (a row-parallel band) gathered on the host into
+        pinned scratch, so the copy is DMA of this rank's bytes only. (torch would gather into pageable memory,
+        whose copy the driver stages synchronously.) The scratch is reused after the round's copies drained."""
+        if src.is_contiguous() or self._scratch is None:
+            return src
+        n = src.numel()
+        if self._scratch_used + n > self._scratch.numel():
+            self._drain()
+        if n > self._scratch.numel():
+            return src.contiguous()
+        gathered = self._scratch[self._scratch_used : self._scratch_used + n].view(src.shape)
+        gathered.copy_(src)
+        self._scratch_used += n
+        return gathered
+
+    def _drain(self) -> None:
+        """Wait for every copy issued so far: the slots and the scratch they read from may be reused after."""
+        if self._stream is not None:
+            self._stream.synchronize()
+        self._scratch_used = 0
 
     def _on_stream(self) -> Any:
         return nullcontext() if self._stream is None else torch.cuda.stream(self._stream)
