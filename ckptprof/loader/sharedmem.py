@@ -45,6 +45,11 @@ class SharedRegion:
         self._owner = owner
         self._tag = tag
         self._map = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        # 2 MiB pages where the kernel allows them for shared memory (transparent_hugepage/shmem_enabled "advise"
+        # or "always"): with 4 KiB pages the copy engine reads the region markedly slower than pin_memory buffers
+        # (reports/h200/2026-12-01c-h200-shared-reads), and page-cache reads into it take more TLB misses.
+        with suppress(AttributeError, OSError, ValueError):
+            self._map.madvise(mmap.MADV_HUGEPAGE)
         self.tensor: torch.Tensor | None = torch.frombuffer(self._map, dtype=torch.uint8)
         self.pinned = False
 

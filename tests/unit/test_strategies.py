@@ -233,7 +233,7 @@ def test_registry_names_flags_and_params() -> None:
         "safetensors-pread",
     }
     assert FLAGS["pipelined-shared"].startswith("not an SGLang flag")
-    assert PARAMS["pipelined-shared"] == {"readers": None, "chunk_mib": 64.0, "direct": "auto", "slots": 4}
+    assert PARAMS["pipelined-shared"] == {"readers": None, "chunk_mib": 64.0, "direct": "auto", "slots": None}
     assert "enable_multithread_load" in FLAGS["sglang-mt"] and '"num_threads": 8' in FLAGS["sglang-mt"]
     assert '"num_threads": 16' in get_strategy("sglang-mt", num_threads=16).flags
     assert FLAGS["no-mmap"] == "--weight-loader-disable-mmap"

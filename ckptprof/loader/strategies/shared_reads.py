@@ -5,12 +5,13 @@ when it can hold the files, never the copies out of it). Here the ranks take tur
 
 - Every rank cuts the model's files into the same chunks (whole rows of whole tensors, at most ``chunk_mib``
   MiB; a tensor larger than a chunk is split between rows) and numbers them in file order. Chunk ``i`` is read by
-  rank ``i % N``, with ``readers`` threads of ``os.preadv``, O_DIRECT when the file is mostly not in the page cache
-  (``direct="auto"``; only one rank reads each byte, so no rank's read is another's cache hit).
+  rank ``i % N``, by one of its ``readers`` threads in one ``os.preadv``, O_DIRECT when the file is mostly not in
+  the page cache (``direct="auto"``; only one rank reads each byte, so no rank's read is another's cache hit).
 - The chunk lands in host memory all ranks share (``loader/sharedmem.py``: one memfd, registered with CUDA on a
-  GPU so copies out of it are DMA). Each rank owns ``slots`` slots: while the ranks copy their slices out of
-  round ``t``'s chunks, the readers fill the next ``slots - 1`` rounds'. A barrier of the ranks' gloo group per
-  round says when every chunk of a round is in place and every slot of the round before is free again.
+  GPU so copies out of it are DMA). Each rank owns ``slots`` slots (default: one per reader thread, plus one):
+  while the ranks copy their slices out of round ``t``'s chunks, the readers fill the next ``slots - 1`` rounds'.
+  A barrier of the ranks' gloo group per round says when every chunk of a round is in place and every slot of
+  the round before is free again.
 - Each rank copies only its TP slice of each tensor out of every chunk: a block of rows (column-parallel), a
   column band of every row (row-parallel: gathered on the host into pinned scratch, so only the rank's bytes
   cross its link), or the whole tensor (replicated). Copies go out asynchronously on a side stream, which is
@@ -47,8 +48,6 @@ from ckptprof.loader.strategies.pipelined import ALIGN, DIRECT_MODES, default_re
 from ckptprof.session import ShardTiming
 
 DEFAULT_CHUNK_MIB = 64.0
-DEFAULT_SLOTS = 4  # per rank: the chunk being copied out and up to three read ahead of it
-MIN_READ_PART = 4 << 20  # a chunk is split between the rank's reader threads, no part smaller than this
 _OK, _FAILED = 0, 1
 
 
@@ -155,11 +154,12 @@ class SharedReads(Strategy):
         readers: int | None = None,
         chunk_mib: float = DEFAULT_CHUNK_MIB,
         direct: str = "auto",
-        slots: int = DEFAULT_SLOTS,
+        slots: int | None = None,
     ) -> None:
-        if (readers is not None and readers < 1) or chunk_mib <= 0 or slots < 2:
+        if (readers is not None and readers < 1) or chunk_mib <= 0 or (slots is not None and slots < 2):
             raise ValueError("readers must be at least 1, chunk_mib above 0 and slots at least 2")
         self.slots = slots
+        self._slots = 2
         if direct not in DIRECT_MODES:
             raise ValueError(f"direct must be one of {', '.join(DIRECT_MODES)}, got {direct!r}")
         self.readers = readers
@@ -200,8 +200,13 @@ class SharedReads(Strategy):
             default=0,
         )
         self._slot_bytes = _align_up(max(self.chunk_bytes, widest) + 2 * ALIGN)
-        status_bytes = _align_up(8 * ctx.tp * self.slots)
-        size = self._slot_bytes * ctx.tp * self.slots + status_bytes
+        readers = self.readers if self.readers is not None else default_readers(ctx.tp)
+        # A whole chunk per read, one read per reader thread in flight, and the slot being copied out: as many
+        # reads in flight as pipelined's ring, in as few calls (per-read Python costs GIL hand-overs: 4 MiB
+        # parts read at half the rate on the H200, reports/h200/2026-12-01c-h200-shared-reads).
+        self._slots = self.slots if self.slots is not None else readers + 1
+        status_bytes = _align_up(8 * ctx.tp * self._slots)
+        size = self._slot_bytes * ctx.tp * self._slots + status_bytes
         if ctx.rank == 0:
             self._region = SharedRegion.create(tag, size)
         self._barrier()
@@ -217,9 +222,7 @@ class SharedReads(Strategy):
             region.pin()
             self._stream = torch.cuda.Stream(device=ctx.device)
             self._scratch = torch.empty(2 * self._slot_bytes, dtype=torch.uint8, pin_memory=True)
-        readers = self.readers if self.readers is not None else default_readers(ctx.tp)
         self._pool = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="ckptprof-shared-reader")
-        self._readers = readers
         self._barrier()
 
     def _barrier(self) -> None:
@@ -246,13 +249,13 @@ class SharedReads(Strategy):
     # -- layout of the shared memory ------------------------------------------------------------------------------
     def _slot(self, owner: int, round_: int) -> torch.Tensor:
         assert self._region is not None and self._region.tensor is not None
-        start = (owner * self.slots + round_ % self.slots) * self._slot_bytes
+        start = (owner * self._slots + round_ % self._slots) * self._slot_bytes
         return self._region.tensor[start : start + self._slot_bytes]
 
     def _status(self) -> torch.Tensor:
         assert self._region is not None and self._region.tensor is not None
-        base = self._slot_bytes * self._ranks * self.slots
-        return self._region.tensor[base : base + 8 * self._ranks * self.slots].view(torch.int64)
+        base = self._slot_bytes * self._ranks * self._slots
+        return self._region.tensor[base : base + 8 * self._ranks * self._slots].view(torch.int64)
 
     # -- the load -------------------------------------------------------------------------------------------------
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
@@ -261,7 +264,7 @@ class SharedReads(Strategy):
         self._check_same_plan(chunks)
         ranks = self._ranks
         rounds = -(-len(chunks) // ranks)
-        ahead = self.slots - 1  # rounds read ahead of the one being copied out
+        ahead = self._slots - 1  # rounds read ahead of the one being copied out
         try:
             pending = {r: self._read_round(ctx, files, chunks, r, rec) for r in range(min(ahead, rounds))}
             for t in range(rounds):
@@ -351,7 +354,7 @@ class SharedReads(Strategy):
         f = files[chunk.file]
         slot = self._slot(ctx.rank, t)
         status = self._status()
-        status_index = ctx.rank * self.slots + t % self.slots
+        status_index = ctx.rank * self._slots + t % self._slots
         assert self._pool is not None
         try:
             self._open(f)
@@ -363,15 +366,9 @@ class SharedReads(Strategy):
         lo = chunk.start - chunk.lead
         hi = _align_up(chunk.end) if f.direct else chunk.end
         start = lo if f.direct else chunk.start
-        span = hi - start
-        part = max(MIN_READ_PART, _align_up(-(-span // self._readers)))
-        futures = []
-        for at in range(start, hi, part):
-            stop = min(hi, at + part)
-            futures.append(
-                self._pool.submit(self._read_part, f, chunk, slot, lo, (at, stop), rec, status, status_index)
-            )
-        return futures
+        return [
+            self._pool.submit(self._read_part, f, chunk, slot, lo, (start, hi), rec, status, status_index)
+        ]
 
     def _open(self, f: _File) -> None:
         with f.fd_lock:
@@ -461,7 +458,7 @@ class SharedReads(Strategy):
     ) -> None:
         """Copy this rank's slices of the tensors in ``chunk`` (read by ``owner`` in round ``t``)."""
         f = files[chunk.file]
-        if int(self._status()[owner * self.slots + t % self.slots]) != _OK:
+        if int(self._status()[owner * self._slots + t % self._slots]) != _OK:
             if owner != ctx.rank:
                 f.error = f.error or (
                     f"rank {owner} could not read bytes {chunk.start}-{chunk.end} of {Path(f.path).name}"
