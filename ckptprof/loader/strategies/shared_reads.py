@@ -30,6 +30,7 @@ import hashlib
 import math
 import os
 import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
@@ -173,7 +174,7 @@ class SharedReads(Strategy):
         self._pool: ThreadPoolExecutor | None = None
         self._stream: Any = None
         self._scratch: torch.Tensor | None = None  # pinned: row-parallel bands gathered before their copy
-        self._scratch_used = 0
+        self._scratch_used = [0, 0]  # bytes taken in each half (round parity) of the scratch
 
     # -- set-up ---------------------------------------------------------------------------------------------------
     def prepare(self, ctx: LoadContext, plan: ReplayPlan) -> None:
@@ -264,18 +265,26 @@ class SharedReads(Strategy):
         self._check_same_plan(chunks)
         ranks = self._ranks
         rounds = -(-len(chunks) // ranks)
-        ahead = self._slots - 1  # rounds read ahead of the one being copied out
+        # A round's copies may still run while the next round is copied out: they are waited for only before
+        # the barrier ``lag`` rounds later, and the readers stay that many rounds behind the slots they reuse.
+        lag = 2 if self._slots >= 3 else 1
+        ahead = self._slots - lag  # rounds read ahead of the one being copied out
+        inflight: deque[tuple[int, Any, list[_File]]] = (
+            deque()
+        )  # (round, its copies' event, files it completes)
         try:
             pending = {r: self._read_round(ctx, files, chunks, r, rec) for r in range(min(ahead, rounds))}
             for t in range(rounds):
                 self._wait_reads(pending.pop(t, []))
+                while inflight and inflight[0][0] <= t - lag:
+                    self._retire(inflight.popleft(), rec)
                 first = files[chunks[t * ranks].file]
                 with rec.read(0, shard=first.timing):  # waiting for the other ranks' chunks of this round
                     self._barrier()
-                # Round t + ahead goes into the slots of round t - 1, which every rank finished before the barrier.
+                # Round t + ahead reuses the slots of round t - lag, which every rank finished before the barrier.
                 if t + ahead < rounds:
                     pending[t + ahead] = self._read_round(ctx, files, chunks, t + ahead, rec)
-                closing = []
+                completes = []
                 for owner in range(ranks):
                     i = t * ranks + owner
                     if i >= len(chunks):
@@ -283,10 +292,10 @@ class SharedReads(Strategy):
                     self._copy_out(ctx, model.role, files, chunks[i], owner, t, rec)
                     f = files[chunks[i].file]
                     if f.last_chunk == i:
-                        closing.append(f)
-                self._drain()  # this round's slots are free once every copy out of them ran
-                for f in closing:
-                    self._finish(f, rec)
+                        completes.append(f)
+                inflight.append((t, self._mark(), completes))
+            while inflight:
+                self._retire(inflight.popleft(), rec)
         finally:
             for f in files:
                 if f.fd is not None:
@@ -295,6 +304,23 @@ class SharedReads(Strategy):
                     f.fd = None
                 if f.last_chunk >= 0 or f.error is not None:
                     self._finish(f, rec)
+
+    def _mark(self) -> Any:
+        """An event after every copy issued so far (None on CPU, where copies are done when issued)."""
+        if self._stream is None:
+            return None
+        event = torch.cuda.Event()
+        event.record(self._stream)
+        return event
+
+    def _retire(self, done: tuple[int, Any, list[_File]], rec: Recorder) -> None:
+        """Wait for a round's copies (its slots and scratch are then free) and close the files it completed."""
+        t, event, completes = done
+        if event is not None:
+            event.synchronize()
+        self._scratch_used[t % 2] = 0
+        for f in completes:
+            self._finish(f, rec)
 
     def _finish(self, f: _File, rec: Recorder) -> None:
         if f.last_chunk == -2:
@@ -478,31 +504,35 @@ class SharedReads(Strategy):
         if copies:
             with self._on_stream(), rec.h2d(nbytes, shard=f.timing):
                 for dst, src in copies:
-                    dst.copy_(self._contiguous(src), non_blocking=True)
+                    dst.copy_(self._contiguous(src, t), non_blocking=True)
         for _ in range(finished):
             rec.tensor_done(shard=f.timing)
 
-    def _contiguous(self, src: torch.Tensor) -> torch.Tensor:
+    def _contiguous(self, src: torch.Tensor, t: int) -> torch.Tensor:
         """``src`` itself when its bytes are contiguous; else (a row-parallel band) gathered on the host into
         pinned scratch, so the copy is DMA of this rank's bytes only. (torch would gather into pageable memory,
-        whose copy the driver stages synchronously.) The scratch is reused after the round's copies drained."""
+        whose copy the driver stages synchronously.) Round ``t`` uses half ``t % 2`` of the scratch, free again
+        once the round is retired; a round that needs more waits for every copy in flight."""
         if src.is_contiguous() or self._scratch is None:
             return src
         n = src.numel()
-        if self._scratch_used + n > self._scratch.numel():
+        half = self._scratch.numel() // 2
+        side = t % 2
+        if self._scratch_used[side] + n > half:
             self._drain()
-        if n > self._scratch.numel():
+        if n > half:
             return src.contiguous()
-        gathered = self._scratch[self._scratch_used : self._scratch_used + n].view(src.shape)
+        begin = side * half + self._scratch_used[side]
+        gathered = self._scratch[begin : begin + n].view(src.shape)
         gathered.copy_(src)
-        self._scratch_used += n
+        self._scratch_used[side] += n
         return gathered
 
     def _drain(self) -> None:
         """Wait for every copy issued so far: the slots and the scratch they read from may be reused after."""
         if self._stream is not None:
             self._stream.synchronize()
-        self._scratch_used = 0
+        self._scratch_used = [0, 0]
 
     def _on_stream(self) -> Any:
         return nullcontext() if self._stream is None else torch.cuda.stream(self._stream)
