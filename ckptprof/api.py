@@ -254,6 +254,7 @@ def replay(
     py_spy_dir: str | Path | None = None,
     ceilings: Ceilings | None = None,
     sglang_release: dict[str, Any] | None = None,
+    vllm_release: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> Session:
     """Replay SGLang's loading of ``target`` (and ``draft``); returns the analysed session.
@@ -262,6 +263,7 @@ def replay(
     probe, ...) say how; any of its fields may also be given as a keyword (``tp=8, cache="cold"``), which wins.
     ``ceilings`` reuses ceilings measured by an earlier call instead of probing again; ``sglang_release`` is the
     SGLang release profile the replay stands for (``ckptprof.engines.sglang``): the verdict spells its flags for it;
+    ``vllm_release`` the vLLM one instead (``ckptprof.engines.vllm``: SGLang's flags are then not recommended);
     ``py_spy_dir`` records py-spy profiles of the ranks there; ``progress`` draws bars and ``log`` gets the stages.
 
     Under torchrun (RANK / WORLD_SIZE set) this process is one rank; rank 0 returns the full session and the
@@ -314,6 +316,8 @@ def replay(
         )
     if sglang_release is not None:
         session.config["sglang_release"] = dict(sglang_release)
+    if vllm_release is not None:
+        session.config["vllm_release"] = dict(vllm_release)
     # Where the run is, so an interrupt at any point saves what exists and says what it cut short.
     stage = "probe"
     timer = _StageTimer(session)

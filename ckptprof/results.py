@@ -260,6 +260,8 @@ class Verdict:
     """A caveat when the decomposed replay took markedly longer than SGLang's own sequence."""
     storage_note: str | None = None
     """A caveat when the replay read faster than the storage ceiling measured in the same run."""
+    engine_note: str | None = None
+    """What the verdict cannot say for the engine replayed (vLLM: no flags recommended yet)."""
     read_GBps: float | None = None
     """Fetched bytes over the slowest-reading rank's read time."""
     floor_s: float | None = None
@@ -268,7 +270,7 @@ class Verdict:
     @property
     def caveats(self) -> tuple[str, ...]:
         """The free-text caveats that are set, in the order a report prints them."""
-        return tuple(note for note in (self.faithful_note, self.storage_note) if note)
+        return tuple(note for note in (self.faithful_note, self.storage_note, self.engine_note) if note)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> Verdict | None:

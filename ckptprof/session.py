@@ -486,6 +486,7 @@ _config = _keys(
         "launcher": _optional(_text),
         "faithful_rounds": _optional(_count),
         "sglang_release": _optional(_object),
+        "vllm_release": _optional(_object),
     }
 )
 

@@ -30,7 +30,24 @@ DEFAULT_FLAGS = {
     "fastsafetensors": flags.load_format("fastsafetensors"),
     "pipelined-shared": "not an SGLang flag: each byte read once per node, handed to the TP ranks through shared host memory",
 }
-NOT_SGLANG = ("pipelined", "pipelined-shared")
+NOT_SGLANG = ("pipelined", "pipelined-shared", "vllm", "vllm-eager", "vllm-prefetch", "vllm-mt")
+# What a vLLM server can select: its own paths and the load formats it shares with SGLang.
+VLLM_SELECTABLE = (
+    "vllm",
+    "vllm-eager",
+    "vllm-prefetch",
+    "vllm-mt",
+    "fastsafetensors",
+    "runai-streamer",
+    "instanttensor",
+)
+
+
+def engine_of(sessions: list[Session]) -> str:
+    """ "vllm" when the sessions replay vLLM (``run --engine vllm``), else "sglang"."""
+    return "vllm" if any(isinstance(s.config.get("vllm_release"), dict) for s in sessions) else "sglang"
+
+
 # A warm run that still fetched more than this fraction of the checkpoint from storage bypassed the page cache.
 BYPASS_FRACTION = 0.5
 
@@ -168,7 +185,11 @@ def compare_strategies(sessions: list[Session]) -> StrategyComparison:
     rows = [_row(s, reference) for s in sessions]
     ok = [r for r in rows if r.status == "ok" and r.wall_s]
     fastest = min(ok, key=lambda r: r.wall_s or 0.0) if ok else None
-    selectable = [r for r in ok if r.strategy not in NOT_SGLANG]
+    engine = engine_of(sessions)
+    if engine == "vllm":
+        selectable = [r for r in ok if r.strategy in VLLM_SELECTABLE]
+    else:
+        selectable = [r for r in ok if r.strategy not in NOT_SGLANG]
     fastest_sglang = min(selectable, key=lambda r: r.wall_s or 0.0) if selectable else None
     floors = [r.floor_s for r in rows if r.floor_s is not None]
     floor = max(floors) if floors else None
@@ -182,7 +203,7 @@ def compare_strategies(sessions: list[Session]) -> StrategyComparison:
         fastest_flags=None if fastest is None else fastest.flags,
         fastest_sglang=None if fastest_sglang is None else fastest_sglang.label,
         floor_s=floor,
-        summary=_summary(rows, fastest, fastest_sglang, floor),
+        summary=_summary(rows, fastest, fastest_sglang, floor, "vLLM" if engine == "vllm" else "SGLang"),
         warnings=tuple(warnings),
     )
 
@@ -192,6 +213,7 @@ def _summary(
     fastest: StrategyRow | None,
     fastest_sglang: StrategyRow | None,
     floor: float | None,
+    engine: str = "SGLang",
 ) -> str:
     if fastest is None:
         return "no strategy completed"
@@ -205,7 +227,7 @@ def _summary(
         parts.append(f"{base.wall_s / fastest.wall_s:.2f}x faster than the default ({base.wall_s:.3f} s)")
     if fastest_sglang is not None and fastest_sglang is not fastest:
         parts.append(
-            f"fastest with SGLang flags: {fastest_sglang.label} ({fastest_sglang.flags}) {fastest_sglang.wall_s:.3f} s"
+            f"fastest with {engine} flags: {fastest_sglang.label} ({fastest_sglang.flags}) {fastest_sglang.wall_s:.3f} s"
         )
     elif fastest_sglang is fastest:
         parts.append(f"select it with {fastest.flags}")

@@ -244,6 +244,16 @@ def compute_verdict(session: Session) -> Verdict:
         pinned,
         fs_type,
     )
+    engine_note = None
+    vllm_release = session.config.get("vllm_release")
+    if isinstance(vllm_release, dict):
+        # SGLang's flags are no remedy for a vLLM server, and vLLM's own are not priced yet.
+        predictions = []
+        engine_note = (
+            f"replaying vLLM {vllm_release.get('profile')}: SGLang's flags are not recommended for it, and vLLM's "
+            "own flags with predicted times are not implemented yet; compare its paths side by side with "
+            "--strategy vllm,vllm-eager,vllm-prefetch,vllm-mt"
+        )
     now = faithful_load_wall(session) or wall
     predictions = [
         # Still listed and still checked by --check-predictions, but never sold as a remedy.
@@ -311,6 +321,7 @@ def compute_verdict(session: Session) -> Verdict:
         path_storage_source=path_source,
         faithful_note=faithful_note,
         storage_note=storage_note,
+        engine_note=engine_note,
         read_GBps=round(read_rate, 4),
         floor_s=_floor(ckpt, cold, storage_n, pinned, totals.h2d_bytes, n_ranks),
     )

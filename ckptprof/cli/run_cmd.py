@@ -294,6 +294,57 @@ def choose_release(version: str | None, server_log: ServerLog | None) -> dict[st
     return profile.to_dict(why, chosen)
 
 
+def vllm_strategies(
+    release: dict[str, object],
+    target: str | Path,
+    strategies: list[tuple[str, dict[str, object]]],
+    defaulted: bool,
+) -> tuple[list[tuple[str, dict[str, object]]], Callable[[list[Session]], str]]:
+    """vLLM's automatic-prefetch rule applied to this checkpoint here: the strategies to replay (without
+    --strategy: the path vLLM takes here, then the other side of the rule) and the note that says what it does."""
+    from ckptprof.checkpoint.discovery import discover
+    from ckptprof.engines import vllm
+
+    profile = vllm.profile_named(str(release.get("profile"))) or vllm.NEWEST
+    files = [Path(f) for f in discover(target).files]
+    decision = vllm.checkpoint_decision(profile, files)
+    release["prefetch_decision"] = decision.to_dict()
+    if defaulted:
+        reference = [item for item in strategies if item[0] == "sglang"]  # --verify's reference stays first
+        strategies = reference + vllm.default_strategies(decision)
+
+    def note(sessions: list[Session]) -> str:
+        walls = {
+            str(one.config.get("strategy")): one.verdict.load_wall_s
+            for one in sessions
+            if one.verdict is not None
+            and one.verdict.load_wall_s is not None
+            and not one.verdict.incomplete
+            and not one.config.get("strategy_params")
+        }
+        cache = str(sessions[0].config.get("cache", "as-is")) if sessions else "as-is"
+        return vllm.prefetch_note(profile, decision, walls, cache)
+
+    return strategies, note
+
+
+def release_order(release: dict[str, object]) -> str:
+    """The file order the release loads in: SGLang's sorted or glob order, vLLM's natural or glob order."""
+    if release.get("engine") == "vllm":
+        return "natural" if release.get("natural_order") else "glob"
+    return "sorted" if release.get("sorted_files") else "glob"
+
+
+def choose_vllm_release(version: str | None) -> dict[str, object]:
+    """The vLLM release profile to replay (--vllm-version, else the installed vllm, else the newest)."""
+    from ckptprof.engines import vllm
+
+    try:
+        return vllm.choose_release(version)[1]
+    except ValueError as exc:
+        raise UsageError(f"--vllm-version: {exc}") from None
+
+
 def default_strategy_spec(release: dict[str, object]) -> str:
     """'sglang-mt:num_threads=8' for a release whose default is the multithread loader."""
     params = release.get("default_params") or {}
@@ -417,6 +468,21 @@ class RunCommand:
             "predicted vs measured wall, and the prediction re-priced with the storage measured just before",
         )
         parser.add_argument(
+            "--engine",
+            choices=("sglang", "vllm"),
+            default="sglang",
+            help="whose loading to replay (default: sglang). vllm: vLLM's paths (strategies vllm, vllm-eager, "
+            "vllm-prefetch, vllm-mt; --vllm-version picks the release); without --strategy it replays the path "
+            "vLLM takes here by its automatic-prefetch rule (this file system, this RAM) and the other side of the "
+            "rule, and says what prefetching costs or saves",
+        )
+        parser.add_argument(
+            "--vllm-version",
+            metavar="X.Y.Z",
+            help="with --engine vllm: the vLLM release whose loading to replay (default: the installed vllm, else "
+            "the newest profile)",
+        )
+        parser.add_argument(
             "--sglang-version",
             metavar="X.Y.Z",
             help="the SGLang release whose loading to replay (default: the installed sglang, else the bar in "
@@ -467,10 +533,18 @@ class RunCommand:
             raise UsageError("--check-predictions runs with spawned ranks (--tp N), not under torchrun")
         # Checked before anything slow (generating the built-in checkpoint) so a typo fails at once.
         server_log = read_server_log(args.log) if args.log else None
-        release = choose_release(args.sglang_version, server_log)
-        # A pickle checkpoint (--allow-pickle) has one replayed path, `sglang`'s torch.load; the release's default
-        # multithread path reads safetensors only.
-        default_spec = "sglang" if args.allow_pickle else default_strategy_spec(release)
+        if args.vllm_version and args.engine != "vllm":
+            raise UsageError("--vllm-version goes with --engine vllm")
+        if args.engine == "vllm":
+            if args.sglang_version:
+                raise UsageError("--sglang-version goes with --engine sglang")
+            release = choose_vllm_release(args.vllm_version)
+            default_spec = "vllm"
+        else:
+            release = choose_release(args.sglang_version, server_log)
+            # A pickle checkpoint (--allow-pickle) has one replayed path, `sglang`'s torch.load; the release's
+            # default multithread path reads safetensors only.
+            default_spec = "sglang" if args.allow_pickle else default_strategy_spec(release)
         # The server's own load format, when its log shows one (a bar of runai_streamer, instanttensor, ...), is
         # the path to replay unless the user names one.
         logged_target, logged_draft = logged_load_formats(server_log, args.draft is not None)
@@ -524,7 +598,7 @@ class RunCommand:
             "tp": args.tp,
             "devices": devices,
             "cache": args.cache,
-            "order": args.order or ("sorted" if release.get("sorted_files") else "glob"),
+            "order": args.order or release_order(release),
             "allow_pickle": args.allow_pickle,
             "faithful": args.faithful,
             "faithful_rounds": args.faithful_rounds,
@@ -534,11 +608,18 @@ class RunCommand:
             "expert_parallel": args.ep,
             "rank_timeout_s": rank_timeout,
         }
+        vllm_rule = None
+        if release.get("engine") == "vllm":
+            strategies, vllm_rule = vllm_strategies(release, target, strategies, not args.strategy)
+            say(f"replaying {release['description']} (profile chosen by {release['why']})")
+        release_kwargs: dict[str, Any] = {
+            "vllm_release" if vllm_rule is not None else "sglang_release": release
+        }
         replay_here = functools.partial(
             api.replay,
             target,
             args.draft,
-            sglang_release=release,
+            **release_kwargs,
             progress=not quiet,
             log=say,
             **replay_options,
@@ -569,9 +650,11 @@ class RunCommand:
             probe=not args.no_probe,
             probe_sample_bytes=args.probe_sample,
             progress=not quiet,
-            sglang_release=release,
+            **release_kwargs,
         )
         sessions, ceilings, interrupted = runs.sessions, runs.ceilings, runs.interrupted
+        if vllm_rule is not None and sessions:
+            sessions[0].notes.append(vllm_rule(sessions))
         if reused is not None:
             for one in sessions:
                 one.notes.insert(

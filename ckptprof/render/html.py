@@ -20,7 +20,6 @@ from ckptprof.render.rows import (
     PY_SPY_HEADERS,
     RANK_HEADERS,
     SLOWEST_HEADERS,
-    STRATEGY_HEADERS,
     ceiling_header,
     ceiling_rows,
     headline,
@@ -32,6 +31,7 @@ from ckptprof.render.rows import (
     recommendations,
     run_line,
     slowest_rows,
+    strategy_headers,
     strategy_rows,
 )
 from ckptprof.session import Session
@@ -220,7 +220,7 @@ def render(session: Session, with_plots: bool | None = None, slowest: int = 10) 
             1,
             _section(
                 "Strategies, side by side",
-                f"<p>{escape(session.strategies.summary)}</p>" + html_table(STRATEGY_HEADERS, srows),
+                f"<p>{escape(session.strategies.summary)}</p>" + html_table(strategy_headers(session), srows),
             ),
         )
     rows = slowest_rows(session, slowest)

@@ -15,7 +15,6 @@ from ckptprof.render.rows import (
     PY_SPY_HEADERS,
     RANK_HEADERS,
     SLOWEST_HEADERS,
-    STRATEGY_HEADERS,
     ceiling_header,
     ceiling_rows,
     headline,
@@ -30,6 +29,7 @@ from ckptprof.render.rows import (
     recommendations,
     run_line,
     slowest_rows,
+    strategy_headers,
     strategy_rows,
 )
 from ckptprof.session import Session
@@ -72,7 +72,7 @@ def render(session: Session, slowest: int = 10) -> str:
     if srows and session.strategies is not None:
         cmp = session.strategies
         out += ["### Strategies, side by side", "", f"> {cmp.summary}", ""]
-        out += [md_table(STRATEGY_HEADERS, srows), ""]
+        out += [md_table(strategy_headers(session), srows), ""]
         out += [f"- warning: {w}" for w in cmp.warnings]
         out += [""] if cmp.warnings else []
     checked = prediction_rows(session)

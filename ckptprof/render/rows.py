@@ -124,7 +124,7 @@ def ceiling_header(ceilings: Ceilings, heading: bool = False) -> str:
 
 def release_line(session: Session) -> str:
     """Which SGLang release the replay stands for, and why that one ("" for sessions from before profiles)."""
-    release = session.config.get("sglang_release")
+    release = session.config.get("vllm_release") or session.config.get("sglang_release")
     if not isinstance(release, dict):
         return ""
     return f"replaying {release.get('description')} (profile chosen by {release.get('why')})"
@@ -155,6 +155,12 @@ STRATEGY_HEADERS = [
     "values",
     "SGLang flags",
 ]
+
+
+def strategy_headers(session: Session) -> list[str]:
+    """The strategy table's headers: the last column names whose flags they are (SGLang's or vLLM's)."""
+    engine = "vLLM" if isinstance(session.config.get("vllm_release"), dict) else "SGLang"
+    return [*STRATEGY_HEADERS[:-1], f"{engine} flags"]
 
 
 def strategy_rows(session: Session) -> list[list[str]]:
@@ -292,6 +298,9 @@ def run_line(session: Session) -> str:
     release = cfg.get("sglang_release")
     if isinstance(release, dict):
         parts.append(f"SGLang profile {release.get('profile')} ({release.get('why')})")
+    vllm_release = cfg.get("vllm_release")
+    if isinstance(vllm_release, dict):
+        parts.append(f"vLLM profile {vllm_release.get('profile')} ({vllm_release.get('why')})")
     source = cfg.get("faithful_source")
     if isinstance(source, str) and source:
         parts.append(f"faithful pass: {source}")

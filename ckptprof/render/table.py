@@ -9,7 +9,6 @@ from ckptprof.render.rows import (
     PY_SPY_HEADERS,
     RANK_HEADERS,
     SLOWEST_HEADERS,
-    STRATEGY_HEADERS,
     ceiling_header,
     ceiling_rows,
     prediction_headers,
@@ -20,6 +19,7 @@ from ckptprof.render.rows import (
     release_line,
     sampled_shares_text,
     slowest_rows,
+    strategy_headers,
     strategy_rows,
 )
 from ckptprof.session import Session
@@ -171,7 +171,7 @@ def strategy_lines(session: Session) -> list[str]:
     if not rows or cmp is None:
         return []
     out = ["", "strategies, side by side (same checkpoint, cache mode and ranks)"]
-    out.append(tabulate(rows, headers=STRATEGY_HEADERS, tablefmt="simple"))
+    out.append(tabulate(rows, headers=strategy_headers(session), tablefmt="simple"))
     out.append(f"strategies: {cmp.summary}")
     out.extend(f"  {r.label or r.strategy} {r.status}: {r.error}" for r in cmp.rows if r.error)
     out.extend(f"  warning: {w}" for w in cmp.warnings)

@@ -231,7 +231,15 @@ def test_registry_names_flags_and_params() -> None:
         "runai-streamer",
         "instanttensor",
         "safetensors-pread",
+        "vllm",
+        "vllm-eager",
+        "vllm-prefetch",
+        "vllm-mt",
     }
+    assert FLAGS["vllm-eager"] == "--safetensors-load-strategy eager"
+    assert FLAGS["vllm-prefetch"] == "--safetensors-load-strategy prefetch"
+    assert PARAMS["vllm-prefetch"] == {"num_threads": 8, "block_mib": 16}
+    assert PARAMS["vllm-mt"] == {"num_threads": 8}
     assert FLAGS["pipelined-shared"].startswith("not an SGLang flag")
     assert PARAMS["pipelined-shared"] == {"readers": None, "chunk_mib": 64.0, "direct": "auto", "slots": None}
     assert "enable_multithread_load" in FLAGS["sglang-mt"] and '"num_threads": 8' in FLAGS["sglang-mt"]
@@ -345,6 +353,15 @@ CASES: list[tuple[str, dict[str, Any], int, str]] = [
     ("pipelined", {"direct": "always", "chunk_mib": 2}, 3, "cold"),
     ("sglang-mt", {"num_threads": 2}, 3, "warm"),
     ("prefetch", {"num_threads": 1, "block_mib": 1}, 3, "cold"),
+    # vLLM's paths (ckptprof/loader/strategies/vllm.py)
+    *[
+        (name, {}, tp, cache)
+        for name in ("vllm", "vllm-eager", "vllm-prefetch", "vllm-mt")
+        for tp in (1, 3)
+        for cache in ("warm", "cold")
+    ],
+    ("vllm-prefetch", {"num_threads": 2, "block_mib": 1}, 3, "cold"),
+    ("vllm-mt", {"num_threads": 2}, 1, "cold"),
     # one rank alone reads every chunk itself (TP > 1 needs rank processes: tests/integration/test_shared_reads.py)
     ("pipelined-shared", {"chunk_mib": 0.5, "readers": 2}, 1, "warm"),
     ("pipelined-shared", {"direct": "always"}, 1, "cold"),
@@ -867,3 +884,15 @@ def test_shared_chunks_cover_every_row_once_and_stay_within_the_chunk(models: li
                 rows = entry.shape[0] if entry.shape else 1
                 assert spans[0][0] == 0 and spans[-1][1] == rows
                 assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))  # contiguous, no overlap
+
+
+def test_vllm_prefetch_reads_its_share_of_the_files_in_the_plans_order(models: list[ModelPlan]) -> None:
+    from ckptprof.loader.strategies.vllm import VllmPrefetch
+
+    model = models[1]  # 8 shards
+    shares = [
+        [s.path for s in VllmPrefetch().share(LoadContext(rank=r, tp=3, device=torch.device("cpu")), model)]
+        for r in range(3)
+    ]
+    assert shares == [[s.path for s in model.shards][r::3] for r in range(3)]
+    assert sorted(p for share in shares for p in share) == sorted(s.path for s in model.shards)

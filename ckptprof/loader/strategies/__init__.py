@@ -28,6 +28,7 @@ from ckptprof.loader.strategies.runai import RunaiStreamer
 from ckptprof.loader.strategies.sglang import SGLangMmap
 from ckptprof.loader.strategies.sglang_mt import SGLangMultiThread
 from ckptprof.loader.strategies.shared_reads import SharedReads
+from ckptprof.loader.strategies.vllm import VllmEager, VllmLazy, VllmMultiThread, VllmPrefetch
 
 __all__ = [
     "AVAILABLE",
@@ -60,6 +61,10 @@ _FACTORIES: dict[str, Callable[..., Any]] = {
     "runai-streamer": RunaiStreamer,
     "instanttensor": InstantTensor,
     "safetensors-pread": SafetensorsPread,
+    "vllm": VllmLazy,
+    "vllm-eager": VllmEager,
+    "vllm-prefetch": VllmPrefetch,
+    "vllm-mt": VllmMultiThread,
 }
 
 AVAILABLE: tuple[str, ...] = tuple(_FACTORIES)

@@ -73,9 +73,13 @@ class SGLangPrefetch(Strategy):
         if block_mib != DEFAULT_BLOCK_MIB:
             self.flags = f"SGLANG_PREFETCH_BLOCK_SIZE_MB={block_mib} " + self.flags
 
-    def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
+    def share(self, ctx: LoadContext, model: ModelPlan) -> list[ShardPlan]:
+        """The files this rank prefetches: its node-local share of the sorted files."""
         local_rank, local_world = local_position(ctx)
-        share = sorted(model.shards, key=lambda s: s.path)[local_rank::local_world]
+        return sorted(model.shards, key=lambda s: s.path)[local_rank::local_world]
+
+    def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
+        share = self.share(ctx, model)
         mine = {s.path for s in share}
         trackers = {
             s.path: _Tracker(

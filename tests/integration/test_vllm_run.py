@@ -1,0 +1,117 @@
+"""`ckptprof run --engine vllm`: vLLM's paths replayed per rank, its automatic-prefetch rule applied to the
+checkpoint's real file system and this machine's RAM, on local disk and on sshfs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ckptprof.checkpoint import fs
+from ckptprof.checkpoint.synth import synthesize
+from ckptprof.cli.main import main
+
+
+def _sessions(out: Path) -> dict[str, dict]:
+    return {
+        json.loads(p.read_text())["config"]["strategy"]: json.loads(p.read_text())
+        for p in out.glob("session*.json")
+    }
+
+
+def test_engine_vllm_on_local_disk_replays_both_sides_of_the_rule_with_sglangs_values(
+    small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GIVEN a checkpoint on local disk WHEN `run --engine vllm --verify --cache cold` THEN vLLM's lazy path (what
+    it takes here: no network file system) and its prefetch path are replayed, both load sglang's values, and the
+    note says vLLM would not prefetch here and what prefetching measured."""
+    out = tmp_path / "run"
+    argv = [
+        "run",
+        str(small_draft),
+        "--engine",
+        "vllm",
+        "--tp",
+        "2",
+        "--verify",
+        "--cache",
+        "cold",
+        "--no-probe",
+    ]
+    assert main([*argv, "-o", str(out)]) == 0
+    printed = capsys.readouterr()
+    sessions = _sessions(out)
+    assert set(sessions) == {"sglang", "vllm", "vllm-prefetch"}
+    first = json.loads((out / "session.json").read_text())
+    release = first["config"]["vllm_release"]
+    assert release["engine"] == "vllm" and release["profile"] == "0.33 and later"
+    decision = release["prefetch_decision"]
+    assert decision["fs_type"] == fs.fs_type(small_draft)
+    assert decision["prefetch"] is False
+    assert decision["checkpoint_bytes"] == sum(f.stat().st_size for f in small_draft.glob("*.safetensors"))
+    rows = {r["strategy"]: r for r in first["extra"]["strategies"]["rows"]}
+    assert rows["vllm"]["verify"] == rows["vllm-prefetch"]["verify"] == "equal"
+    assert rows["vllm-prefetch"]["flags"] == "--safetensors-load-strategy prefetch"
+    notes = " ".join(first["notes"])
+    assert "vLLM 0.33 and later would not prefetch this checkpoint on its own here" in notes
+    assert "measured here (cold cache), prefetching" in notes
+    assert "vLLM flags" in printed.out and "SGLang flags" not in printed.out
+    # vLLM's files in natural order, and no SGLang flag sold to a vLLM server
+    assert sessions["vllm"]["config"]["order"] == "natural"
+    assert sessions["vllm"]["verdict"]["recommendations"] == []
+    assert "SGLang's flags are not recommended" in sessions["vllm"]["verdict"]["engine_note"]
+
+
+def test_an_older_release_and_a_named_strategy(small_draft: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    argv = [
+        "run",
+        str(small_draft),
+        "--engine",
+        "vllm",
+        "--vllm-version",
+        "0.15.0",
+        "--strategy",
+        "vllm-eager",
+    ]
+    assert main([*argv, "--no-probe", "-q", "-o", str(out)]) == 0
+    session = json.loads((out / "session.json").read_text())
+    assert session["config"]["strategy"] == "vllm-eager"
+    assert session["config"]["order"] == "glob"  # before 0.17 vLLM took the files in the directory's order
+    assert session["config"]["vllm_release"]["profile"] == "0.10.2 - 0.16"
+    assert any("never prefetches unless asked" in n for n in session["notes"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--vllm-version", "0.20.0"], "--vllm-version goes with --engine vllm"),
+        (["--engine", "vllm", "--sglang-version", "0.5.23"], "--sglang-version goes with --engine sglang"),
+        (
+            ["--engine", "vllm", "--vllm-version", "newest"],
+            "--vllm-version: 'newest' is not a release number",
+        ),
+    ],
+)
+def test_engine_flags_that_do_not_fit_are_refused(
+    argv: list[str], message: str, small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", str(small_draft), *argv, "--no-probe", "-o", str(tmp_path / "o")]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.sshfs
+def test_on_sshfs_vllm_does_not_prefetch_a_fuse_file_system(sshfs_mount, tmp_path: Path) -> None:
+    """sshfs is a network file system to a user, but not to vLLM's rule (NFS and Lustre only): no prefetch, and
+    the note says so naming FUSE.SSHFS."""
+    mount, source = sshfs_mount
+    synthesize(source / "draft", preset="eagle3-draft", shards=4, size=8_000_000, seed=5)
+    out = tmp_path / "run"
+    argv = ["run", str(mount / "draft"), "--engine", "vllm", "--strategy", "vllm", "--no-probe", "-q"]
+    assert main([*argv, "-o", str(out)]) == 0
+    session = json.loads((out / "session.json").read_text())
+    decision = session["config"]["vllm_release"]["prefetch_decision"]
+    assert decision["fs_type"] == "fuse.sshfs"
+    assert decision["prefetch"] is False
+    assert any("the file system (FUSE.SSHFS) is not one vLLM prefetches on" in n for n in session["notes"])
