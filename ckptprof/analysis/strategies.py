@@ -220,11 +220,15 @@ def _summary(
     parts = [f"fastest: {fastest.label} {fastest.wall_s:.3f} s ({fastest.GBps or 0.0:.2f} GB/s)"]
     if fastest.x_floor is not None and floor is not None:
         parts[0] += f", {fastest.x_floor:.2f}x the {floor:.3f} s floor"
-    base = next((r for r in rows if r.verify == "reference"), None) or next(
-        (r for r in rows if r.label == REFERENCE), None
-    )
+    if engine == "vLLM":  # the values' reference is sglang's, the default path to beat is vLLM's own
+        base = next((r for r in rows if r.label == "vllm"), None)
+    else:
+        base = next((r for r in rows if r.verify == "reference"), None) or next(
+            (r for r in rows if r.label == REFERENCE), None
+        )
     if base is not None and base is not fastest and base.wall_s and fastest.wall_s:
-        parts.append(f"{base.wall_s / fastest.wall_s:.2f}x faster than the default ({base.wall_s:.3f} s)")
+        default = "vLLM's default" if engine == "vLLM" else "the default"
+        parts.append(f"{base.wall_s / fastest.wall_s:.2f}x faster than {default} ({base.wall_s:.3f} s)")
     if fastest_sglang is not None and fastest_sglang is not fastest:
         parts.append(
             f"fastest with {engine} flags: {fastest_sglang.label} ({fastest_sglang.flags}) {fastest_sglang.wall_s:.3f} s"

@@ -11,6 +11,8 @@ import pytest
 from ckptprof.checkpoint import fs
 from ckptprof.checkpoint.synth import synthesize
 from ckptprof.cli.main import main
+from ckptprof.render import markdown
+from ckptprof.session import Session
 
 
 def _sessions(out: Path) -> dict[str, dict]:
@@ -61,6 +63,9 @@ def test_engine_vllm_on_local_disk_replays_both_sides_of_the_rule_with_sglangs_v
     assert sessions["vllm"]["config"]["order"] == "natural"
     assert sessions["vllm"]["verdict"]["recommendations"] == []
     assert "SGLang's flags are not recommended" in sessions["vllm"]["verdict"]["engine_note"]
+    md = markdown.render(Session.load(out / "session.json"))
+    assert "**Try:** no predictions: vLLM's flags are not priced yet" in md
+    assert "vLLM profile 0.33 and later" in md and "| vLLM flags" in md
 
 
 def test_an_older_release_and_a_named_strategy(small_draft: Path, tmp_path: Path) -> None:

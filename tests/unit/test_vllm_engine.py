@@ -150,3 +150,25 @@ def test_available_ram_is_positive_with_and_without_the_cgroup_cap() -> None:
     plain = vllm.available_ram_bytes(cgroup=False)
     capped = vllm.available_ram_bytes(cgroup=True)
     assert 0 < capped <= plain
+
+
+def test_a_vllm_comparison_measures_against_vllms_default_path() -> None:
+    from ckptprof.analysis.strategies import compare_strategies
+    from ckptprof.session import Session
+
+    def session(strategy: str, wall: float) -> Session:
+        from ckptprof.session import RankModel, RankResult, ShardTiming
+
+        shard = ShardTiming(file="a.safetensors", bytes=1_000_000_000, wall_s=wall, read_s=wall)
+        rank = RankResult(
+            rank=0, device="cpu", wall_s=wall, models=[RankModel(role="target", wall_s=wall, shards=[shard])]
+        )
+        return Session(
+            config={"strategy": strategy, "vllm_release": {"profile": "0.33 and later"}}, ranks=[rank]
+        )
+
+    comparison = compare_strategies(
+        [session("sglang", 3.0), session("vllm", 2.0), session("vllm-prefetch", 1.0)]
+    )
+    assert "2.00x faster than vLLM's default (2.000 s)" in comparison.summary
+    assert comparison.fastest_sglang == "vllm-prefetch"  # the fastest a vLLM server can select
