@@ -17,6 +17,7 @@ from ckptprof.analysis.attribution import (
     run_totals,
     sampled_attribution,
 )
+from ckptprof.analysis.vllm_flags import vllm_predictions
 from ckptprof.engines import flags
 from ckptprof.engines.sglang import MT_DEFAULT_THREADS, LoaderProfile, multithread_extra_config, profile_named
 from ckptprof.fstypes import is_network_fs
@@ -247,12 +248,9 @@ def compute_verdict(session: Session) -> Verdict:
     engine_note = None
     vllm_release = session.config.get("vllm_release")
     if isinstance(vllm_release, dict):
-        # SGLang's flags are no remedy for a vLLM server, and vLLM's own are not priced yet.
-        predictions = []
-        engine_note = (
-            f"replaying vLLM {vllm_release.get('profile')}: SGLang's flags are not recommended for it, and vLLM's "
-            "own flags with predicted times are not implemented yet; compare its paths side by side with "
-            "--strategy vllm,vllm-eager,vllm-prefetch,vllm-mt"
+        # A vLLM server takes vLLM's flags: the same mechanisms respelled, SGLang-only ones dropped.
+        predictions, engine_note = vllm_predictions(
+            vllm_release, str(session.config.get("strategy", "")), predictions
         )
     now = faithful_load_wall(session) or wall
     predictions = [

@@ -424,8 +424,6 @@ def recommendations(session: Session) -> list[tuple[str, str]]:
 def no_recommendation(session: Session) -> str:
     """Why the remedy list is empty: an engine whose flags are not priced, nothing to predict from, or nothing
     predicted to help."""
-    if isinstance(session.config.get("vllm_release"), dict):
-        return "no predictions: vLLM's flags are not priced yet (compare its paths: --strategy vllm,vllm-prefetch,...)"
     if not session.ceilings.measured:
         return "no predictions: the session has no measured ceilings (run without --no-probe)"
     return "no loader flag is predicted to help with this bottleneck"

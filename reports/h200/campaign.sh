@@ -2,7 +2,7 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe predict | deps peers peersbest gputests strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier learn warmfloor sampled shared vllm
+# steps: env smoke synth tp1 tp8 probe predict | deps peers peersbest gputests strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier learn warmfloor sampled shared vllm vllmcheck
 # (deps installs the wheels carried in .whl/: fastsafetensors, py-spy, pytest + pytest-benchmark for bench)
 # (STRATEGIES picks the strategies; STRAT8_DEVICES / STRAT8_CACHES the device specs and cache modes of strategies8;
 #  tune: the pipelined strategy's reader count, TUNE_READERS, and chunk size, TUNE_CHUNKS; readahead: RA_TPS and
@@ -133,6 +133,13 @@ for s in $STEPS; do
         step "TP$tp on ${VLLM_DEVICES:-cuda:0} $cache: vLLM's paths beside SGLang's default (verified)"
         timeout -s INT ${STEP_TIMEOUT_S:-300} $CK run "$DATA/eagle3" --engine vllm --tp $tp --devices ${VLLM_DEVICES:-cuda:0} --cache $cache --strategy "${VLLM_STRATEGIES:-sglang-mt:num_threads=8,vllm,vllm-eager,vllm-prefetch,vllm-mt}" --verify -o "$OUT/vllm-tp$tp-$cache" -q
       done
+    done
+    ;;
+  vllmcheck)
+    # vLLM's flags priced and checked (issue 21 item 3): cold runs of vLLM's default path with --check-predictions.
+    for tp in ${VLLM_CHECK_TPS:-1 8}; do
+      step "TP$tp on ${VLLM_DEVICES:-cuda:0} cold: vLLM's default path, its flags' predictions checked"
+      timeout -s INT ${STEP_TIMEOUT_S:-300} $CK run "$DATA/eagle3" --engine vllm --strategy vllm --tp $tp --devices ${VLLM_DEVICES:-cuda:0} --cache cold --check-predictions -o "$OUT/vllmcheck-tp$tp" -q
     done
     ;;
   tune)

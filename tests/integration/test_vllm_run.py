@@ -61,10 +61,9 @@ def test_engine_vllm_on_local_disk_replays_both_sides_of_the_rule_with_sglangs_v
     assert "vLLM flags" in printed.out and "SGLang flags" not in printed.out
     # vLLM's files in natural order, and no SGLang flag sold to a vLLM server
     assert sessions["vllm"]["config"]["order"] == "natural"
-    assert sessions["vllm"]["verdict"]["recommendations"] == []
-    assert "SGLang's flags are not recommended" in sessions["vllm"]["verdict"]["engine_note"]
+    assert sessions["vllm"]["verdict"]["recommendations"] == []  # --no-probe: nothing to price them from
+    assert "priced as SGLang's equivalents are" in sessions["vllm"]["verdict"]["engine_note"]
     md = markdown.render(Session.load(out / "session.json"))
-    assert "**Try:** no predictions: vLLM's flags are not priced yet" in md
     assert "vLLM profile 0.33 and later" in md and "| vLLM flags" in md
 
 
@@ -120,3 +119,24 @@ def test_on_sshfs_vllm_does_not_prefetch_a_fuse_file_system(sshfs_mount, tmp_pat
     assert decision["fs_type"] == "fuse.sshfs"
     assert decision["prefetch"] is False
     assert any("the file system (FUSE.SSHFS) is not one vLLM prefetches on" in n for n in session["notes"])
+
+
+def test_check_predictions_replays_vllms_own_flags(
+    small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GIVEN a cold vLLM run with ceilings WHEN --check-predictions THEN each priced vLLM flag is replayed as its
+    vLLM strategy (never an SGLang one) and its measured wall set beside the predicted one."""
+    argv = ["run", str(small_draft), "--engine", "vllm", "--strategy", "vllm", "-q", "--cache", "cold"]
+    argv += ["--probe-sample", "16MB", "--check-predictions", "--json", "-", "-o", str(tmp_path / "a")]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    predicted = [p for p in data["verdict"]["predictions"] if p["predicted_s"] is not None and p["strategy"]]
+    assert all(p["strategy"].startswith("vllm-") for p in predicted), predicted
+    assert all(
+        "--safetensors-load-strategy" in p["flags"] or "enable_multithread_load" in p["flags"]
+        for p in predicted
+    )
+    checks = data["extra"].get("prediction_check") or []
+    assert [c["strategy"] for c in checks] == [p["strategy"] for p in predicted]
+    for check in checks:  # a 16 MB cold read on a fast disk may leave nothing storage-bound to price
+        assert check["status"] == "ok" and check["measured_s"] > 0, check

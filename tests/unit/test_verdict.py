@@ -458,3 +458,30 @@ def test_shares_sampled_from_sglangs_own_threads_name_the_bottleneck() -> None:
     assert "took 74% of SGLang's own wall (its threads sampled)" in v.summary
     # AND the decomposed shares stay what they were, the serialised detail
     assert v.shares == compute_verdict(session(read=1.0, deser=0.1, h2d=0.9, resident=0)).shares
+
+
+def test_a_vllm_run_gets_vllms_flags_priced_as_sglangs_equivalents() -> None:
+    # The same storage-bound cold load, replayed as vLLM's lazy path: the remedies are vLLM's flags, each with the
+    # vLLM strategy that --check-predictions replays; SGLang's load formats are not sold to a vLLM server.
+    sglang_run = session(read=2.9, deser=0.09, h2d=0.3, resident=0, ranks=2)
+    by_sglang = {p.strategy: p for p in compute_verdict(sglang_run).predictions}
+    s = session(read=2.9, deser=0.09, h2d=0.3, resident=0, ranks=2)
+    s.config["strategy"] = "vllm"
+    s.config["vllm_release"] = {"engine": "vllm", "profile": "0.33 and later"}
+    v = compute_verdict(s)
+    by_vllm = {p.strategy: p for p in v.predictions}
+    assert set(by_vllm) <= {"vllm-prefetch", "vllm-mt:num_threads=16", "vllm-eager"}
+    assert by_vllm["vllm-prefetch"].flags == "--safetensors-load-strategy prefetch"
+    assert by_vllm["vllm-prefetch"].predicted_s == by_sglang["prefetch"].predicted_s
+    assert by_vllm["vllm-eager"].predicted_s == by_sglang["no-mmap"].predicted_s
+    assert by_vllm["vllm-mt:num_threads=16"].flags.endswith(
+        '"enable_multithread_load": true, "num_threads": 16}\''
+    )
+    assert not any("weight-loader" in r or "fastsafetensors" in r for r in v.recommendations)
+    assert v.engine_note is not None and "priced as SGLang's equivalents are" in v.engine_note
+    # a run that already prefetches is not told to prefetch; a release without prefetch never is
+    s.config["strategy"] = "vllm-prefetch"
+    assert "vllm-prefetch" not in {p.strategy for p in compute_verdict(s).predictions}
+    s.config["strategy"] = "vllm"
+    s.config["vllm_release"] = {"engine": "vllm", "profile": "0.17"}
+    assert "vllm-prefetch" not in {p.strategy for p in compute_verdict(s).predictions}
