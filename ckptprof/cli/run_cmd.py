@@ -335,12 +335,13 @@ def release_order(release: dict[str, object]) -> str:
     return "sorted" if release.get("sorted_files") else "glob"
 
 
-def choose_vllm_release(version: str | None) -> dict[str, object]:
-    """The vLLM release profile to replay (--vllm-version, else the installed vllm, else the newest)."""
+def choose_vllm_release(version: str | None, log: str | None) -> dict[str, object]:
+    """The vLLM release profile to replay (--vllm-version, else the installed vllm, else the release the server's
+    --log names, else the newest)."""
     from ckptprof.engines import vllm
 
     try:
-        return vllm.choose_release(version)[1]
+        return vllm.choose_release(version, log)[1]
     except ValueError as exc:
         raise UsageError(f"--vllm-version: {exc}") from None
 
@@ -480,7 +481,7 @@ class RunCommand:
             "--vllm-version",
             metavar="X.Y.Z",
             help="with --engine vllm: the vLLM release whose loading to replay (default: the installed vllm, else "
-            "the newest profile)",
+            "the release --log names, else the newest profile)",
         )
         parser.add_argument(
             "--sglang-version",
@@ -538,7 +539,7 @@ class RunCommand:
         if args.engine == "vllm":
             if args.sglang_version:
                 raise UsageError("--sglang-version goes with --engine sglang")
-            release = choose_vllm_release(args.vllm_version)
+            release = choose_vllm_release(args.vllm_version, args.log)
             default_spec = "vllm"
         else:
             release = choose_release(args.sglang_version, server_log)

@@ -26,6 +26,7 @@ as they complete. What changes:
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,17 +132,55 @@ def profile_for_version(version: str) -> VllmProfile:
     return chosen
 
 
-def choose_profile(version: str | None, installed: str | None) -> tuple[VllmProfile, str, str | None]:
-    """(profile, why, version): --vllm-version, else the installed vllm's metadata, else the newest line."""
-    if version is not None:
-        return profile_for_version(version), f"--vllm-version {version}", version
-    if installed is not None:
-        return profile_for_version(installed), f"vllm {installed} is installed here", installed
+def choose_profile(
+    version: str | None, installed: str | None, logged: str | None = None
+) -> tuple[VllmProfile, str, str | None]:
+    """(profile, why, version): --vllm-version, else the installed vllm's metadata, else the release the server's
+    log names, else the newest line."""
+    for given, why in (
+        (version, f"--vllm-version {version}"),
+        (installed, f"vllm {installed} is installed here"),
+        (logged, f"the server's log names vLLM {logged}"),
+    ):
+        if given is not None:
+            profile = profile_for_version(given)
+            if parse_version(given) < parse_version(PROFILES[0].first):
+                why += "; older than any release read, replayed as the oldest line"
+            return profile, why, given
     return (
         NEWEST,
         f"the newest profile (read from vllm {NEWEST.first}): no version given, none installed",
         None,
     )
+
+
+# "vLLM API server version 0.13.0+faa43dbf.nv26.01", "Initializing a V1 LLM engine (v0.19.0) with config: ..."
+_LOG_VERSION_RE = re.compile(rb"vLLM API server version (\S{1,64})|LLM engine \(v([^)\s]{1,64})\)")
+_LOG_CHUNK = 1 << 20
+
+
+def version_from_log(path: str) -> str | None:
+    """The vLLM release a server's log names (its API server banner or its engine's config line; the last one, as
+    the last boot's), or None. Read in bounded chunks, whatever the log's size."""
+    found: str | None = None
+    tail = b""
+    try:
+        with open(path, "rb") as src:
+            while chunk := src.read(_LOG_CHUNK):
+                data = tail + chunk
+                for match in _LOG_VERSION_RE.finditer(data):
+                    if match.end() <= len(tail):
+                        continue  # seen in the previous pass
+                    text = (match.group(1) or match.group(2)).decode("ascii", "replace")
+                    try:
+                        parse_version(text)
+                    except ValueError:
+                        continue
+                    found = text
+                tail = data[-256:]  # a banner cut by the chunk's end is found whole in the next pass
+    except OSError:
+        return None
+    return found
 
 
 # -- the automatic prefetch -----------------------------------------------------------------------------------
@@ -274,12 +313,14 @@ def multithread(num_threads: int) -> str:
 # -- a run that replays vLLM ----------------------------------------------------------------------------------
 
 
-def choose_release(version: str | None) -> tuple[VllmProfile, dict[str, object]]:
-    """The profile to replay and its record for the session (``vllm_release``): --vllm-version, else the
-    installed vllm's metadata (never imported), else the newest line."""
+def choose_release(version: str | None, log: str | None = None) -> tuple[VllmProfile, dict[str, object]]:
+    """The profile to replay and its record for the session (``vllm_release``): --vllm-version, else the installed
+    vllm's metadata (never imported), else the release the server's log (``log``) names, else the newest line."""
     from ckptprof.engines.versions import installed_version
 
-    profile, why, chosen = choose_profile(version, installed_version("vllm") if version is None else None)
+    installed = installed_version("vllm") if version is None else None
+    logged = version_from_log(log) if log and version is None and installed is None else None
+    profile, why, chosen = choose_profile(version, installed, logged)
     record = profile.to_dict(why, chosen)
     record["description"] = profile.describe()
     return profile, record

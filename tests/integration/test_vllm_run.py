@@ -140,3 +140,69 @@ def test_check_predictions_replays_vllms_own_flags(
     assert [c["strategy"] for c in checks] == [p["strategy"] for p in predicted]
     for check in checks:  # a 16 MB cold read on a fast disk may leave nothing storage-bound to price
         assert check["status"] == "ok" and check["measured_s"] > 0, check
+
+
+VLLM_STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_standin"
+
+
+def test_faithful_drives_the_installed_vllms_own_iterator(small_draft: Path, tmp_path: Path) -> None:
+    """GIVEN an importable vllm (a stand-in with 0.33.0's iterator functions) WHEN run --engine vllm --faithful THEN
+    the installed release picks the profile and the faithful pass goes through vLLM's own function."""
+    import os
+    import subprocess
+    import sys
+
+    calls = tmp_path / "calls.jsonl"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(VLLM_STANDIN), os.environ.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep
+        ),
+        "CKPTPROF_TEST_VLLM_CALLS": str(calls),
+    }
+    argv = ["run", str(small_draft), "--engine", "vllm", "--strategy", "vllm", "--tp", "2", "--no-probe"]
+    argv += ["--faithful", "-q", "-o", str(tmp_path / "s"), "--json", str(tmp_path / "s.json")]
+    done = subprocess.run(
+        [sys.executable, "-m", "ckptprof", *argv], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    session = json.loads((tmp_path / "s.json").read_text())
+    assert session["config"]["vllm_release"]["version"] == "0.33.0"
+    assert session["config"]["faithful_source"] == (
+        "vLLM's own safetensors_weights_iterator (vllm 0.33.0, installed here)"
+    )
+    made = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert (
+        made
+        == [{"function": "safetensors_weights_iterator", "files": 8, "safetensors_load_strategy": "lazy"}] * 2
+    )
+    for rank in session["ranks"]:
+        (model,) = rank["models"]
+        assert model["faithful_wall_s"] > 0 and rank["status"] == "ok"
+
+
+def test_the_servers_log_picks_the_vllm_release(small_draft: Path, tmp_path: Path) -> None:
+    log = (
+        Path(__file__).resolve().parents[1]
+        / "fixtures"
+        / "logs"
+        / "real"
+        / "vllm-agentic-ai-eks-qwen72b-tp4.log"
+    )
+    out = tmp_path / "run"
+    argv = [
+        "run",
+        str(small_draft),
+        "--engine",
+        "vllm",
+        "--strategy",
+        "vllm",
+        "--log",
+        str(log),
+        "--no-probe",
+        "-q",
+    ]
+    assert main([*argv, "-o", str(out)]) == 0
+    release = json.loads((out / "session.json").read_text())["config"]["vllm_release"]
+    assert (release["profile"], release["version"]) == ("0.19", "0.19.0")
+    assert release["why"] == "the server's log names vLLM 0.19.0"

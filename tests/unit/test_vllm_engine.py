@@ -172,3 +172,45 @@ def test_a_vllm_comparison_measures_against_vllms_default_path() -> None:
     )
     assert "2.00x faster than vLLM's default (2.000 s)" in comparison.summary
     assert comparison.fastest_sglang == "vllm-prefetch"  # the fastest a vLLM server can select
+
+
+REAL_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "real"
+
+
+@pytest.mark.parametrize(
+    ("log", "version"),
+    [
+        ("vllm-agentic-ai-eks-qwen72b-tp4.log", "0.19.0"),  # "Initializing a V1 LLM engine (v0.19.0) ..."
+        ("vllm-guardkit-qwen3-run1.log", "0.13.0+faa43dbf.nv26.01"),  # an NVIDIA container's build
+        ("vllm-multiagentsdebate-qwen25-tp4.log", "0.9.2"),
+        ("vllm-LLM-Learning-llama3-v0.log", "0.4.1"),
+    ],
+)
+def test_the_release_a_real_servers_log_names(log: str, version: str) -> None:
+    assert vllm.version_from_log(str(REAL_LOGS / log)) == version
+
+
+def test_the_log_is_read_in_chunks_and_its_last_banner_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vllm, "_LOG_CHUNK", 64)
+    log = tmp_path / "server.log"
+    # a restart after an upgrade: the second banner is cut by the first chunk's end
+    log.write_bytes(
+        b"x" * 40 + b"INFO vLLM API server version 0.18.0\n" + b"y" * 30 + b"vLLM API server version 0.22.1\n"
+    )
+    assert vllm.version_from_log(str(log)) == "0.22.1"
+    assert vllm.version_from_log(str(tmp_path / "missing.log")) is None
+    (tmp_path / "none.log").write_text("INFO 12-01 10:00:00 nothing here\n")
+    assert vllm.version_from_log(str(tmp_path / "none.log")) is None
+
+
+def test_the_profile_is_chosen_by_flag_then_install_then_log() -> None:
+    assert vllm.choose_profile("0.20.0", "0.33.0", "0.18.0")[1] == "--vllm-version 0.20.0"
+    assert vllm.choose_profile(None, "0.33.0", "0.18.0")[1] == "vllm 0.33.0 is installed here"
+    profile, why, version = vllm.choose_profile(None, None, "0.9.2")
+    assert profile.name == "0.10.2 - 0.16" and version == "0.9.2"
+    assert (
+        why == "the server's log names vLLM 0.9.2; older than any release read, replayed as the oldest line"
+    )
+    assert vllm.choose_profile(None, None, None)[0] is vllm.NEWEST

@@ -1,4 +1,5 @@
-"""SGLang's own weight iterators, driven over the files when ``sglang`` is importable where ckptprof runs.
+"""The engine's own weight iterators, driven over the files when ``sglang`` (or, for ``run --engine vllm``,
+``vllm``) is importable where ckptprof runs.
 
 An operator usually runs ckptprof inside the serving container. There the faithful pass need not be a replica:
 ``sglang.srt.model_loader.weight_utils`` holds the very functions the server's ``DefaultModelLoader`` iterates
@@ -7,8 +8,12 @@ An operator usually runs ckptprof inside the serving container. There the faithf
 keyword arguments that path sets (only those the installed release's function accepts), and does what the model's
 ``weight_loader`` does with each yielded tensor: narrow it to the rank's slice and copy it into the parameter.
 
-Only the faithful pass uses it: SGLang's functions cannot be decomposed into read / deserialise / copy phases
-without changing them. Where the module does not import (sglang absent, or installed without the rest of the
+vLLM's the same way: ``vllm.model_executor.model_loader.weight_utils`` holds ``safetensors_weights_iterator``
+(its lazy, eager and prefetch strategies) and ``multi_thread_safetensors_weights_iterator``. Its prefetch splits the
+files by ``torch.distributed`` rank, and the replay's ranks have no process group: each prefetches every file.
+
+Only the faithful pass uses it: the engines' functions cannot be decomposed into read / deserialise / copy phases
+without changing them. Where the module does not import (the package absent, or installed without the rest of the
 serving stack it imports: transformers, torchvision, ...), the replica runs and the session says why.
 """
 
@@ -34,16 +39,24 @@ from ckptprof.loader.strategies.base import LoadContext, Strategy, StrategyUnava
 from ckptprof.session import ShardTiming
 
 MODULE = "sglang.srt.model_loader.weight_utils"
+VLLM_MODULE = "vllm.model_executor.model_loader.weight_utils"
+_TITLES = {"sglang": "SGLang", "vllm": "vLLM"}
+_VLLM_LOAD = {"vllm": "lazy", "vllm-eager": "eager", "vllm-prefetch": "prefetch"}
 # How long the import check may take: the module imports most of SGLang's serving stack.
 IMPORT_CHECK_TIMEOUT_S = 180
 
 
 @dataclass(frozen=True)
 class OwnCall:
-    """Which of SGLang's functions a replayed path stands for, and the keyword arguments it sets."""
+    """Which of the engine's functions a replayed path stands for, and the keyword arguments it sets."""
 
     function: str
     kwargs: dict[str, Any]
+    module: str = MODULE
+
+    @property
+    def package(self) -> str:
+        return self.module.split(".")[0]
 
 
 def own_call(strategy: str, params: dict[str, Any]) -> OwnCall | None:
@@ -58,6 +71,12 @@ def own_call(strategy: str, params: dict[str, Any]) -> OwnCall | None:
         return OwnCall("buffered_multi_thread_safetensors_weights_iterator", {"max_workers": threads})
     if strategy == "sglang-mt-completed":
         return OwnCall("multi_thread_safetensors_weights_iterator", {"max_workers": threads})
+    if strategy in _VLLM_LOAD and not params:
+        kwargs = {"use_tqdm_on_load": True, "safetensors_load_strategy": _VLLM_LOAD[strategy]}
+        return OwnCall("safetensors_weights_iterator", kwargs, VLLM_MODULE)
+    if strategy == "vllm-mt":
+        kwargs = {"use_tqdm_on_load": True, "max_workers": threads}
+        return OwnCall("multi_thread_safetensors_weights_iterator", kwargs, VLLM_MODULE)
     return None
 
 
@@ -67,34 +86,40 @@ def availability(plan: ReplayPlan) -> tuple[bool, str]:
     The import is tried in a child process: it imports most of a serving stack, which must not land in the process
     that spawns the ranks."""
     calls = {role: own_call(*plan.strategy_for(role)) for role in (m.role for m in plan.models)}
-    if importlib.util.find_spec("sglang") is None:
-        return False, "ckptprof's replica of SGLang's sequence (sglang is not installed here)"
-    version = installed_version("sglang") or "of unknown version"
-    wanted = {call.function: sorted(call.kwargs) for call in calls.values() if call is not None}
+    found = [call for call in calls.values() if call is not None]
+    module = found[0].module if found else MODULE
+    package = module.split(".")[0]
+    title = _TITLES.get(package, package)
+    if importlib.util.find_spec(package) is None:
+        return False, f"ckptprof's replica of {title}'s sequence ({package} is not installed here)"
+    version = installed_version(package) or "of unknown version"
+    wanted = {call.function: sorted(call.kwargs) for call in found if call.module == module}
     if not wanted:
         return False, (
-            f"ckptprof's replica: sglang {version} is installed, but the replayed path has no iterator function "
-            "of its own in SGLang"
+            f"ckptprof's replica: {package} {version} is installed, but the replayed path has no iterator "
+            f"function of its own in {title}"
         )
-    problem, refused = check_in_child(wanted)
+    problem, refused = check_in_child(wanted, module)
     if problem is not None:
         return (
             False,
-            f"ckptprof's replica: sglang {version} is installed but {MODULE} does not import here ({problem})",
+            f"ckptprof's replica: {package} {version} is installed but {module} does not import here ({problem})",
         )
     reasons = sorted({why for why in refused.values() if why})
     if reasons:
-        return False, f"ckptprof's replica: sglang {version} has {'; '.join(reasons)}"
-    kept = [role for role, call in calls.items() if call is None]
-    text = f"SGLang's own {', '.join(sorted(wanted))} (sglang {version}, installed here)"
+        return False, f"ckptprof's replica: {package} {version} has {'; '.join(reasons)}"
+    kept = [role for role, call in calls.items() if call is None or call.module != module]
+    text = f"{title}'s own {', '.join(sorted(wanted))} ({package} {version}, installed here)"
     if kept:
-        text += f"; the replica for the {', '.join(kept)} (its path has no SGLang function of its own)"
+        text += f"; the replica for the {', '.join(kept)} (its path has no {title} function of its own)"
+    if any(call.kwargs.get("safetensors_load_strategy") == "prefetch" for call in found):
+        text += "; its prefetch runs without a process group here: each rank prefetches every file"
     return True, text
 
 
 _CHILD_CHECK = """
-import inspect, json, sys
-import sglang.srt.model_loader.weight_utils as module
+import importlib, inspect, json, sys
+module = importlib.import_module(sys.argv[2])
 out = {}
 for name, keywords in json.loads(sys.argv[1]).items():
     function = getattr(module, name, None)
@@ -108,12 +133,14 @@ print(json.dumps(out))
 """
 
 
-def check_in_child(wanted: dict[str, list[str]]) -> tuple[str | None, dict[str, str | None]]:
-    """(why the module does not import in a fresh interpreter, or None; per function, why it cannot be called with
+def check_in_child(
+    wanted: dict[str, list[str]], module: str = MODULE
+) -> tuple[str | None, dict[str, str | None]]:
+    """(why ``module`` does not import in a fresh interpreter, or None; per function, why it cannot be called with
     its keywords, or None)."""
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _CHILD_CHECK, json.dumps(wanted)],
+            [sys.executable, "-c", _CHILD_CHECK, json.dumps(wanted), module],
             capture_output=True,
             text=True,
             timeout=IMPORT_CHECK_TIMEOUT_S,
@@ -132,8 +159,9 @@ def check_in_child(wanted: dict[str, list[str]]) -> tuple[str | None, dict[str, 
 
 
 def call_problem(call: OwnCall) -> str | None:
-    """Why the installed release's function cannot be called as the path needs (None: it can). Imports MODULE."""
-    module = importlib.import_module(MODULE)
+    """Why the installed release's function cannot be called as the path needs (None: it can). Imports the
+    call's module."""
+    module = importlib.import_module(call.module)
     function = getattr(module, call.function, None)
     if function is None:
         return f"no {call.function}"
@@ -145,7 +173,7 @@ def call_problem(call: OwnCall) -> str | None:
 
 
 class SGLangOwnIterator(Strategy):
-    """The faithful pass through SGLang's own iterator for the replayed path ``replica`` (a strategy name)."""
+    """The faithful pass through the engine's own iterator for the replayed path ``replica`` (a strategy name)."""
 
     name = "sglang-own"
     flags = "(SGLang's own weight iterator)"
@@ -153,14 +181,16 @@ class SGLangOwnIterator(Strategy):
     def __init__(self, replica: str, params: dict[str, Any]) -> None:
         call = own_call(replica, params)
         if call is None:
-            raise ValueError(f"{replica} has no SGLang iterator of its own")
+            raise ValueError(f"{replica} has no iterator of its own in SGLang or vLLM")
         self.call = call
+        self.name = f"{call.package}-own"
+        self.flags = f"({_TITLES.get(call.package, call.package)}'s own weight iterator)"
 
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
         problem = call_problem(self.call)
         if problem is not None:
-            raise StrategyUnavailable(f"sglang: {problem}")
-        function = getattr(importlib.import_module(MODULE), self.call.function)
+            raise StrategyUnavailable(f"{self.call.package}: {problem}")
+        function = getattr(importlib.import_module(self.call.module), self.call.function)
         readable = []
         for shard in model.shards:
             if shard.error is None and shard.tensors is not None:
