@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ckptprof.engines import flags
-from ckptprof.engines.versions import parse_version
+from ckptprof.engines.versions import line_for, line_named
 
 SINGLE_BAR = "Loading safetensors checkpoint shards"
 MULTI_BAR = "Multi-thread loading shards"
@@ -190,17 +190,12 @@ NEWEST_READ = "0.5.23"
 
 
 def profile_named(name: str) -> LoaderProfile | None:
-    return next((profile for profile in PROFILES if profile.name == name), None)
+    return line_named(name, PROFILES)
 
 
 def profile_for_version(version: str) -> LoaderProfile:
     """The line a release belongs to (ValueError for a text that is not a release number)."""
-    wanted = parse_version(version)
-    chosen = PROFILES[0]
-    for profile in PROFILES:
-        if parse_version(profile.first) <= wanted:
-            chosen = profile
-    return chosen
+    return line_for(version, PROFILES)
 
 
 def profile_for_loader(loader: str | None) -> LoaderProfile | None:

@@ -7,7 +7,9 @@ optional post/rc/dev suffix.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from importlib import metadata
+from typing import Protocol, TypeVar
 
 _VERSION_RE = re.compile(
     r"v?(\d{1,4}(?:\.\d{1,6}){0,3})(?:[.-]?(post|rc|dev|a|b)(\d{0,6}))?(?:\+[\w.]*)?", re.ASCII
@@ -34,3 +36,31 @@ def installed_version(distribution: str) -> str | None:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
+
+
+class ReleaseLine(Protocol):
+    """A run of releases that load the same way: its name ("0.5.16 and later") and its first release."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def first(self) -> str: ...
+
+
+Line = TypeVar("Line", bound=ReleaseLine)
+
+
+def line_for(version: str, lines: Sequence[Line]) -> Line:
+    """The line ``version`` belongs to: the last whose first release is not after it (the oldest line for a release
+    older than every line's first). ValueError for a text that is not a release number."""
+    wanted = parse_version(version)
+    chosen = lines[0]
+    for line in lines:
+        if parse_version(line.first) <= wanted:
+            chosen = line
+    return chosen
+
+
+def line_named(name: str, lines: Sequence[Line]) -> Line | None:
+    return next((line for line in lines if line.name == name), None)

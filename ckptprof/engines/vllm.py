@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ckptprof.engines.versions import parse_version
+from ckptprof.engines.versions import line_for, line_named, parse_version
 
 DEFAULT_NUM_THREADS = 8  # DefaultModelLoader.DEFAULT_NUM_THREADS: the multithread loader's pool
 PREFETCH_THREADS = 8
@@ -119,17 +119,12 @@ NEWEST = PROFILES[-1]
 
 
 def profile_named(name: str) -> VllmProfile | None:
-    return next((p for p in PROFILES if p.name == name), None)
+    return line_named(name, PROFILES)
 
 
 def profile_for_version(version: str) -> VllmProfile:
     """The line a release belongs to (a release older than the first read is replayed as the oldest line)."""
-    wanted = parse_version(version)
-    chosen = PROFILES[0]
-    for profile in PROFILES:
-        if parse_version(profile.first) <= wanted:
-            chosen = profile
-    return chosen
+    return line_for(version, PROFILES)
 
 
 def choose_profile(

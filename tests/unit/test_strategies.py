@@ -896,3 +896,21 @@ def test_vllm_prefetch_reads_its_share_of_the_files_in_the_plans_order(models: l
     ]
     assert shares == [[s.path for s in model.shards][r::3] for r in range(3)]
     assert sorted(p for share in shares for p in share) == sorted(s.path for s in model.shards)
+
+
+def test_shared_slots_are_sized_by_the_files_not_only_by_the_chunk(models: list[ModelPlan]) -> None:
+    from ckptprof.loader.strategies.shared_reads import SharedReads
+
+    strategy = (
+        SharedReads()
+    )  # 64 MiB chunks, 16 readers: 17 slots of 64 MiB were 1.1 GB for a 16 MB checkpoint
+    ctx = LoadContext(rank=0, tp=1, device=torch.device("cpu"))
+    strategy._setup(ctx, models, f"sizing-{os.getpid()}", None)
+    try:
+        largest = max(s.bytes for m in models for s in m.shards)
+        assert strategy._slot_bytes <= largest + 3 * 4096
+        assert 2 <= strategy._slots <= 17
+        region = strategy._region
+        assert region is not None and region.size <= strategy._slots * strategy._slot_bytes + 4096
+    finally:
+        strategy.close()

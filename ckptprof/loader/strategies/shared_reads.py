@@ -139,6 +139,13 @@ def plan_chunks(headers: list[ShardHeader], chunk_bytes: int) -> list[_Chunk]:
     return chunks
 
 
+def _chunks_at_most(model: ModelPlan, chunk_bytes: int) -> int:
+    """About the most chunks ``plan_chunks`` cuts a model into, from the plan alone (headers unread): two
+    neighbouring chunks of a file hold more than one chunk's bytes (the second's first row did not fit the first),
+    so a file gives at most twice its bytes over the chunk size, plus one. Only the read-ahead depth depends on it."""
+    return sum(2 * -(-s.bytes // chunk_bytes) + 1 for s in model.shards) or 1
+
+
 def _plan_digest(chunks: list[_Chunk]) -> str:
     text = ";".join(f"{c.file}:{c.start}:{c.end}" for c in chunks)
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
@@ -191,21 +198,15 @@ class SharedReads(Strategy):
                     "pipelined-shared at TP > 1 runs in rank processes (prepare() makes the group)"
                 )
             self._group, self._store_path = make_group(ctx, plan, "sr", nccl_only=False, host_only=True)
-        widest = max(
-            (
-                _row_bytes(dtype, shape)
-                for m in models
-                for s in m.shards
-                for dtype, shape in (s.tensors or {}).values()
-            ),
-            default=0,
-        )
-        self._slot_bytes = _align_up(max(self.chunk_bytes, widest) + 2 * ALIGN)
+        # A chunk never spans files: small files need no 64 MiB slots (the memory is shared, pinned and faulted in).
+        self._slot_bytes = self._slot_size(models)
         readers = self.readers if self.readers is not None else default_readers(ctx.tp)
         # A whole chunk per read, one read per reader thread in flight, and the slot being copied out: as many
         # reads in flight as pipelined's ring, in as few calls (per-read Python costs GIL hand-overs: 4 MiB
-        # parts read at half the rate on the H200, reports/h200/2026-12-01c-h200-shared-reads).
-        self._slots = self.slots if self.slots is not None else readers + 1
+        # parts read at half the rate on the H200, reports/h200/2026-12-01c-h200-shared-reads). No more slots
+        # than the rounds the largest model can need.
+        rounds = max(-(-_chunks_at_most(m, self.chunk_bytes) // ctx.tp) for m in models) if models else 1
+        self._slots = self.slots if self.slots is not None else max(2, min(readers + 1, rounds + 1))
         status_bytes = _align_up(8 * ctx.tp * self._slots)
         size = self._slot_bytes * ctx.tp * self._slots + status_bytes
         if ctx.rank == 0:
@@ -225,6 +226,24 @@ class SharedReads(Strategy):
             self._scratch = torch.empty(2 * self._slot_bytes, dtype=torch.uint8, pin_memory=True)
         self._pool = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="ckptprof-shared-reader")
         self._barrier()
+
+    def _fits(self, model: ModelPlan) -> bool:
+        """Whether the slots hold this model's largest chunk (they were sized for the models set up)."""
+        return self._slot_size([model]) <= self._slot_bytes
+
+    def _slot_size(self, models: list[ModelPlan]) -> int:
+        """Bytes of a slot: the largest chunk (a chunk never spans files, nor splits a row) and O_DIRECT's margins."""
+        widest = max(
+            (
+                _row_bytes(dtype, shape)
+                for m in models
+                for s in m.shards
+                for dtype, shape in (s.tensors or {}).values()
+            ),
+            default=0,
+        )
+        largest = max((s.bytes for m in models for s in m.shards), default=0)
+        return _align_up(max(min(self.chunk_bytes, largest), widest) + 2 * ALIGN)
 
     def _barrier(self) -> None:
         if self._group is not None:
@@ -260,6 +279,8 @@ class SharedReads(Strategy):
 
     # -- the load -------------------------------------------------------------------------------------------------
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
+        if self._region is not None and self._group is None and not self._fits(model):
+            self.close()  # loaded without prepare() (one rank in-process): the slots were sized for another model
         self._setup(ctx, [model], f"{os.getpid()}-{id(self)}", None)  # no-op after prepare()
         files, chunks = self._open_files(ctx, model, rec)
         self._check_same_plan(chunks)
@@ -392,6 +413,8 @@ class SharedReads(Strategy):
         lo = chunk.start - chunk.lead
         hi = _align_up(chunk.end) if f.direct else chunk.end
         start = lo if f.direct else chunk.start
+        if hi - lo > self._slot_bytes:  # never write past the slot into the next one
+            raise RuntimeError(f"a chunk of {hi - lo} bytes exceeds the {self._slot_bytes}-byte slots")
         return [
             self._pool.submit(self._read_part, f, chunk, slot, lo, (start, hi), rec, status, status_index)
         ]
