@@ -471,8 +471,9 @@ class RunCommand:
         parser.add_argument(
             "--engine",
             choices=("sglang", "vllm"),
-            default="sglang",
-            help="whose loading to replay (default: sglang). vllm: vLLM's paths (strategies vllm, vllm-eager, "
+            default=None,
+            help="whose loading to replay (default: vllm for a vLLM server's --log or with --vllm-version, else "
+            "sglang). vllm: vLLM's paths (strategies vllm, vllm-eager, "
             "vllm-prefetch, vllm-mt; --vllm-version picks the release); without --strategy it replays the path "
             "vLLM takes here by its automatic-prefetch rule (this file system, this RAM) and the other side of the "
             "rule, and says what prefetching costs or saves",
@@ -534,6 +535,15 @@ class RunCommand:
             raise UsageError("--check-predictions runs with spawned ranks (--tp N), not under torchrun")
         # Checked before anything slow (generating the built-in checkpoint) so a typo fails at once.
         server_log = read_server_log(args.log) if args.log else None
+        if args.engine is None:
+            # A vLLM server's log (or a vLLM release asked for) means vLLM's loading, unless --engine says otherwise.
+            by_log = server_log is not None and server_log.framework == "vllm"
+            args.engine = "vllm" if by_log or args.vllm_version else "sglang"
+            if by_log and not args.quiet:
+                print(
+                    "ckptprof run: --log is a vLLM server's: replaying vLLM's loading (--engine vllm)",
+                    file=sys.stderr,
+                )
         if args.vllm_version and args.engine != "vllm":
             raise UsageError("--vllm-version goes with --engine vllm")
         if args.engine == "vllm":
@@ -611,7 +621,9 @@ class RunCommand:
         }
         vllm_rule = None
         if release.get("engine") == "vllm":
-            strategies, vllm_rule = vllm_strategies(release, target, strategies, not args.strategy)
+            # Without --strategy (and no load format the server's log shows): both sides of vLLM's prefetch rule.
+            defaulted = not args.strategy and not (server_log is not None and server_log.strategy_from_log)
+            strategies, vllm_rule = vllm_strategies(release, target, strategies, defaulted)
             say(f"replaying {release['description']} (profile chosen by {release['why']})")
         release_kwargs: dict[str, Any] = {
             "vllm_release" if vllm_rule is not None else "sglang_release": release

@@ -90,7 +90,7 @@ def test_an_older_release_and_a_named_strategy(small_draft: Path, tmp_path: Path
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--vllm-version", "0.20.0"], "--vllm-version goes with --engine vllm"),
+        (["--engine", "sglang", "--vllm-version", "0.20.0"], "--vllm-version goes with --engine vllm"),
         (["--engine", "vllm", "--sglang-version", "0.5.23"], "--sglang-version goes with --engine sglang"),
         (
             ["--engine", "vllm", "--vllm-version", "newest"],
@@ -181,28 +181,21 @@ def test_faithful_drives_the_installed_vllms_own_iterator(small_draft: Path, tmp
         assert model["faithful_wall_s"] > 0 and rank["status"] == "ok"
 
 
-def test_the_servers_log_picks_the_vllm_release(small_draft: Path, tmp_path: Path) -> None:
-    log = (
-        Path(__file__).resolve().parents[1]
-        / "fixtures"
-        / "logs"
-        / "real"
-        / "vllm-agentic-ai-eks-qwen72b-tp4.log"
-    )
+def test_a_vllm_servers_log_picks_the_engine_and_the_release(
+    small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GIVEN a real vLLM server's boot log (vLLM 0.19.0) and no --engine WHEN run --log THEN vLLM's loading is
+    replayed, as that release does, and the run says why; an SGLang server's log keeps SGLang's loading."""
+    logs = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
     out = tmp_path / "run"
-    argv = [
-        "run",
-        str(small_draft),
-        "--engine",
-        "vllm",
-        "--strategy",
-        "vllm",
-        "--log",
-        str(log),
-        "--no-probe",
-        "-q",
-    ]
-    assert main([*argv, "-o", str(out)]) == 0
+    argv = ["run", str(small_draft), "--strategy", "vllm", "--no-probe", "-o", str(out)]
+    assert main([*argv, "--log", str(logs / "real" / "vllm-agentic-ai-eks-qwen72b-tp4.log")]) == 0
+    assert "--log is a vLLM server's: replaying vLLM's loading (--engine vllm)" in capsys.readouterr().err
     release = json.loads((out / "session.json").read_text())["config"]["vllm_release"]
     assert (release["profile"], release["version"]) == ("0.19", "0.19.0")
     assert release["why"] == "the server's log names vLLM 0.19.0"
+    sglang_log = logs / "sglang_tp8_eagle3_cut_loading_draft.log"
+    argv = ["run", str(small_draft), "--log", str(sglang_log), "--no-probe", "-q", "-o", str(tmp_path / "s")]
+    assert main(argv) == 0
+    config = json.loads((tmp_path / "s" / "session.json").read_text())["config"]
+    assert "sglang_release" in config and "vllm_release" not in config
