@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ckptprof.engines.versions import line_for, line_named, parse_version
@@ -83,38 +83,15 @@ class VllmProfile:
 
 
 _NET = frozenset({"nfs", "nfs4"})
-PROFILES: tuple[VllmProfile, ...] = (
-    VllmProfile("0.10.2 - 0.16", "0.10.2", natural_order=False, strategies=("lazy", "eager")),
-    VllmProfile("0.17", "0.17.0", natural_order=True, strategies=("lazy", "eager")),
-    VllmProfile("0.18", "0.18.0", natural_order=True, strategies=("lazy", "eager", "prefetch")),
-    VllmProfile(
-        "0.19", "0.19.0", natural_order=True, strategies=("lazy", "eager", "prefetch"), auto_prefetch_fs=_NET
-    ),
-    VllmProfile(
-        "0.20 - 0.21",
-        "0.20.0",
-        natural_order=True,
-        strategies=("lazy", "eager", "prefetch"),
-        auto_prefetch_fs=_NET | {"lustre"},
-    ),
-    VllmProfile(
-        "0.22 - 0.32",
-        "0.22.0",
-        natural_order=True,
-        strategies=("lazy", "eager", "prefetch"),
-        auto_prefetch_fs=_NET | {"lustre"},
-        prefetch_flags=True,
-    ),
-    VllmProfile(
-        "0.33 and later",
-        "0.33.0",
-        natural_order=True,
-        strategies=("lazy", "eager", "prefetch"),
-        auto_prefetch_fs=_NET | {"lustre"},
-        prefetch_flags=True,
-        cgroup_ram=True,
-    ),
-)
+# Each line is the one before it and what its first release changed (the module's docstring says what).
+_LINE_10 = VllmProfile("0.10.2 - 0.16", "0.10.2", natural_order=False, strategies=("lazy", "eager"))
+_LINE_17 = replace(_LINE_10, name="0.17", first="0.17.0", natural_order=True)
+_LINE_18 = replace(_LINE_17, name="0.18", first="0.18.0", strategies=("lazy", "eager", "prefetch"))
+_LINE_19 = replace(_LINE_18, name="0.19", first="0.19.0", auto_prefetch_fs=_NET)
+_LINE_20 = replace(_LINE_19, name="0.20 - 0.21", first="0.20.0", auto_prefetch_fs=_NET | {"lustre"})
+_LINE_22 = replace(_LINE_20, name="0.22 - 0.32", first="0.22.0", prefetch_flags=True)
+_LINE_33 = replace(_LINE_22, name="0.33 and later", first="0.33.0", cgroup_ram=True)
+PROFILES: tuple[VllmProfile, ...] = (_LINE_10, _LINE_17, _LINE_18, _LINE_19, _LINE_20, _LINE_22, _LINE_33)
 NEWEST = PROFILES[-1]
 
 
