@@ -86,3 +86,56 @@ def test_a_corrupt_shard_fails_on_every_rank_and_the_rest_loads(
         shards = {s.file: s.status for m in r.models for s in m.shards}
         assert shards.pop(victim.name) == "failed"
         assert set(shards.values()) == {"ok"}, r.error
+
+
+def test_a_rank_that_dies_stops_the_ranks_sharing_its_reads_within_seconds(
+    small_draft: Path, tmp_path: Path
+) -> None:
+    """GIVEN a TP2 pipelined-shared run WHEN one rank is killed mid-load THEN the other, which waits for that rank's
+    chunks, fails at once saying why (not after the process group's 2-minute timeout), and the run ends."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from ckptprof.session import Session
+
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {
+        **os.environ,
+        "CKPTPROF_FAULT_DELAY_S": "0.4",
+        "CKPTPROF_FAULT_MARK_DIR": str(out),
+        "OMP_NUM_THREADS": "1",
+    }
+    argv = ["run", str(small_draft), "--tp", "2", "--devices", "cpu", "--no-probe", "-q", "-o", str(out)]
+    argv += ["--strategy", "pipelined-shared:chunk_mib=1"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ckptprof", *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (out / "rank1").exists():  # rank 1 has finished a shard: it is past the start, mid-load
+        assert time.monotonic() < deadline, "rank 1 never finished a shard"
+        time.sleep(0.05)
+    ranks = [
+        k for k in psutil.Process(proc.pid).children(recursive=True) if "spawn_main" in " ".join(k.cmdline())
+    ]
+    victim = ranks[-1]  # whichever rank it is: the session says which, below
+    victim.send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    _, err = proc.communicate(timeout=90)
+    assert time.monotonic() - killed_at < 15.0, err
+    assert proc.returncode == 2, err
+    session = Session.load(out / "session.json")
+    (killed,) = [r for r in session.ranks if "SIGKILL" in (r.error or "")]
+    (other,) = [r for r in session.ranks if r is not killed]
+    assert killed.status == other.status == "failed"
+    assert f"rank {killed.rank} (pid {victim.pid}) died during the load" in (other.error or ""), other.error

@@ -30,6 +30,7 @@ import hashlib
 import math
 import os
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext, suppress
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import torch
 
 from ckptprof.checkpoint.header import DTYPE_BITS, ShardHeader, TensorEntry, read_header
@@ -46,9 +48,11 @@ from ckptprof.loader.sharedmem import SharedRegion
 from ckptprof.loader.strategies.base import LoadContext, Strategy, nonresident
 from ckptprof.loader.strategies.groups import close_group, make_group
 from ckptprof.loader.strategies.pipelined import ALIGN, DIRECT_MODES, default_readers
+from ckptprof.loader.torchrun import in_torchrun
 from ckptprof.session import ShardTiming
 
 DEFAULT_CHUNK_MIB = 64.0
+PEER_EXIT_WAIT_S = 1.0  # how long a failed barrier waits to see whether a peer rank's process ended
 _OK, _FAILED = 0, 1
 
 
@@ -146,6 +150,19 @@ def _chunks_at_most(model: ModelPlan, chunk_bytes: int) -> int:
     return sum(2 * -(-s.bytes // chunk_bytes) + 1 for s in model.shards) or 1
 
 
+def _dead_peer(peers: dict[int, int]) -> tuple[int, int] | None:
+    """(rank, pid) of a peer rank whose process has ended (gone, or a zombie its parent has not reaped yet)."""
+    for rank, pid in peers.items():
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return rank, pid
+        except psutil.NoSuchProcess:
+            return rank, pid
+        except psutil.Error:
+            continue
+    return None
+
+
 def _plan_digest(chunks: list[_Chunk]) -> str:
     text = ";".join(f"{c.file}:{c.start}:{c.end}" for c in chunks)
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
@@ -182,6 +199,10 @@ class SharedReads(Strategy):
         self._stream: Any = None
         self._scratch: torch.Tensor | None = None  # pinned: row-parallel bands gathered before their copy
         self._scratch_used = [0, 0]  # bytes taken in each half (round parity) of the scratch
+        self._peers: dict[
+            int, int
+        ] = {}  # rank -> pid of the other spawned ranks, watched while waiting on them
+        self._abandoned = False
 
     # -- set-up ---------------------------------------------------------------------------------------------------
     def prepare(self, ctx: LoadContext, plan: ReplayPlan) -> None:
@@ -198,6 +219,12 @@ class SharedReads(Strategy):
                     "pipelined-shared at TP > 1 runs in rank processes (prepare() makes the group)"
                 )
             self._group, self._store_path = make_group(ctx, plan, "sr", nccl_only=False, host_only=True)
+            if not in_torchrun():  # spawned ranks are this node's processes: a dead one is named by its pid
+                import torch.distributed as dist
+
+                pids: list[Any] = [None] * ctx.tp
+                dist.all_gather_object(pids, os.getpid(), group=self._group)
+                self._peers = {r: int(pid) for r, pid in enumerate(pids) if r != ctx.rank}
         # A chunk never spans files: small files need no 64 MiB slots (the memory is shared, pinned and faulted in).
         self._slot_bytes = self._slot_size(models)
         readers = self.readers if self.readers is not None else default_readers(ctx.tp)
@@ -246,10 +273,25 @@ class SharedReads(Strategy):
         return _align_up(max(min(self.chunk_bytes, largest), widest) + 2 * ALIGN)
 
     def _barrier(self) -> None:
-        if self._group is not None:
-            import torch.distributed as dist
+        """Wait for every rank. A rank that died (its peers cannot go on without its chunks) closes its sockets:
+        gloo then fails the wait at once, and the error names the rank instead of gloo's "Connection closed"."""
+        if self._group is None:
+            return
+        import torch.distributed as dist
 
+        try:
             dist.barrier(group=self._group)
+        except RuntimeError:
+            # A killed peer's sockets close while its process is still exiting: give it a moment to be seen gone.
+            deadline = time.monotonic() + PEER_EXIT_WAIT_S
+            while (dead := _dead_peer(self._peers)) is None and self._peers and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if dead is None:
+                raise
+            self._abandoned = True
+            raise RuntimeError(
+                f"rank {dead[0]} (pid {dead[1]}) died during the load; the ranks sharing its reads stop"
+            ) from None
 
     def close(self) -> None:
         if self._pool is not None:
@@ -262,7 +304,8 @@ class SharedReads(Strategy):
         if self._region is not None:
             self._region.close()
             self._region = None
-        close_group(self._store_path)
+        if not self._abandoned:  # a group whose peer died is left as it is: tearing it down would wait on it
+            close_group(self._store_path)
         self._store_path = None
         self._group = None
 
