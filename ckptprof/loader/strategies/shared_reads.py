@@ -30,7 +30,6 @@ import hashlib
 import math
 import os
 import threading
-import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext, suppress
@@ -52,7 +51,9 @@ from ckptprof.loader.torchrun import in_torchrun
 from ckptprof.session import ShardTiming
 
 DEFAULT_CHUNK_MIB = 64.0
-PEER_EXIT_WAIT_S = 1.0  # how long a failed barrier waits to see whether a peer rank's process ended
+# A failed barrier looks this many times, this far apart, whether a peer rank's process ended (about 1 s).
+PEER_EXIT_TRIES = 50
+PEER_EXIT_STEP_S = 0.02
 _OK, _FAILED = 0, 1
 
 
@@ -283,9 +284,11 @@ class SharedReads(Strategy):
             dist.barrier(group=self._group)
         except RuntimeError:
             # A killed peer's sockets close while its process is still exiting: give it a moment to be seen gone.
-            deadline = time.monotonic() + PEER_EXIT_WAIT_S
-            while (dead := _dead_peer(self._peers)) is None and self._peers and time.monotonic() < deadline:
-                time.sleep(0.02)
+            tries = PEER_EXIT_TRIES if self._peers else 0
+            pause = threading.Event()  # never set: its wait is a pause (strategies read no clock)
+            while (dead := _dead_peer(self._peers)) is None and tries > 0:
+                tries -= 1
+                pause.wait(PEER_EXIT_STEP_S)
             if dead is None:
                 raise
             self._abandoned = True
