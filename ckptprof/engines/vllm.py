@@ -78,7 +78,6 @@ class VllmProfile:
             "auto_prefetch_fs": sorted(self.auto_prefetch_fs),
             "prefetch_flags": self.prefetch_flags,
             "cgroup_ram": self.cgroup_ram,
-            "sorted_files": self.natural_order,
         }
 
 

@@ -110,7 +110,7 @@ class SharedRegion:
             return False
         cudart: Any = torch.cuda.cudart()
         code = cudart.cudaHostRegister(self.tensor.data_ptr(), self.size, 0)
-        self.pinned = int(code) == 0 if not hasattr(code, "value") else int(code.value) == 0
+        self.pinned = int(getattr(code, "value", code)) == 0  # a cudaError enum: 0 is success
         return self.pinned
 
     def close(self) -> None:

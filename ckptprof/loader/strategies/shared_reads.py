@@ -61,7 +61,7 @@ def _align_up(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def _rows(dtype: str, shape: tuple[int, ...], nbytes: int) -> tuple[int, int]:
+def _rows(shape: tuple[int, ...], nbytes: int) -> tuple[int, int]:
     """(rows, bytes per row) of a stored tensor: rows along dim 0; a scalar or empty leading dim is one row."""
     if not shape or shape[0] <= 0:
         return 1, nbytes
@@ -105,6 +105,7 @@ class _File:
     path: str
     header: ShardHeader
     timing: ShardTiming
+    missing: int = 0  # its bytes not in the page cache when the load began (O_DIRECT or not)
     last_chunk: int = -1
     error: BaseException | str | None = None
     direct: bool = False
@@ -122,7 +123,7 @@ def plan_chunks(headers: list[ShardHeader], chunk_bytes: int) -> list[_Chunk]:
             if entry.nbytes == 0:
                 continue
             begin = header.data_start + entry.begin
-            rows, row_bytes = _rows(entry.dtype, entry.shape, entry.nbytes)
+            rows, row_bytes = _rows(entry.shape, entry.nbytes)
             r = 0
             while r < rows:
                 at = begin + r * row_bytes
@@ -200,9 +201,7 @@ class SharedReads(Strategy):
         self._stream: Any = None
         self._scratch: torch.Tensor | None = None  # pinned: row-parallel bands gathered before their copy
         self._scratch_used = [0, 0]  # bytes taken in each half (round parity) of the scratch
-        self._peers: dict[
-            int, int
-        ] = {}  # rank -> pid of the other spawned ranks, watched while waiting on them
+        self._peers: dict[int, int] = {}  # rank -> pid of the other spawned ranks, to name one that died
         self._abandoned = False
 
     # -- set-up ---------------------------------------------------------------------------------------------------
@@ -401,9 +400,8 @@ class SharedReads(Strategy):
         """Every rank parses every header (a few kB each) and cuts the same chunks."""
         files: list[_File] = []
         for shard in model.shards:
-            timing = rec.open_shard(
-                Path(shard.path).name, nonresident_bytes=nonresident(shard.path, shard.bytes)
-            )
+            missing = nonresident(shard.path, shard.bytes)
+            timing = rec.open_shard(Path(shard.path).name, nonresident_bytes=missing)
             try:
                 if shard.error is not None:
                     raise UnreadableShard(shard.error)
@@ -412,7 +410,7 @@ class SharedReads(Strategy):
             except Exception as exc:
                 rec.close_shard(timing, exc)
                 continue
-            files.append(_File(path=shard.path, header=header, timing=timing))
+            files.append(_File(path=shard.path, header=header, timing=timing, missing=missing))
         with rec.deserialize(shard=files[0].timing) if files else nullcontext():
             chunks = plan_chunks([f.header for f in files], self.chunk_bytes)
         for c in chunks:
@@ -469,9 +467,10 @@ class SharedReads(Strategy):
         with f.fd_lock:
             if f.fd is not None:
                 return
-            missing = nonresident(f.path, f.header.file_size)
+            # Decided on the residency every rank saw at the start: by a rank's first chunk of the file, other
+            # ranks may have read some of it, and measuring again would cost a residency scan of the whole file.
             want_direct = self.direct == "always" or (
-                self.direct == "auto" and missing > f.header.file_size // 2
+                self.direct == "auto" and f.missing > f.header.file_size // 2
             )
             if want_direct and hasattr(os, "O_DIRECT"):
                 try:
@@ -617,7 +616,7 @@ def _slice_copies(
     if param is None or sl is None or sl.skipped:
         return []
     entry = part.entry
-    rows, row_bytes = _rows(entry.dtype, entry.shape, entry.nbytes)
+    rows, row_bytes = _rows(entry.shape, entry.nbytes)
     count = part.r1 - part.r0
     begin = lead + part.offset
     src = slot[begin : begin + count * row_bytes]
