@@ -87,11 +87,6 @@ def _stands_alone(text: str, start: int, end: int, bounds: str) -> bool:
     return True
 
 
-def may_be_failure(message: str, level: str) -> bool:
-    """False for the records none of the failure checks can match (nearly all of them)."""
-    return level in ("ERROR", "CRITICAL") or FAILURE_GATE_RE.search(message) is not None
-
-
 @dataclass
 class Failure:
     rank: str
@@ -170,7 +165,7 @@ class FailureTracker:
                 return
 
     def on_record(self, record: Record, where: Callable[[], Where], line_before: Callable[[], str]) -> None:
-        """Any other record that ``may_be_failure`` let through (the caller asks it first, once): a traceback's
+        """Any other record that FAILURE_GATE_RE or its ERROR level let through (the caller asks first, once): a traceback's
         start or error line, a death, an ERROR record."""
         message = record.message
         if "Traceback (most recent call last)" in message:

@@ -323,6 +323,7 @@ def parse_record(text: str) -> Record:
     return Record(None, rank, text, "vllm" if worker is not None else "plain")
 
 
+@lru_cache(maxsize=4096)
 def worker_rank_label(name: str, pid: str = "") -> str:
     """'VllmWorker rank=3' -> 'rank3'; 'Worker_TP3' -> 'TP3'; 'EngineCore_DP1' -> 'DP1'; 'APIServer' -> '';
     a worker with no rank in its name (V0's 'VllmWorkerProcess', Ray's 'RayWorkerWrapper') -> 'pid123'."""

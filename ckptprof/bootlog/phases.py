@@ -16,21 +16,21 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable
 from dataclasses import replace
-from typing import BinaryIO, cast
+from typing import BinaryIO, NamedTuple, cast
 
 from ckptprof.bootlog import sglang
 from ckptprof.bootlog.bars import bar_kind
 from ckptprof.bootlog.failures import (
+    FAILURE_GATE_RE,
     FAILURE_NEEDLES,
     FRAME_NEEDLE,
     Failure,
     FailureTracker,
     Where,
-    may_be_failure,
 )
 from ckptprof.bootlog.parse import (
+    MAX_LINE_BYTES,
     Bar,
     LineSplitter,
     LogInputError,
@@ -48,7 +48,19 @@ from ckptprof.bootlog.parse import (
     timestamp_seconds,
 )
 from ckptprof.bootlog.report import BootReport, FailureReport
-from ckptprof.bootlog.rules import Begin, Capture, Configure, End, Engine, Evidence, Fail, Ready, Rule
+from ckptprof.bootlog.rules import (
+    Action,
+    Begin,
+    Capture,
+    Configure,
+    End,
+    Engine,
+    Evidence,
+    Fail,
+    Model,
+    Ready,
+    Rule,
+)
 from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan, RankState
 from ckptprof.bootlog.summary import (
     ENGINES,
@@ -75,6 +87,9 @@ STALL_AFTER_S = 120.0
 MAX_RANKS = 4096
 MAX_BARS_KEPT = 64
 MAX_WARNINGS = 40
+# Readings of recent messages kept: ranks print the same message one after another (about 40% of a real log's
+# records repeat one of the last few dozen).
+READINGS_KEPT = 64
 BOOTS_KEPT = 16  # the reports of the first and of the last boots; a retry loop can restart thousands of times
 # The phase each bar opens when a log has bars but no boot records (a CI log, a worker's own output).
 _BAR_SLOTS = {"load-weights": "load", "cuda-graph": "graph"}
@@ -119,6 +134,7 @@ class BootLogAnalyzer:
         self._early_boots: list[dict[str, object]] = []
         self._late_boots: deque[dict[str, object]] = deque(maxlen=BOOTS_KEPT)
         self._clock_floor = 0
+        self._readings: dict[tuple[str, str], Reading] = {}
         self._block = b""  # the block being read, and where the current line starts in it
         self._line_start = 0
         self._start_boot(first_ts=None)
@@ -178,8 +194,11 @@ class BootLogAnalyzer:
         while True:
             match = search(block, pos)
             if match is not None:
+                hit_start, hit_end = match.span()
                 # Never before ``pos``: a run of bar frames may have ended inside this physical line.
-                start, hit_end = max(block.rfind(b"\n", 0, match.start()) + 1, pos), match.end()
+                start = block.rfind(b"\n", 0, hit_start) + 1
+                if start < pos:
+                    start = pos
             else:
                 start = hit_end = size
             while rare and rare[-1] < pos:
@@ -200,15 +219,21 @@ class BootLogAnalyzer:
                 end = size
             if (
                 match is not None
-                and start <= match.start() < end
+                and start <= hit_start < end
                 and match.group() == _FRAME_BYTES
                 and _FRAME_RULES_RE.search(block, start, end) is None
             ):
                 # A traceback frame no engine's table knows says nothing (most of a traceback's lines).
                 pos = end + 1
                 continue
-            line = block[start : min(end, start + (64 << 10))]
-            self.feed_line(line.decode("utf-8", "replace"))
+            text = block[start : end if end - start <= MAX_LINE_BYTES else start + MAX_LINE_BYTES].decode(
+                "utf-8", "replace"
+            )
+            if "%" in text or "\r" in text or "\x1b" in text:
+                self.feed_line(text)
+            elif text and not text.isspace():
+                # feed_line's common case, inlined: one plain record on the line.
+                self._on_record(parse_record(text))
             pos = end + 1
         # Lines the pre-filter skipped still move the log's clock, which stall detection needs.
         self._advance_clock(last_timestamp_before(block, size))
@@ -290,14 +315,15 @@ class BootLogAnalyzer:
             return
         if seconds > self._now_s:
             self._now, self._now_s = timestamp, seconds
-        if self._first_ts is None or (_is_dated(timestamp) and not _is_dated(self._first_ts)):
+        first = self._first_ts
+        if first is None or (timestamp[4:5] == "-" and first[4:5] != "-"):  # dated after year-less ones
             # A year-less stamp before the first dated one comes from a foreign logger (vLLM's, imported by an
             # older SGLang) whose clock the server's own records do not share: the span starts at a dated one.
             self._first_ts = timestamp
 
     def _with_year(self, timestamp: str) -> str:
         """vLLM prints no year: next to SGLang's or Ray's dated records it borrows theirs, so the clock compares."""
-        if timestamp[4:5] == "-":  # _is_dated, inlined: every record passes here
+        if timestamp[4:5] == "-":  # a dated stamp: every record passes here
             self._year = timestamp[:4]
             return timestamp
         if self._year is not None and timestamp[2:3] == "-":
@@ -307,7 +333,11 @@ class BootLogAnalyzer:
     def _on_record(self, record: Record) -> None:
         timestamp = record.timestamp
         if timestamp is not None:
-            timestamp = self._with_year(timestamp)
+            # _with_year, inlined: every record passes here
+            if timestamp[4:5] == "-":
+                self._year = timestamp[:4]
+            elif self._year is not None and timestamp[2:3] == "-":
+                timestamp = f"{self._year}-{timestamp}"
             if timestamp != self._now:
                 self._advance_to(timestamp)
         else:
@@ -319,27 +349,26 @@ class BootLogAnalyzer:
         if timestamp != record.timestamp or rank != record.rank:
             record = Record(timestamp, rank, record.message, record.style, record.level)
         message = record.message
-        if FRAME_NEEDLE in message and message.lstrip().startswith(FRAME_NEEDLE):
+        style = record.style
+        # A record in one engine's prefix style is read by that engine's table only; an unprefixed line by the
+        # table of whichever engine the log has shown so far, then the other's.
+        tables = style if style in _ENGINES_BY_STYLE else f"plain {self.framework()}"
+        readings = self._readings
+        reading = readings.get((tables, message))
+        if reading is None:
+            if len(readings) >= READINGS_KEPT:
+                readings.clear()
+            reading = readings[(tables, message)] = _read(message, _ENGINES_READING[tables])
+        if reading.frame:
             self._on_frame(record)
             return
-        for engine in self._engines_for(record.style):
-            rule = _first_rule(engine, message)
-            if rule is not None:
-                self._apply(engine, rule, record)
-                break
+        if reading.rule is not None:
+            self._apply(reading, record)
         # Counted after the record's own rule ran: a record that restarts the boot belongs to the new one.
-        if record.style in self._styles and record.timestamp is not None:
-            self._styles[record.style] += 1
-        if may_be_failure(message, record.level):  # most records: skip building the callbacks at all
+        if record.timestamp is not None and style in self._styles:
+            self._styles[style] += 1
+        if reading.may_fail or record.level in ("ERROR", "CRITICAL"):  # most records: skip the callbacks
             self._failures.on_record(record, lambda: self._where(record), self._line_before)
-
-    def _engines_for(self, style: str) -> tuple[Engine, ...]:
-        """A record in one engine's prefix style is read by that engine's table only; an unprefixed line by the
-        table of whichever engine the log has shown so far, then the other's."""
-        engines = _ENGINES_BY_STYLE.get(style)
-        if engines is not None:
-            return engines
-        return _ENGINES_LED_BY[self.framework()]
 
     # ------------------------------------------------------------------------------------ phase bookkeeping
 
@@ -417,35 +446,45 @@ class BootLogAnalyzer:
         (rank or self._rank(label)).last_event_seq = self._seq
 
     def _begin(
-        self, label: str, slot: str, key: PhaseKey, start: str | None, provisional: bool = False
+        self,
+        label: str,
+        slot: str,
+        key: PhaseKey,
+        start: str | None,
+        provisional: bool = False,
+        rank: RankState | None = None,
     ) -> None:
-        rank = self._rank(label)
+        """Open ``key`` in ``slot`` on rank ``label`` (``rank``: its state, when the caller holds it already)."""
+        if rank is None:
+            rank = self._rank(label)
         self._track(key, slot, provisional).spans[label] = RankSpan(start=start)
         rank.open[slot] = key
-        self._touch(label, rank)
+        self._seq += 1
+        rank.last_event_seq = self._seq
 
     def _end(
-        self,
-        record: Record,
-        slot: str,
-        implicit_key: Callable[[RankState], PhaseKey],
-        elapsed_s: float | None = None,
+        self, record: Record, rank: RankState, action: End, model: Model, elapsed_s: float | None
     ) -> None:
-        """Close ``slot`` on the record's rank; when its begin was never logged, open it implicitly."""
-        rank = self._rank(record.rank)
+        """Close the action's slot on the record's rank (``rank``: its state); when its begin was never logged,
+        open it implicitly, for ``model``."""
+        slot = action.slot
         key = rank.open.pop(slot, None)
+        span = None
         if key is not None:
-            self._phases[key].provisional = False  # a record closed it: no longer a guess
-        span = self._phases[key].spans.get(record.rank) if key is not None else None
+            track = self._phases[key]
+            track.provisional = False  # a record closed it: no longer a guess
+            span = track.spans.get(record.rank)
         if span is None:
             span = RankSpan(start=self._implicit_start(record, rank, elapsed_s))
-            self._track(implicit_key(rank), slot).spans[record.rank] = span
+            implicit = (action.phase, self._model(rank, slot, action.phase, model), action.variant)
+            self._track(implicit, slot).spans[record.rank] = span
         span.end = record.timestamp
         span.elapsed_s = elapsed_s
         if record.timestamp is not None:
             rank.last_end = record.timestamp
             self._last_phase_end = record.timestamp
-        self._touch(record.rank, rank)
+        self._seq += 1
+        rank.last_event_seq = self._seq
 
     def _implicit_start(self, record: Record, rank: RankState, elapsed_s: float | None) -> str | None:
         if record.timestamp is not None and elapsed_s is not None:
@@ -454,14 +493,14 @@ class BootLogAnalyzer:
 
     # ----------------------------------------------------------------------------------------- the tables
 
-    def _apply(self, engine: Engine, rule: Rule, record: Record) -> None:
-        action = rule.action
-        if rule.pattern is not None and isinstance(action, (Begin, End)):
-            action = _with_variant(action, rule, record.message)
+    def _apply(self, reading: Reading, record: Record) -> None:
+        engine, rule = reading.engine, reading.rule
+        action: Action | None = reading.action
+        assert engine is not None and rule is not None
         if isinstance(action, Begin):
             self._apply_begin(action, record)
         elif isinstance(action, End):
-            self._apply_end(engine, action, record)
+            self._apply_end(action, reading, record)
         elif isinstance(action, Configure):
             self._apply_configure(action, record)
         elif isinstance(action, Ready):
@@ -478,30 +517,22 @@ class BootLogAnalyzer:
         self._evidence[engine.name] += rule.weight
 
     def _apply_begin(self, action: Begin, record: Record) -> None:
-        rank = self._rank(record.rank)
-        if action.unless_open and action.slot in rank.open:
+        rank = self._ranks.get(record.rank) or self._rank(record.rank)
+        slot = action.slot
+        if action.unless_open and slot in rank.open:
             return
-        key = (action.phase, self._model(rank, action.slot, action.phase, action.model), action.variant)
+        key = (action.phase, self._model(rank, slot, action.phase, action.model), action.variant)
         start = (rank.last_end or record.timestamp) if action.from_last_end else record.timestamp
         self._record_phases += 1
-        self._begin(record.rank, action.slot, key, start)
+        self._begin(record.rank, slot, key, start, rank=rank)
 
-    def _apply_end(self, engine: Engine, action: End, record: Record) -> None:
-        rank = self._rank(record.rank)
+    def _apply_end(self, action: End, reading: Reading, record: Record) -> None:
+        rank = self._ranks.get(record.rank) or self._rank(record.rank)
         begun = rank.begun.get(action.slot, 0)
-        if action.only_if_open_or_new and action.slot not in rank.open and begun > 0:
-            return
-        if action.only_first and begun > 0:
+        if begun > 0 and (action.only_first or (action.only_if_open_or_new and action.slot not in rank.open)):
             return
         self._record_phases += 1
-        model = action.model
-        if engine.draft_pattern is not None and action.phase == "load-weights":
-            model = "draft" if engine.draft_pattern.search(record.message) else model
-
-        def implicit(state: RankState) -> PhaseKey:
-            return (action.phase, self._model(state, action.slot, action.phase, model), action.variant)
-
-        self._end(record, action.slot, implicit, _elapsed(record.message))
+        self._end(record, rank, action, reading.model, reading.elapsed_s)
 
     def _apply_configure(self, action: Configure, record: Record) -> None:
         if self._phases and (
@@ -574,7 +605,7 @@ class BootLogAnalyzer:
         cache_key = (bar.desc, bar.rank)
         identity = self._bar_cache.get(cache_key)
         if identity is None:
-            desc = _DESC_DETAIL_RE.sub("", bar.desc) or bar.desc
+            desc = _bar_desc(bar.desc)
             identity = (desc, self._phase_for_bar(bar))
             self._note_model_loader(bar, identity[1])
             # Opening a phase moved the sequence: cache under the new one.
@@ -852,6 +883,11 @@ _ENGINES_LED_BY = {
     leader: tuple(sorted(ENGINES, key=lambda engine: engine.name != leader))
     for leader in (*_ENGINES_BY_STYLE, "unknown")
 }
+# The tables a record is read with, by its style ("plain <leader>" for an unprefixed line).
+_ENGINES_READING = {
+    **_ENGINES_BY_STYLE,
+    **{f"plain {leader}": engines for leader, engines in _ENGINES_LED_BY.items()},
+}
 
 # What one boot's report is built from: kept by reference when the server restarts.
 _BOOT_STATE = (
@@ -915,13 +951,56 @@ def _rare_line_starts(block: bytes) -> list[int]:
 
 
 def _continues(frame: Bar, later: Bar) -> bool:
-    """Whether ``later`` redraws the bar that ``frame`` drew, moved on or not."""
+    """Whether ``later`` redraws the bar that ``frame`` drew, moved on or not. Descriptions that differ only in
+    their parenthesised detail name one bar ("Capturing batches (bs=8 avail_mem=7.19 GB)"), as they do for
+    ``_bar_identity``."""
     return (
-        later.desc == frame.desc
-        and later.rank == frame.rank
-        and later.total == frame.total
+        later.total == frame.total
         and later.done >= frame.done
+        and later.rank == frame.rank
+        and (later.desc == frame.desc or _bar_desc(later.desc) == _bar_desc(frame.desc))
     )
+
+
+def _bar_desc(desc: str) -> str:
+    """A bar's description without its parenthesised detail, which changes from frame to frame."""
+    return _DESC_DETAIL_RE.sub("", desc) or desc
+
+
+class Reading(NamedTuple):
+    """What a record's message says by itself, whatever the state: which rule of which engine it matches and
+    what that rule does with it. Ranks print the same message one after another, so the analyzer keeps the
+    last few readings."""
+
+    frame: bool  # a traceback's "File ..." line
+    engine: Engine | None
+    rule: Rule | None
+    action: Action | None  # the rule's, with the variant the message names
+    model: Model  # an End's model, "draft" when the message names a draft architecture
+    elapsed_s: float | None  # the time an End's message reports
+    may_fail: bool  # one of the failure checks' words is in it (the level is the caller's to add)
+
+
+def _read(message: str, engines: tuple[Engine, ...]) -> Reading:
+    may_fail = FAILURE_GATE_RE.search(message) is not None
+    if FRAME_NEEDLE in message and message.lstrip().startswith(FRAME_NEEDLE):
+        return Reading(True, None, None, None, None, None, may_fail)
+    for engine in engines:
+        rule = _first_rule(engine, message)
+        if rule is None:
+            continue
+        action = rule.action
+        if rule.pattern is not None and isinstance(action, (Begin, End)):
+            action = _with_variant(action, rule, message)
+        model: Model = None
+        elapsed_s = None
+        if isinstance(action, End):
+            model = action.model
+            if engine.draft_pattern is not None and action.phase == "load-weights":
+                model = "draft" if engine.draft_pattern.search(message) else model
+            elapsed_s = _elapsed(message)
+        return Reading(False, engine, rule, action, model, elapsed_s, may_fail)
+    return Reading(False, None, None, None, None, None, may_fail)
 
 
 def _first_rule(engine: Engine, message: str) -> Rule | None:
@@ -987,8 +1066,3 @@ def _elapsed(message: str) -> float | None:
 
 def _is_lead_label(label: str) -> bool:
     return all(number == 0 for number in rank_sort_key(label)[0])
-
-
-def _is_dated(timestamp: str) -> bool:
-    """parse.py's timestamps are "YYYY-MM-DD ..." (SGLang, Ray) or "MM-DD ..." (vLLM)."""
-    return timestamp[4:5] == "-"

@@ -371,3 +371,16 @@ def test_frames_redrawn_on_one_line_report_as_frames_on_lines_of_their_own() -> 
     ]
     assert (on_one_line.progress[0].done, on_one_line.progress[0].total) == (60, 60)
     assert on_one_line.phases == on_their_own.phases
+
+
+def test_a_message_read_once_is_read_again_with_the_tables_of_another_style() -> None:
+    """GIVEN the same vLLM-only message first inside an SGLang record, then on a line of its own
+    WHEN the analyzer reuses what it read of recent messages THEN the SGLang record still means nothing (only
+    SGLang's table reads it) and the bare line still opens vLLM's capture phase (both tables read it)."""
+    message = "Capturing the model for CUDA graphs. This may lead to unexpected consequences."
+    sglang_only = analyze_bytes(f"[2025-01-01 10:00:00 TP0] {message}\n".encode())
+    assert all(phase.name != "cuda-graph" for phase in sglang_only.phases)
+    both = analyze_bytes(
+        f"[2025-01-01 10:00:00 TP0] {message}\nINFO 01-01 10:00:01 [a.py:1] x\n{message}\n".encode()
+    )
+    assert [phase.name for phase in both.phases if phase.name == "cuda-graph"] == ["cuda-graph"]
