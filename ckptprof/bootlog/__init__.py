@@ -6,12 +6,17 @@ reused on its own.
 
 from __future__ import annotations
 
+from ckptprof.bootlog import phases as _phases
 from ckptprof.bootlog.follow import FollowOutcome, follow_log
 from ckptprof.bootlog.parse import LogInputError
 from ckptprof.bootlog.phases import STATES, BootLogAnalyzer, analyze_bytes, analyze_path, analyze_stream
 from ckptprof.bootlog.report import BootReport, FailureReport, PhaseReport, ProgressReport
 
+# Whether the record-by-record modules were compiled with mypyc (CKPTPROF_COMPILE=1 at install; setup.py).
+COMPILED = not _phases.__file__.endswith(".py")
+
 __all__ = [
+    "COMPILED",
     "STATES",
     "BootLogAnalyzer",
     "BootReport",
