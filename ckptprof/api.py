@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ckptprof import interrupts
 from ckptprof.analysis.verdict import compute_verdict
-from ckptprof.checkpoint import fs
+from ckptprof.checkpoint import diskstats, fs
 from ckptprof.engines import flags as sglang_flags
 from ckptprof.loader import ranks as ranks_mod
 from ckptprof.loader import torchrun
@@ -173,12 +173,14 @@ def _faithful_passes(
     fetched: dict[tuple[int, str], int] = {}
     busy_fractions: dict[tuple[int, str], list[float]] = {}
     sampled: dict[tuple[int, str], Window] = {}
+    # The block devices under the checkpoints, asked at each tick whether storage was busy at all.
+    disks = [disk for disk in (diskstats.device_for(model.path) for model in plan.models) if disk]
     for i in range(rounds):
         _prepare_all(plan, group)
         say(
             f"faithful pass{f' {i + 1}/{rounds}' if rounds > 1 else ''}: SGLang's exact sequence, no decomposition ..."
         )
-        sampler = KernelSampler([]) if sample else None
+        sampler = KernelSampler([], disks=disks) if sample else None
         if sampler is not None:
             sampler.start()
         try:

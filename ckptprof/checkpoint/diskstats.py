@@ -24,6 +24,7 @@ SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's ow
 class DiskSample:
     io_ticks_ms: int
     read_bytes: int
+    in_flight: int = 0  # requests issued to the device and not yet completed, now
 
     def busy_since(self, before: DiskSample) -> float:
         """Seconds the device was busy between ``before`` and this sample."""
@@ -62,7 +63,9 @@ def sample(device: str, text: str | None = None) -> DiskSample | None:
         # major minor name reads merged sectors ms writes merged sectors ms in_flight io_ticks ...
         if len(fields) >= 13 and fields[2] == device:
             try:
-                return DiskSample(io_ticks_ms=int(fields[12]), read_bytes=int(fields[5]) * SECTOR)
+                return DiskSample(
+                    io_ticks_ms=int(fields[12]), read_bytes=int(fields[5]) * SECTOR, in_flight=int(fields[11])
+                )
             except ValueError:
                 return None
     return None

@@ -19,6 +19,11 @@ and copying in user space is user time) - the kernel's 10 ms accounting, good ov
 A window in which the process took no major fault and read nothing from a block device fetched nothing from
 storage: its D states were waits on pages already in memory (ranks faulting the same cached page wait on its lock in
 the same kernel function as on a read), so they count as page cache.
+
+That rule is blunt: one fault anywhere in the window turns it off. Given the block devices under the checkpoint,
+the sampler also asks them at each tick: a thread in state D while none of them has a request in flight, and none
+had one since the previous tick (its io_ticks did not move), is not waiting for storage; it counts as page cache.
+A network or FUSE file system has no block device to ask, and keeps the window rule alone.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ckptprof.checkpoint import diskstats
 
 # The classes, most telling first: a process is in the first one any of its threads is in.
 CLASSES = ("storage", "page_cache", "cpu", "waiting")
@@ -76,10 +83,13 @@ def read_thread(proc: Path, tid: int) -> ThreadState | None:
     )
 
 
-def classify(now: ThreadState, before: ThreadState | None) -> str:
-    """The class of one thread at one tick, from its state and its faults since the previous tick."""
+def classify(now: ThreadState, before: ThreadState | None, storage_idle: bool = False) -> str:
+    """The class of one thread at one tick, from its state and its faults since the previous tick.
+
+    ``storage_idle``: the block devices under the checkpoint had no request in flight at this tick nor since the
+    previous one, so a thread in state D waits on something in memory (a page another thread is faulting in)."""
     if now.state == "D":
-        return "storage"
+        return "page_cache" if storage_idle else "storage"
     if now.state == "R":
         if before is not None and now.majflt > before.majflt:
             return "storage"
@@ -180,8 +190,16 @@ class KernelSampler:
         hz: float = DEFAULT_HZ,
         proc_root: Path = Path("/proc"),
         clock: Callable[[], float] = time.monotonic,
+        disks: Sequence[str] = (),
     ) -> None:
+        """``disks``: the /proc/diskstats names of the block devices under the checkpoint (diskstats.device_for), asked
+        at each tick whether storage was busy at all; none for a network or FUSE file system."""
         self.interval = 1.0 / hz
+        self.disks = tuple(dict.fromkeys(disks))
+        self._disk_last: dict[str, diskstats.DiskSample] = {}
+        # Ticks at which the disks were asked, and at how many of them they were idle.
+        self.disk_ticks = 0
+        self.disk_idle_ticks = 0
         self.samples = {pid: ProcessSamples(pid) for pid in pids}
         self._proc_root = proc_root
         self._clock = clock
@@ -215,9 +233,31 @@ class KernelSampler:
             self._thread.join(timeout=5)
         return self.samples
 
+    def _storage_idle(self) -> bool:
+        """Whether no disk under the checkpoint has a request in flight now or had one since the last tick."""
+        if not self.disks:
+            return False
+        try:
+            text = (self._proc_root / "diskstats").read_text()
+        except OSError:
+            return False
+        idle = True
+        for disk in self.disks:
+            now = diskstats.sample(disk, text)
+            if now is None:
+                return False  # a device that cannot be read might be the busy one
+            before = self._disk_last.get(disk)
+            self._disk_last[disk] = now
+            if now.in_flight > 0 or before is None or now.io_ticks_ms > before.io_ticks_ms:
+                idle = False
+        self.disk_ticks += 1
+        self.disk_idle_ticks += idle
+        return idle
+
     def tick(self) -> None:
         """One sample of every watched process (the loop calls this; tests may too)."""
         now = self._clock()
+        storage_idle = self._storage_idle()
         with self._lock:
             watched = list(self.samples.items())
         for pid, seen in watched:
@@ -232,7 +272,7 @@ class KernelSampler:
                 state = read_thread(proc, tid)
                 if state is None:
                     continue
-                cls = classify(state, self._last.get((pid, tid)))
+                cls = classify(state, self._last.get((pid, tid)), storage_idle)
                 self._last[(pid, tid)] = state
                 classes.append(cls)
                 user, system, majflt = user + state.utime, system + state.stime, majflt + state.majflt

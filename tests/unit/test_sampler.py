@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ckptprof.checkpoint import diskstats
 from ckptprof.profiling.sampler import (
     KernelSampler,
     ProcessSamples,
@@ -192,3 +193,51 @@ def test_waits_of_a_load_that_fetched_nothing_are_the_page_caches() -> None:
     blind = Window()
     blind.add([Tick(0.0, "storage", 0, 0, 5, None), Tick(1.0, "cpu", 80, 20, 5, None)])
     assert blind.shares()["storage"] == 0.5
+
+
+def write_diskstats(root: Path, in_flight: int, io_ticks: int) -> None:
+    # major minor name reads merged sectors ms writes merged sectors ms in_flight io_ticks time_in_queue
+    (root / "diskstats").write_text(
+        f"   7       0 loop0 1 0 2 0 0 0 0 0 0 0 0\n 253       0 vda 900 0 7200 50 0 0 0 0 {in_flight} {io_ticks} 60\n"
+    )
+
+
+def test_a_wait_while_the_disk_is_idle_is_on_the_page_cache(tmp_path: Path) -> None:
+    """GIVEN a thread in state D at every tick (ranks faulting the same cached page wait there too) WHEN the disk
+    under the checkpoint had no request in flight and its io_ticks did not move since the last tick THEN that tick is
+    page cache; while the disk is busy (a request in flight, or io_ticks moved) it stays storage."""
+    write_task(tmp_path, 7, 7, "D", 100, 0, "folio_wait_bit_common")
+    write_diskstats(tmp_path, in_flight=0, io_ticks=500)
+    clock = iter(float(i) for i in range(10))
+    sampler = KernelSampler([7], proc_root=tmp_path, clock=lambda: next(clock), disks=["vda", "vda"])
+    sampler.tick()  # nothing to compare with yet: storage, as without the disk
+    sampler.tick()  # idle: nothing in flight, io_ticks still 500
+    write_diskstats(tmp_path, in_flight=2, io_ticks=500)
+    sampler.tick()  # requests in flight now
+    write_diskstats(tmp_path, in_flight=0, io_ticks=503)
+    sampler.tick()  # none now, but the device was busy since the last tick
+    sampler.tick()  # idle again
+    assert [t.cls for t in sampler.samples[7].ticks] == [
+        "storage",
+        "page_cache",
+        "storage",
+        "storage",
+        "page_cache",
+    ]
+    assert (sampler.disk_ticks, sampler.disk_idle_ticks) == (5, 2)
+    # AND without a disk to ask (NFS, FUSE) or with one that cannot be read, a wait stays storage
+    for disks in ([], ["nvme9n1"]):
+        blind = KernelSampler([7], proc_root=tmp_path, clock=lambda: 0.0, disks=disks)
+        blind.tick()
+        blind.tick()
+        assert [t.cls for t in blind.samples[7].ticks] == ["storage", "storage"]
+
+
+def test_diskstats_gives_the_requests_in_flight(tmp_path: Path) -> None:
+    write_diskstats(tmp_path, in_flight=3, io_ticks=42)
+    sample = diskstats.sample("vda", (tmp_path / "diskstats").read_text())
+    assert sample is not None and (sample.in_flight, sample.io_ticks_ms, sample.read_bytes) == (
+        3,
+        42,
+        7200 * 512,
+    )
