@@ -26,6 +26,7 @@ def main(out: Path) -> None:
         "sampled page cache / cpu / waiting, cold | sampled storage, warm | points apart |"
     )
     print("|---|---|---|---|---|---|---|---|")
+    per_rank: list[tuple[str, Session, Session]] = []
     for cold_dir in sorted(out.glob("sampled-*-cold")):
         warm_dir = cold_dir.with_name(cold_dir.name[: -len("cold")] + "warm")
         try:
@@ -46,6 +47,20 @@ def main(out: Path) -> None:
             f"{100 * paid:.0f}% | {100 * storage:.0f}% | {rest} | {100 * ws.get('storage', 0.0):.0f}% | "
             f"{100 * (storage - paid):+.0f} |"
         )
+        per_rank.append((cold_dir.name[len("sampled-") : -len("-cold")], cold, warm))
+    # Every rank, not only the slowest: the warm storage share of each (0% where nothing was fetched).
+    print()
+    print("| config | cache | sampled storage per rank |")
+    print("|---|---|---|")
+    for name, cold, warm in per_rank:
+        for cache, session in (("cold", cold), ("warm", warm)):
+            shares = [
+                f"{r.rank}: {100 * (m.faithful_sampled_shares or {}).get('storage', 0.0):.0f}%"
+                for r in session.ranks
+                for m in r.models
+                if m.faithful_sampled_shares is not None
+            ]
+            print(f"| {name} | {cache} | {', '.join(shares)} |")
 
 
 if __name__ == "__main__":
