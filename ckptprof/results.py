@@ -111,6 +111,14 @@ class Ceilings:
     """Pageable copies to every device at once, summed."""
     h2d_transfer_bytes: int | None = None
     """Bytes each host-to-device measurement copied."""
+    warm_pipeline_GBps: float | None = None
+    """The page cache read into pinned buffers and copied to the device, both at once (``warm_pipeline_threads``
+    threads, a warm sample of ``warm_pipeline_sample_bytes``): what a loader copying through host memory can reach
+    warm, below min(page cache, H2D) where the two share the host's memory."""
+    warm_pipeline_threads: int | None = None
+    """Threads of the warm-pipeline measurement."""
+    warm_pipeline_sample_bytes: int | None = None
+    """Bytes of the checkpoint the warm-pipeline measurement read and copied each time."""
     fastsafetensors_GBps: float | None = None
     """fastsafetensors reading a sample of the checkpoint's files, one loader per file as SGLang makes them."""
     fastsafetensors_sample: tuple[tuple[int, float], ...] | None = None

@@ -183,6 +183,15 @@ def render_text(c: dict[str, Any]) -> str:
             ],
             ["H2D pageable, all devices at once", _gbps(c["h2d_pageable_all_devices_GBps"]), ""],
         ]
+    if c.get("warm_pipeline_GBps") is not None:
+        rows.append(
+            [
+                "page cache -> pinned -> device",
+                _gbps(c["warm_pipeline_GBps"]),
+                f"{c.get('warm_pipeline_threads')} threads read {human_bytes(c.get('warm_pipeline_sample_bytes') or 0)} "
+                "warm into pinned buffers while each is copied: both at once, sharing host memory",
+            ]
+        )
     out = [tabulate(rows, headers=["ceiling", "rate", "how"], tablefmt="simple", disable_numparse=True)]
     notes = c.get("notes") or []
     if notes:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptprof.errors import CheckpointError, os_problem
-from ckptprof.probe import loader_rate, memcpy, storage, transfer
+from ckptprof.probe import loader_rate, memcpy, storage, transfer, warm_pipeline
 
 _RANGE = re.compile(r"^(\d+)-(\d+)$")
 
@@ -47,6 +47,15 @@ def measure_ceilings(
     tr = transfer.measure_transfer(devices, nbytes=transfer_bytes, log=log)
     notes.extend(tr.pop("notes"))
     out.update(tr)
+    cuda = transfer.cuda_devices(devices)
+    if paths and cuda:
+        if log:
+            log(
+                "warm pipeline: the page cache read into pinned buffers and copied to the device, both at once"
+            )
+        warm = warm_pipeline.measure_warm_pipeline(paths, cuda[0])
+        notes.extend(warm.pop("notes"))
+        out.update(warm)
     if paths and any(d.startswith("cuda") for d in devices) and loader_rate.fastsafetensors_available():
         if log:
             log(

@@ -108,6 +108,9 @@ def ceiling_rows(ceilings: Ceilings) -> list[list[str]]:
     value = ceilings.h2d_pinned_all_devices_GBps
     if isinstance(value, (int, float)) and value > 0:
         rows.append(["H2D pinned, all devices at once", f"{value:.2f} GB/s"])
+    value = ceilings.warm_pipeline_GBps
+    if isinstance(value, (int, float)) and value > 0:
+        rows.append(["page cache -> pinned -> device, both at once", f"{value:.2f} GB/s"])
     return rows
 
 

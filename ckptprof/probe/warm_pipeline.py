@@ -1,0 +1,165 @@
+"""The warm ceiling of a loader that copies through host memory: the page cache read into pinned buffers and copied
+to the device, both at once.
+
+The page-cache read and the pinned H2D copy are each measured alone; min(page cache, H2D) is not what a loader can
+reach with both running, because both use the host's memory: the CPU copy out of the page cache reads and writes
+every byte, the DMA reads it once more. On one H200 host, 33-39 GB/s of reading alone and 55 GB/s of copying alone
+gave 29-31 GB/s together (reports/h200/2026-12-01f-h200-warm-floor-memory-bandwidth). This probe measures that
+combined rate directly: ``threads`` threads read a warm sample of the checkpoint, ``CHUNK_BYTES`` at a time, into a
+ring of pinned buffers, and each filled buffer is copied to the device on a side stream; a buffer is reused once its
+copy finished. The same loop on a CPU device copies into host memory instead (what the tests run).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+import torch
+
+CHUNK_BYTES = 64 << 20
+SAMPLE_CAP_BYTES = 1 << 30
+THREADS = 16  # pipelined's readers for one rank
+EXTRA_BUFFERS = 4  # buffers beyond one per thread: copies in flight while every thread reads
+REPEATS = 3
+
+
+def sample_chunks(paths: Sequence[Path], cap: int) -> list[tuple[Path, int, int]]:
+    """(file, offset, length) pieces of at most CHUNK_BYTES covering the first ``cap`` bytes of ``paths``."""
+    out: list[tuple[Path, int, int]] = []
+    left = cap
+    for path in paths:
+        try:
+            size = min(path.stat().st_size, left)
+        except OSError:
+            continue
+        out.extend((path, offset, min(CHUNK_BYTES, size - offset)) for offset in range(0, size, CHUNK_BYTES))
+        left -= size
+        if left <= 0:
+            break
+    return out
+
+
+def _one_pass(
+    chunks: Sequence[tuple[Path, int, int]],
+    fds: dict[Path, int],
+    ring: list[torch.Tensor],
+    device: torch.device,
+    threads: int,
+) -> float:
+    """Seconds to read every chunk into the ring and copy it to ``device``."""
+    cuda = device.type == "cuda"
+    stream = torch.cuda.Stream(device) if cuda else None
+    dest = torch.empty(CHUNK_BYTES, dtype=torch.uint8, device=device)
+    free = list(range(len(ring)))
+    pending: dict[int, Any] = {}  # buffer -> the event its copy records
+    cond = threading.Condition()
+    issue = threading.Lock()
+    work = iter(chunks)
+    errors: list[BaseException] = []
+
+    def take() -> int:
+        with cond:
+            while not free:
+                cond.wait()
+            idx = free.pop()
+            event = pending.pop(idx, None)
+        if event is not None:
+            event.synchronize()
+        return idx
+
+    def reader() -> None:
+        try:
+            if cuda:
+                torch.cuda.set_device(device)
+            while True:
+                with cond:
+                    item = next(work, None)
+                if item is None:
+                    return
+                path, offset, length = item
+                idx = take()
+                buf = ring[idx]
+                got = os.preadv(fds[path], [buf.numpy()[:length].data], offset)
+                if got != length:
+                    raise OSError(f"short read of {path}: {got} of {length} bytes at {offset}")
+                event = None
+                with issue:
+                    if stream is not None:
+                        with torch.cuda.stream(stream):
+                            dest[:length].copy_(buf[:length], non_blocking=True)
+                            event = torch.cuda.Event()
+                            event.record(stream)
+                    else:
+                        dest[:length].copy_(buf[:length])
+                with cond:
+                    if event is not None:
+                        pending[idx] = event
+                    free.append(idx)
+                    cond.notify()
+        except BaseException as exc:  # reported after the join: a probe never hangs on a failed reader
+            errors.append(exc)
+            with cond:
+                free.extend(range(len(ring)))
+                cond.notify_all()
+
+    workers = [threading.Thread(target=reader, name=f"ckptprof-warm-pipeline-{i}") for i in range(threads)]
+    began = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    if stream is not None:
+        stream.synchronize()
+    seconds = time.perf_counter() - began
+    if errors:
+        raise errors[0]
+    return seconds
+
+
+def measure_warm_pipeline(
+    paths: Sequence[Path],
+    device: str,
+    threads: int = THREADS,
+    cap: int = SAMPLE_CAP_BYTES,
+    repeats: int = REPEATS,
+) -> dict[str, Any]:
+    """``warm_pipeline_GBps``: a warm sample (at most ``cap``, and a quarter of the available memory) read into pinned
+    buffers and copied to ``device`` with ``threads`` threads, median of ``repeats``; None with a note on failure."""
+    cap = min(cap, psutil.virtual_memory().available // 4)
+    chunks = sample_chunks(paths, cap)
+    total = sum(length for _, _, length in chunks)
+    out: dict[str, Any] = {"warm_pipeline_GBps": None, "warm_pipeline_threads": threads, "notes": []}
+    if not total:
+        return out
+    target = torch.device(device)
+    if target.type == "cuda":
+        if not torch.cuda.is_available():
+            return out  # the transfer probe says so already
+        if target.index is None:
+            target = torch.device("cuda", torch.cuda.current_device())
+    fds = {path: os.open(path, os.O_RDONLY) for path in dict.fromkeys(p for p, _, _ in chunks)}
+    try:
+        pin = target.type == "cuda"
+        ring = [
+            torch.empty(CHUNK_BYTES, dtype=torch.uint8, pin_memory=pin)
+            for _ in range(threads + EXTRA_BUFFERS)
+        ]
+        for path, offset, length in chunks:  # warm: the sample in the page cache, through the fds timed
+            os.preadv(fds[path], [ring[0].numpy()[:length].data], offset)
+        rates = [total / _one_pass(chunks, fds, ring, target, threads) / 1e9 for _ in range(repeats)]
+    except (OSError, RuntimeError) as exc:
+        out["notes"].append(f"warm pipeline not measured on {device}: {exc}")
+        return out
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    out["warm_pipeline_GBps"] = round(statistics.median(rates), 3)
+    out["warm_pipeline_sample_bytes"] = total
+    return out
