@@ -238,7 +238,7 @@ for s in $STEPS; do
     for v in ${WARM_VARIANTS:-pipelined pipelined:readers=8 pipelined:readers=32 pipelined:chunk_mib=16 pipelined:chunk_mib=128}; do
       step "TP1 cuda:0 warm, $v, with the probe"
       CKPTPROF_PROBE_MAX_AGE_S=${WARM_PROBE_AGE:-3600} $CK run "$DATA/eagle3" --tp 1 --devices cuda:0 --cache warm \
-        --strategy "$v" -o "$OUT/warm-${v//[=,:]/-}" -q | grep -E "^ +0 |page-cache read|H2D pinned|verdict"
+        --strategy "$v" -o "$OUT/warm-${v//[=,:]/-}" -q | grep -E "^ +0 |page-cache read|H2D pinned|both at once|verdict"
     done
     ;;
   sampled)
