@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,8 @@ import psutil
 import torch
 
 CHUNK_BYTES = 64 << 20
-# Long enough that starting the threads is noise: 1 GiB ran 3-15% below the loader it should bound.
-SAMPLE_CAP_BYTES = 2 << 30
+# Long enough that the pass's fixed costs are noise: 1 GiB ran 3-15% below the loader it should bound.
+SAMPLE_CAP_BYTES = 4 << 30
 THREADS = 16  # pipelined's readers for one rank
 EXTRA_BUFFERS = 4  # buffers beyond one per thread: copies in flight while every thread reads
 REPEATS = 3
@@ -78,6 +79,10 @@ def _one_pass(
         try:
             if cuda:
                 torch.cuda.set_device(device)
+        finally:
+            with suppress(threading.BrokenBarrierError):
+                ready.wait()
+        try:
             while True:
                 with cond:
                     item = next(work, None)
@@ -109,10 +114,13 @@ def _one_pass(
                 free.extend(range(len(ring)))
                 cond.notify_all()
 
+    # The threads start and bind the device before the clock does, as a loader's pool is made before its load.
+    ready = threading.Barrier(threads + 1)
     workers = [threading.Thread(target=reader, name=f"ckptprof-warm-pipeline-{i}") for i in range(threads)]
-    began = time.perf_counter()
     for w in workers:
         w.start()
+    ready.wait()
+    began = time.perf_counter()
     for w in workers:
         w.join()
     if stream is not None:
