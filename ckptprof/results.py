@@ -273,7 +273,8 @@ class Verdict:
     read_GBps: float | None = None
     """Fetched bytes over the slowest-reading rank's read time."""
     floor_s: float | None = None
-    """No loader gets below this: max(bytes from storage / storage ceiling, per-rank bytes / pinned H2D)."""
+    """No loader gets below this: max(bytes from storage / storage ceiling, per-rank bytes / pinned H2D, all copied
+    bytes / the host's warm pipeline where it was measured)."""
 
     @property
     def caveats(self) -> tuple[str, ...]:

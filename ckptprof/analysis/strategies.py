@@ -65,7 +65,9 @@ def _spell(value: Any) -> str:
 
 
 def floor_seconds(session: Session) -> float | None:
-    """max(storage part, per-device pinned H2D part); None when neither ceiling was measured."""
+    """max(storage part, per-device pinned H2D part, host part); None when no ceiling was measured. The host part is
+    every copied byte through the warm pipeline (page cache read into host memory and copied out at once: the two
+    share the host's memory, so a loader copying through it gets no faster warm)."""
     ceilings = session.ceilings
     parts: list[float] = []
     storage = positive(ceilings.storage_read_n_streams_GBps) or positive(ceilings.storage_read_GBps)
@@ -80,6 +82,10 @@ def floor_seconds(session: Session) -> float | None:
         rate = positive(pinned.get(device))
         if rate and nbytes:
             parts.append(nbytes / rate / 1e9)
+    host = positive(ceilings.warm_pipeline_GBps)
+    copied = sum(per_device.values())
+    if host and copied:
+        parts.append(copied / host / 1e9)
     return max(parts) if parts else None
 
 

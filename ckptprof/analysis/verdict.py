@@ -180,10 +180,15 @@ def compute_verdict(session: Session) -> Verdict:
         # SGLang's mmap paths bring cached bytes in by page faults; the others read them (pread, read()).
         faults = session.config.get("strategy", "sglang") in MMAP_STRATEGIES
         how, via = ("mmap page faults", "through faults") if faults else ("reads from the page cache", "read")
+        host = positive(ceilings.warm_pipeline_GBps)
+        # Reading the page cache and copying to the device at once share the host's memory: the pair's own ceiling.
+        host_note = (
+            f"; reading the page cache and copying at once, this host reaches {_fmt(host)}" if host else ""
+        )
         summary = (
             f"page-cache-bound: {100 * (1 - cold):.0f}% of the checkpoint was cached, yet {how} took "
             f"{100 * shares['page_cache']:.0f}% {basis} ({fault_rate:.2f} GB/s {via} vs "
-            f"{_fmt(page_cache)} plain page-cache reads){pinned_note}"
+            f"{_fmt(page_cache)} plain page-cache reads){pinned_note}{host_note}"
         )
     elif bottleneck == "h2d" and stand_in:
         # No CUDA device: the copies are host memcpys standing in for H2D; there is no link to be bound by.
@@ -321,7 +326,9 @@ def compute_verdict(session: Session) -> Verdict:
         storage_note=storage_note,
         engine_note=engine_note,
         read_GBps=round(read_rate, 4),
-        floor_s=_floor(ckpt, cold, storage_n, pinned, totals.h2d_bytes, n_ranks),
+        floor_s=_floor(
+            ckpt, cold, storage_n, pinned, totals.h2d_bytes, n_ranks, positive(ceilings.warm_pipeline_GBps)
+        ),
     )
 
 
@@ -384,14 +391,23 @@ def completed_bytes(session: Session) -> int:
 
 
 def _floor(
-    ckpt: int, cold: float, storage: float | None, pinned: float | None, h2d_bytes: int, ranks: int
+    ckpt: int,
+    cold: float,
+    storage: float | None,
+    pinned: float | None,
+    h2d_bytes: int,
+    ranks: int,
+    host: float | None = None,
 ) -> float | None:
-    """max(bytes from storage / storage ceiling, per-rank bytes / pinned H2D): no loader gets below this."""
+    """max(bytes from storage / storage ceiling, per-rank bytes / pinned H2D, all copied bytes / the host's warm
+    pipeline): no loader gets below this."""
     parts = []
     if storage and cold > 0:
         parts.append(ckpt * cold / storage / 1e9)
     if pinned and ranks:
         parts.append(h2d_bytes / ranks / pinned / 1e9)
+    if host and h2d_bytes:
+        parts.append(h2d_bytes / host / 1e9)
     return round(max(parts), 4) if parts else None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import itertools
@@ -914,3 +915,16 @@ def test_shared_slots_are_sized_by_the_files_not_only_by_the_chunk(models: list[
         assert region is not None and region.size <= strategy._slots * strategy._slot_bytes + 4096
     finally:
         strategy.close()
+
+
+def test_the_hosts_warm_pipeline_raises_the_floor_where_it_binds() -> None:
+    """GIVEN a warm run WHEN the probe measured what the host reaches reading the page cache and copying at once
+    THEN every copied byte through that rate bounds the floor (it binds below min(page cache, H2D))."""
+    warm = session("pipelined", 0.05, cache="warm")
+    warm.models[0].resident_bytes_before = 10**9
+    only_h2d = floor_seconds(warm)
+    assert only_h2d == pytest.approx(0.01)  # 2 ranks x 0.25 GB on one device / 50 GB/s
+    warm.ceilings = dataclasses.replace(warm.ceilings, warm_pipeline_GBps=25.0)
+    assert floor_seconds(warm) == pytest.approx(0.5e9 / 25e9)
+    warm.ceilings = dataclasses.replace(warm.ceilings, warm_pipeline_GBps=500.0)  # faster than the link
+    assert floor_seconds(warm) == pytest.approx(only_h2d)

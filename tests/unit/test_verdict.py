@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from ckptprof.analysis.attribution import rank_skew, run_totals
@@ -485,3 +487,17 @@ def test_a_vllm_run_gets_vllms_flags_priced_as_sglangs_equivalents() -> None:
     s.config["strategy"] = "vllm"
     s.config["vllm_release"] = {"engine": "vllm", "profile": "0.17"}
     assert "vllm-prefetch" not in {p.strategy for p in compute_verdict(s).predictions}
+
+
+def test_a_warm_load_is_held_against_the_hosts_warm_pipeline_where_it_was_measured() -> None:
+    """GIVEN a warm, page-cache-bound load and a probe that measured the page cache read and copied at once
+    THEN the verdict quotes that rate and the floor counts every copied byte through it."""
+    s = session(read=0.2, deser=0.01, h2d=0.05, resident=4 * GB)
+    before = compute_verdict(s)
+    assert "this host reaches" not in before.summary
+    s.ceilings = dataclasses.replace(s.ceilings, warm_pipeline_GBps=20.0)
+    v = compute_verdict(s)
+    assert v.bottleneck == "page-cache"
+    assert "reading the page cache and copying at once, this host reaches 20.00 GB/s" in v.summary
+    assert before.floor_s is not None and v.floor_s is not None
+    assert v.floor_s == pytest.approx(4 * GB / 20e9) and v.floor_s > before.floor_s
