@@ -12,6 +12,7 @@ Not for editable installs: the compiled modules would sit beside the sources and
 from __future__ import annotations
 
 import os
+import sys
 
 from setuptools import setup
 
@@ -22,8 +23,15 @@ COMPILED_MODULES = [
 ]
 
 
+# The commands that build the extensions; setuptools also runs this file for metadata (egg_info, dist_info), where
+# mypyc would type-check and generate the C code for nothing (1.5 minutes each time).
+BUILD_COMMANDS = {"bdist_wheel", "build", "build_ext", "install", "develop", "editable_wheel"}
+
+
 def extensions() -> list[object]:
     if os.environ.get("CKPTPROF_COMPILE", "") not in ("1", "true", "yes"):
+        return []
+    if not BUILD_COMMANDS.intersection(sys.argv[1:]):
         return []
     try:
         from mypyc.build import mypycify
