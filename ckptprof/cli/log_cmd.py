@@ -28,6 +28,10 @@ what it reads:
   behind the prefixes that kubectl --timestamps, GitHub Actions, docker compose, journald and TorchServe add.
   A file holding several boots (a restart, a retry loop) is reported on its last one; --boot picks another.
 
+speed:
+  38-40 MB/s of boot records (boot sections pasted whole), 115 MB/s of a serving log, on a 2-core VM; about 52 MB/s
+  of boot records with the reader compiled: pip install mypy && CKPTPROF_COMPILE=1 pip install --no-build-isolation .
+
 exit status:
   0 the boot is going on or the server is ready; 1 the boot failed (with --follow also: timed out, or the
   input ended before ready); 2 the file cannot be read or the arguments are wrong.
