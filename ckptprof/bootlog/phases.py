@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from typing import BinaryIO, NamedTuple, cast
 
@@ -1028,23 +1029,35 @@ def _replace_boots(report: BootReport, boots: int, warnings: tuple[str, ...]) ->
 
 
 def analyze_stream(
-    stream: BinaryIO, stall_after_s: float = STALL_AFTER_S, name: str = "-", boot: int | None = None
+    stream: BinaryIO,
+    stall_after_s: float = STALL_AFTER_S,
+    name: str = "-",
+    boot: int | None = None,
+    on_bytes: Callable[[int], object] | None = None,
 ) -> BootReport:
-    """Read a whole stream in bounded chunks and report on it (on its last boot, or on boot ``boot``)."""
+    """Read a whole stream in bounded chunks and report on it (on its last boot, or on boot ``boot``); ``on_bytes``
+    is told the size of each block read (a progress bar)."""
     analyzer = BootLogAnalyzer(stall_after_s)
     try:
         for block in iter_blocks(stream):
             analyzer.feed_block(block)
+            if on_bytes is not None:
+                on_bytes(len(block))
     except OSError as exc:  # EIO, a directory that slipped through open(), ...
         raise LogInputError(name, exc.strerror or str(exc)) from None
     return analyzer.report(boot)
 
 
-def analyze_path(path: str, stall_after_s: float = STALL_AFTER_S, boot: int | None = None) -> BootReport:
+def analyze_path(
+    path: str,
+    stall_after_s: float = STALL_AFTER_S,
+    boot: int | None = None,
+    on_bytes: Callable[[int], object] | None = None,
+) -> BootReport:
     """Report on the log at ``path`` ("-" is standard input). Raises LogInputError when it cannot be read."""
     stream = open_log(path)
     try:
-        return analyze_stream(stream, stall_after_s, name=path, boot=boot)
+        return analyze_stream(stream, stall_after_s, name=path, boot=boot, on_bytes=on_bytes)
     finally:
         if path != "-":
             stream.close()

@@ -5,13 +5,37 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from typing import Any
 
 from tabulate import tabulate
+from tqdm import tqdm
 
 from ckptprof.bootlog import BootReport, LogInputError, analyze_path, follow_log
 from ckptprof.bootlog.phases import STALL_AFTER_S
 from ckptprof.errors import CkptprofError
+
+# A log this large takes seconds to read (38-40 MB/s of boot records on a 2-core VM): show how far it got.
+PROGRESS_FROM_BYTES = 64 << 20
+
+
+def _progress_bar(path: str) -> tqdm[Any]:
+    """A byte bar on standard error for a large regular file when standard error is a terminal; a silent one
+    otherwise (piped logs have no known size, and scripts reading our stderr want no bar)."""
+    try:
+        size = os.stat(path).st_size if path != "-" else 0
+    except OSError:
+        size = 0  # analyze_path says why, with the file's name
+    show = size >= PROGRESS_FROM_BYTES and sys.stderr.isatty()
+    return tqdm(
+        total=size,
+        unit="B",
+        unit_scale=True,
+        desc=f"reading {os.path.basename(path)}",
+        disable=not show,
+        leave=False,
+    )
 
 
 class LogFileError(CkptprofError):
@@ -104,7 +128,10 @@ class LogCommand:
                 elif outcome.reason == "ended":
                     print("ckptprof log: the log ended before the server was ready", file=sys.stderr)
             else:
-                report = analyze_path(args.file, stall_after_s=args.stall_after, boot=args.boot)
+                with _progress_bar(args.file) as bar:
+                    report = analyze_path(
+                        args.file, stall_after_s=args.stall_after, boot=args.boot, on_bytes=bar.update
+                    )
                 exit_code = 1 if report.state == "failed" else 0
         except LogInputError as exc:
             raise LogFileError(str(exc)) from None

@@ -176,3 +176,39 @@ def test_follow_times_out_with_exit_1(capsys: pytest.CaptureFixture[str]) -> Non
     captured = capsys.readouterr()
     assert json.loads(captured.out)["state"] == "load-weights"
     assert "timed out after 0.3 s" in captured.err
+
+
+def test_a_large_log_read_on_a_terminal_shows_how_far_it_got(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GIVEN a log above the size that takes seconds WHEN stderr is a terminal THEN a byte bar runs over the whole
+    file; piped, or small, no bar at all (scripts read our stderr)."""
+    from ckptprof.bootlog import analyze_path
+    from ckptprof.cli import log_cmd
+
+    log = tmp_path / "server.log"
+    line = b"[2025-01-01 10:00:00 TP0] Load weight begin. avail mem=70.00 GB\n"
+    log.write_bytes(line * 20_000)
+    seen: list[int] = []
+    analyze_path(str(log), on_bytes=seen.append)
+    assert sum(seen) == log.stat().st_size
+    monkeypatch.setattr(log_cmd, "PROGRESS_FROM_BYTES", 1 << 20)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    with log_cmd._progress_bar(str(log)) as bar:
+        assert not bar.disable and bar.total == log.stat().st_size
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    with log_cmd._progress_bar(str(log)) as bar:
+        assert bar.disable
+    small = tmp_path / "small.log"
+    small.write_bytes(line)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    with log_cmd._progress_bar(str(small)) as bar:
+        assert bar.disable
+    capsys.readouterr()
+    assert main(["log", str(log)]) == 0  # on a terminal: the bar on stderr, the report on stdout
+    out, err = capsys.readouterr()
+    assert "SGLang boot log" in out and "load-weights" in out and "reading server.log" in err
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    assert main(["log", str(log)]) == 0  # piped: the same report, nothing on stderr
+    out, err = capsys.readouterr()
+    assert "load-weights" in out and err == ""
