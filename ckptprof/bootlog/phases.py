@@ -325,7 +325,7 @@ class BootLogAnalyzer:
 
     def _with_year(self, timestamp: str) -> str:
         """vLLM prints no year: next to SGLang's or Ray's dated records it borrows theirs, so the clock compares."""
-        if timestamp[4:5] == "-":  # a dated stamp: every record passes here
+        if timestamp[4:5] == "-":  # a dated stamp
             self._year = timestamp[:4]
             return timestamp
         if self._year is not None and timestamp[2:3] == "-":
@@ -335,11 +335,7 @@ class BootLogAnalyzer:
     def _on_record(self, record: Record) -> None:
         timestamp = record.timestamp
         if timestamp is not None:
-            # _with_year, inlined: every record passes here
-            if timestamp[4:5] == "-":
-                self._year = timestamp[:4]
-            elif self._year is not None and timestamp[2:3] == "-":
-                timestamp = f"{self._year}-{timestamp}"
+            timestamp = self._with_year(timestamp)
             if timestamp != self._now:
                 self._advance_to(timestamp)
         else:
@@ -461,8 +457,7 @@ class BootLogAnalyzer:
             rank = self._rank(label)
         self._track(key, slot, provisional).spans[label] = RankSpan(start=start)
         rank.open[slot] = key
-        self._seq += 1
-        rank.last_event_seq = self._seq
+        self._touch(label, rank)
 
     def _end(
         self, record: Record, rank: RankState, action: End, model: Model, elapsed_s: float | None
@@ -485,8 +480,7 @@ class BootLogAnalyzer:
         if record.timestamp is not None:
             rank.last_end = record.timestamp
             self._last_phase_end = record.timestamp
-        self._seq += 1
-        rank.last_event_seq = self._seq
+        self._touch(record.rank, rank)
 
     def _implicit_start(self, record: Record, rank: RankState, elapsed_s: float | None) -> str | None:
         if record.timestamp is not None and elapsed_s is not None:
@@ -519,7 +513,7 @@ class BootLogAnalyzer:
         self._evidence[engine.name] += rule.weight
 
     def _apply_begin(self, action: Begin, record: Record) -> None:
-        rank = self._ranks.get(record.rank) or self._rank(record.rank)
+        rank = self._rank(record.rank)
         slot = action.slot
         if action.unless_open and slot in rank.open:
             return
@@ -529,7 +523,7 @@ class BootLogAnalyzer:
         self._begin(record.rank, slot, key, start, rank=rank)
 
     def _apply_end(self, action: End, reading: Reading, record: Record) -> None:
-        rank = self._ranks.get(record.rank) or self._rank(record.rank)
+        rank = self._rank(record.rank)
         begun = rank.begun.get(action.slot, 0)
         if begun > 0 and (action.only_first or (action.only_if_open_or_new and action.slot not in rank.open)):
             return

@@ -56,7 +56,7 @@ def measure_ceilings(
         warm = warm_pipeline.measure_warm_pipeline(paths, cuda[0])
         notes.extend(warm.pop("notes"))
         out.update(warm)
-    if paths and any(d.startswith("cuda") for d in devices) and loader_rate.fastsafetensors_available():
+    if paths and cuda and loader_rate.fastsafetensors_available():
         if log:
             log(
                 "fastsafetensors: a sample of the files, one loader each (SGLang's --load-format fastsafetensors)"
