@@ -449,7 +449,8 @@ class RunCommand:
             default=None,
             metavar="NAME[,NAME...]",
             help="loading path(s) to replay, compared side by side: sglang, sglang-mt, sglang-mt-completed, "
-            "no-mmap, prefetch, pipelined, safetensors-pread, and the peers' real loaders fastsafetensors, "
+            "no-mmap, prefetch, pipelined, pipelined-shared (each byte read once per node at TP > 1), "
+            "safetensors-pread, and the peers' real loaders fastsafetensors, "
             "runai-streamer, instanttensor (unavailable when not installed), 'peers' (those and pipelined), or "
             "'all'; parameters as NAME:key=value "
             "(e.g. sglang-mt:num_threads=16). Default: the SGLang release's own default path (sglang-mt with 8 "

@@ -116,3 +116,14 @@ def test_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for word in ("run", "inspect", "synth", "probe", "examples"):
         assert word in out
+
+
+def test_run_help_names_every_strategy(capsys: pytest.CaptureFixture[str]) -> None:
+    """--help is where a user learns the strategies: each one the registry knows is named there."""
+    from ckptprof.loader.strategies import AVAILABLE
+
+    assert main(["run", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines, sometimes inside a name
+    text = text.replace("- ", "-")
+    missing = [name for name in AVAILABLE if name not in text]
+    assert not missing, f"run --help does not name: {missing}"
