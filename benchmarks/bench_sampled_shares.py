@@ -30,7 +30,7 @@ from ckptprof.session import RankModel, Session
 TP = int(os.environ.get("CKPTPROF_BENCH_TP", "4"))
 DEVICE = os.environ.get("CKPTPROF_BENCH_DEVICE", "cpu")
 EXTERNAL = os.environ.get("CKPTPROF_BENCH_CKPT", "")
-ROUNDS = 3
+ROUNDS = int(os.environ.get("CKPTPROF_BENCH_ROUNDS", "3"))
 
 
 def _sampled(ckpt: Path, tp: int, cache: str, rounds: int) -> Session:

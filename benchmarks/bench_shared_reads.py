@@ -35,7 +35,7 @@ from ckptprof.session import Session
 TP = int(os.environ.get("CKPTPROF_BENCH_TP", "4"))
 DEVICE = os.environ.get("CKPTPROF_BENCH_DEVICE", "cpu")
 EXTERNAL = os.environ.get("CKPTPROF_BENCH_CKPT", "")
-ROUNDS = 3
+ROUNDS = int(os.environ.get("CKPTPROF_BENCH_ROUNDS", "3"))
 # The cold target: shared TP within this factor of TP1 pipelined, measured in the same run.
 COLD_WITHIN = 1.15
 STRATEGIES: tuple[str, ...] = ("sglang", "pipelined", "pipelined-shared")

@@ -2,7 +2,7 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe predict | deps peers peersbest gputests strategies1 verify strategies8 tune touch bench repeat readahead plainvspipe throttle pyspy verifier learn warmfloor sampled shared vllm vllmcheck
+# steps: env smoke synth tp1 tp8 probe predict | deps peers peersbest gputests strategies1 verify strategies8 tune touch bench bench20 repeat readahead plainvspipe throttle pyspy verifier learn warmfloor sampled shared vllm vllmcheck
 # (deps installs the wheels carried in .whl/: fastsafetensors, py-spy, pytest + pytest-benchmark for bench)
 # (STRATEGIES picks the strategies; STRAT8_DEVICES / STRAT8_CACHES the device specs and cache modes of strategies8;
 #  tune: the pipelined strategy's reader count, TUNE_READERS, and chunk size, TUNE_CHUNKS; readahead: RA_TPS and
@@ -156,6 +156,15 @@ for s in $STEPS; do
     step "overhead benchmark on cuda:0 (256 MB, 1 GB and the 4.7 GB checkpoint; plain vs faithful vs decomposed)"
     CKPTPROF_BENCH_DEVICE=cuda:0 CKPTPROF_BENCH_CKPT="$DATA/eagle3" python3 -m pytest -q -p no:cacheprovider \
       benchmarks/bench_replay.py -k overhead --benchmark-json="$OUT/bench-overhead.json" 2>&1 | tail -15
+    ;;
+  bench20)
+    # Issue 20's ratio benchmarks on the GPU: shared reads vs SGLang's TP8 and TP1 pipelined, and the sampled storage
+    # share vs the cold/warm difference; TP8 on BENCH20_DEVICE, the 4.7 GB checkpoint. BENCH20_K selects tests (-k).
+    step "issue 20 benchmarks on ${BENCH20_DEVICE:-cuda:0}, TP${BENCH20_TP:-8}, -k '${BENCH20_K:-}'"
+    CKPTPROF_BENCH_DEVICE=${BENCH20_DEVICE:-cuda:0} CKPTPROF_BENCH_TP=${BENCH20_TP:-8} CKPTPROF_BENCH_CKPT="$DATA/eagle3" \
+      timeout -s INT ${STEP_TIMEOUT_S:-540} python3 -m pytest -q -p no:cacheprovider ${BENCH20_FILES:-benchmarks/bench_shared_reads.py benchmarks/bench_sampled_shares.py} \
+      ${BENCH20_K:+-k "$BENCH20_K"} --benchmark-json="$OUT/bench20${BENCH20_K:+-$BENCH20_K}.json" 2>&1 | tail -8
+    python3 -c 'import json,sys; [print(b["name"], json.dumps(b["extra_info"])) for b in json.load(open(sys.argv[1]))["benchmarks"]]' "$OUT/bench20${BENCH20_K:+-$BENCH20_K}.json" || true
     ;;
   repeat)
     for i in 1 2 3; do
