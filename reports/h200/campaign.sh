@@ -159,12 +159,13 @@ for s in $STEPS; do
     ;;
   bench20)
     # Issue 20's ratio benchmarks on the GPU: shared reads vs SGLang's TP8 and TP1 pipelined, and the sampled storage
-    # share vs the cold/warm difference; TP8 on BENCH20_DEVICE, the 4.7 GB checkpoint. BENCH20_K selects tests (-k).
+    # share vs the cold/warm difference; TP8 on BENCH20_DEVICE, the 4.7 GB checkpoint. BENCH20_K selects tests (-k),
+    # BENCH20_TAG names the JSON (bench20-TAG.json; no spaces).
     step "issue 20 benchmarks on ${BENCH20_DEVICE:-cuda:0}, TP${BENCH20_TP:-8}, -k '${BENCH20_K:-}'"
     CKPTPROF_BENCH_DEVICE=${BENCH20_DEVICE:-cuda:0} CKPTPROF_BENCH_TP=${BENCH20_TP:-8} CKPTPROF_BENCH_CKPT="$DATA/eagle3" \
       timeout -s INT ${STEP_TIMEOUT_S:-540} python3 -m pytest -q -p no:cacheprovider ${BENCH20_FILES:-benchmarks/bench_shared_reads.py benchmarks/bench_sampled_shares.py} \
-      ${BENCH20_K:+-k "$BENCH20_K"} --benchmark-json="$OUT/bench20${BENCH20_K:+-$BENCH20_K}.json" 2>&1 | tail -8
-    python3 -c 'import json,sys; [print(b["name"], json.dumps(b["extra_info"])) for b in json.load(open(sys.argv[1]))["benchmarks"]]' "$OUT/bench20${BENCH20_K:+-$BENCH20_K}.json" || true
+      ${BENCH20_K:+-k "$BENCH20_K"} --benchmark-json="$OUT/bench20${BENCH20_TAG:+-$BENCH20_TAG}.json" 2>&1 | tail -8
+    python3 -c 'import json,sys; [print(b["name"], json.dumps(b["extra_info"])) for b in json.load(open(sys.argv[1]))["benchmarks"]]' "$OUT/bench20${BENCH20_TAG:+-$BENCH20_TAG}.json" || true
     ;;
   repeat)
     for i in 1 2 3; do
