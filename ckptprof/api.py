@@ -27,7 +27,7 @@ from ckptprof.loader.options import ReplayOptions, resolve, split_options
 from ckptprof.loader.plan import ModelPlan, ReplayPlan, build_plan
 from ckptprof.loader.progress import ProgressPrinter
 from ckptprof.profiling.pyspy import PySpySession, native_supported
-from ckptprof.profiling.sampler import KernelSampler, Window
+from ckptprof.profiling.sampler import KernelSampler, Window, merge_spans
 from ckptprof.results import Ceilings
 from ckptprof.session import ModelInfo, RankResult, Session, ShardInfo
 from ckptprof.stage_hooks import stage_begins
@@ -173,6 +173,7 @@ def _faithful_passes(
     fetched: dict[tuple[int, str], int] = {}
     busy_fractions: dict[tuple[int, str], list[float]] = {}
     sampled: dict[tuple[int, str], Window] = {}
+    copy_seconds: dict[tuple[int, str], list[float]] = {}
     # The block devices under the checkpoints, asked at each tick whether storage was busy at all.
     disks = [disk for disk in (diskstats.device_for(model.path) for model in plan.models) if disk]
     for i in range(rounds):
@@ -199,6 +200,10 @@ def _faithful_passes(
                 _keep_samples(sampled, sampler, r)
             for m in r.models:
                 faithful_walls.setdefault((r.rank, m.role), []).append(m.wall_s)
+                if m.copy_spans is not None:
+                    copy_seconds.setdefault((r.rank, m.role), []).append(
+                        sum(end - start for start, end in merge_spans(m.copy_spans))
+                    )
                 fetched.setdefault((r.rank, m.role), sum(s.storage_bytes for s in m.shards))
                 if m.disk_busy_s is not None and m.wall_s > 0:
                     busy_fractions.setdefault((r.rank, m.role), []).append(min(1.0, m.disk_busy_s / m.wall_s))
@@ -221,19 +226,26 @@ def _faithful_passes(
             if rounds > 1:
                 m.faithful_walls = walls
                 m.decomposed_walls = decomposed_walls.get((r.rank, m.role))
+            copies = copy_seconds.get((r.rank, m.role))
+            if copies and len(copies) == len(walls):
+                m.faithful_copy_s = statistics.median(copies)
             window = sampled.get((r.rank, m.role))
             if window is not None and window.counts:
-                shares = window.shares()
                 loaded = sum(sh.bytes for sh in m.shards)
-                if m.disk and (m.faithful_storage_bytes or 0) <= FETCHED_NOTHING * loaded:
-                    # The kernel counted (next to) no byte read from the block device in SGLang's pass: its D states
-                    # were waits on pages already in memory (ranks faulting the same page), not on storage.
-                    shares = {
-                        **shares,
-                        "page_cache": shares["page_cache"] + shares["storage"],
-                        "storage": 0.0,
-                    }
-                m.faithful_sampled_shares = {k: round(v, 4) for k, v in shares.items()}
+                # The kernel counted (next to) no byte read from the block device in SGLang's pass: its D states
+                # were waits on pages already in memory (ranks faulting the same page), not on storage.
+                nothing = bool(m.disk) and (m.faithful_storage_bytes or 0) <= FETCHED_NOTHING * loaded
+                m.faithful_sampled_shares = _rounded_shares(window.shares(), nothing)
+                in_copies = window.copy_shares()
+                if in_copies is not None:
+                    m.faithful_sampled_copy_shares = _rounded_shares(in_copies, nothing)
+
+
+def _rounded_shares(shares: dict[str, float], fetched_nothing: bool) -> dict[str, float]:
+    """Shares as saved: rounded, with storage counted as page cache when the pass fetched nothing from the device."""
+    if fetched_nothing:
+        shares = {**shares, "page_cache": shares["page_cache"] + shares["storage"], "storage": 0.0}
+    return {k: round(v, 4) for k, v in shares.items()}
 
 
 def _keep_samples(sampled: dict[tuple[int, str], Window], sampler: KernelSampler, rank: RankResult) -> None:
@@ -243,7 +255,14 @@ def _keep_samples(sampled: dict[tuple[int, str], Window], sampler: KernelSampler
         return
     for m in rank.models:
         begin = rank.started_monotonic + m.start_s
-        sampled.setdefault((rank.rank, m.role), Window()).add(seen.between(begin, begin + m.wall_s))
+        copies = (
+            None
+            if m.copy_spans is None
+            else [
+                (rank.started_monotonic + start, rank.started_monotonic + end) for start, end in m.copy_spans
+            ]
+        )
+        sampled.setdefault((rank.rank, m.role), Window()).add(seen.between(begin, begin + m.wall_s), copies)
 
 
 def replay(

@@ -91,6 +91,16 @@ class RankModel:
     # With --sample-threads: the shares of SGLang's own (faithful) load wall in storage / page_cache / cpu / waiting,
     # from the rank's threads sampled in the kernel while it loaded unchanged (profiling/sampler.py), every pass's.
     faithful_sampled_shares: dict[str, float] | None = None
+    # With --faithful: seconds the rank spent inside the copies of SGLang's sequence (each copy_ into a parameter
+    # bracketed by the recorder's clock, the median of the passes). A copy from a mapping faults its pages in, so
+    # this holds those faults and storage waits too; the sampled copy shares below tell them apart.
+    faithful_copy_s: float | None = None
+    # With --sample-threads: the part of each sampled share (same keys, fractions of the same wall) that fell inside
+    # those copies: its "cpu" and "waiting" are the copies themselves (staging, DMA), the rest faults taken in them.
+    faithful_sampled_copy_shares: dict[str, float] | None = None
+    # One faithful pass's copy spans (start, end), offsets from the rank's start like start_s: carried from the rank
+    # to the sampler in the parent, never saved.
+    copy_spans: list[tuple[float, float]] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -153,6 +163,9 @@ class Session:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(replace(self, ceilings=Ceilings(), verdict=None, strategies=None, server_log=None))
+        for rank in d["ranks"]:
+            for model in rank.get("models") or []:
+                model.pop("copy_spans", None)  # transient: the sampler's input, not a result
         d["ceilings"] = {} if self.ceilings == Ceilings() else self.ceilings.to_dict()
         d["verdict"] = self.verdict.to_dict() if self.verdict is not None else {}
         # The comparison and the server's log are written under "extra", where the JSON has always had them.

@@ -266,7 +266,9 @@ def sampled_attribution(session: Session) -> dict[str, float] | None:
     """Shares of SGLang's own load from its threads sampled in the kernel (``run --sample-threads``); None without.
 
     The slowest rank of the faithful pass is taken (the load waits for it), its models weighted by their faithful
-    walls. The sampler sees storage, page cache, running and waiting; the running share is split into deserialize,
+    walls. The sampler sees storage, page cache, running and waiting. When the pass kept the spans of its copies
+    (every model has ``faithful_sampled_copy_shares``), running and waiting inside a copy are h2d, running outside
+    one is deserialisation, waiting outside one is other. Without them, the running share is split into deserialize,
     h2d and other in the proportions the decomposed replay timed them on that rank, and waiting counts as other.
     """
     best: tuple[float, list[RankModel]] | None = None
@@ -284,6 +286,22 @@ def sampled_attribution(session: Session) -> dict[str, float] | None:
             sampled[key] += (
                 (m.faithful_sampled_shares or {}).get(key, 0.0) * (m.faithful_wall_s or 0.0) / wall
             )
+    if all(m.faithful_sampled_copy_shares for m in models):
+        copying = {k: 0.0 for k in ("cpu", "waiting")}
+        for m in models:
+            for key in copying:
+                copying[key] += (
+                    (m.faithful_sampled_copy_shares or {}).get(key, 0.0) * (m.faithful_wall_s or 0.0) / wall
+                )
+        cpu_in_copies = min(copying["cpu"], sampled["cpu"])
+        waiting_in_copies = min(copying["waiting"], sampled["waiting"])
+        return {
+            "storage": sampled["storage"],
+            "page_cache": sampled["page_cache"],
+            "deserialize": sampled["cpu"] - cpu_in_copies,
+            "h2d": cpu_in_copies + waiting_in_copies,
+            "other": sampled["waiting"] - waiting_in_copies,
+        }
     decomposed = _decomposed_totals(models)
     running = decomposed.deserialize_s + decomposed.h2d_s + decomposed.other_s
     split = (

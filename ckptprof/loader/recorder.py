@@ -62,6 +62,9 @@ class Recorder:
 
     # Whether phases are timed: a strategy may skip the per-tensor phase blocks when they are not (see add_counts).
     times_phases: ClassVar[bool] = True
+    # Whether each model keeps the spans of its copies (copy_began / copy_ended): the faithful pass does, so the
+    # kernel sampler can tell the ticks inside SGLang's copies from the rest.
+    keeps_copy_spans: ClassVar[bool] = False
 
     copy_timer: CopyTimer
     counters: Counters = field(default_factory=ProcessCounters)
@@ -91,7 +94,7 @@ class Recorder:
 
     @contextmanager
     def model(self, role: str) -> Iterator[RankModel]:
-        rm = RankModel(role=role, start_s=self._now())
+        rm = RankModel(role=role, start_s=self._now(), copy_spans=[] if self.keeps_copy_spans else None)
         self.models.append(rm)
         self._model = rm
         try:
@@ -346,6 +349,17 @@ class Recorder:
         """Copying ``nbytes`` into this rank's parameters (timed by the copy timer, e.g. CUDA events)."""
         return self._phase("h2d", nbytes, shard)
 
+    def copy_began(self) -> float:
+        """The clock as a copy into a parameter starts, for ``copy_ended``: two clock reads and an append around a
+        copy in a loop that otherwise records nothing (the faithful pass)."""
+        return self.clock()
+
+    def copy_ended(self, began: float) -> None:
+        """Keep the span of a copy that began at ``began`` in the current model (when this recorder keeps them)."""
+        model = self._model
+        if model is not None and model.copy_spans is not None:
+            model.copy_spans.append((self._offset(began), self._now()))
+
     def tensor_done(self, shard: ShardTiming | None = None) -> None:
         state = self._state(shard)
         with self._lock:
@@ -365,6 +379,7 @@ class WallOnlyRecorder(Recorder):
     """For the faithful pass: SGLang's exact sequence, only shard walls measured, no per-phase clock reads."""
 
     times_phases: ClassVar[bool] = False
+    keeps_copy_spans: ClassVar[bool] = True
 
     @contextmanager
     def read_awaited(self) -> Iterator[Awaited]:
@@ -385,4 +400,11 @@ class WallOnlyRecorder(Recorder):
                 state.timing.bytes += nbytes
             elif kind == "h2d":
                 state.timing.h2d_bytes += nbytes
-        yield
+        if kind != "h2d":
+            yield
+            return
+        began = self.copy_began()
+        try:
+            yield
+        finally:
+            self.copy_ended(began)

@@ -24,10 +24,16 @@ That rule is blunt: one fault anywhere in the window turns it off. Given the blo
 the sampler also asks them at each tick: a thread in state D while none of them has a request in flight, and none
 had one since the previous tick (its io_ticks did not move), is not waiting for storage; it counts as page cache.
 A network or FUSE file system has no block device to ask, and keeps the window rule alone.
+
+The faithful pass also keeps the span of each of its copies into the parameters (the recorder's ``copy_began`` /
+``copy_ended``, clock reads in the rank); given them, a window counts the ticks inside a copy apart, with the user
+and kernel time counted at those ticks, so that running inside SGLang's copies (staging, DMA) is told from running
+outside them (deserialisation), each split between page cache and cpu by its own kernel and user time.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 import time
@@ -119,9 +125,26 @@ class Tick:
     )
 
 
+def merge_spans(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``spans`` as sorted, disjoint (start, end) pairs (copies from several threads may overlap)."""
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _inside(spans: list[tuple[float, float]], starts: list[float], at: float) -> bool:
+    i = bisect.bisect_right(starts, at) - 1
+    return i >= 0 and at <= spans[i][1]
+
+
 @dataclass
 class Window:
-    """What the ticks of one or more windows add up to: ticks per class, and the user and kernel time spent."""
+    """What the ticks of one or more windows add up to: ticks per class, and the user and kernel time spent; with
+    the spans of the load's copies, the same for the ticks inside them."""
 
     counts: Counter[str] = field(default_factory=Counter)
     user: int = 0
@@ -131,9 +154,18 @@ class Window:
     # Whether every window spanned two ticks or more with readable I/O counters: only then does "fetched nothing"
     # mean something.
     fetch_known: bool = True
+    # The ticks inside a copy, and the user and kernel time counted between a tick and the one before it when the
+    # tick is inside a copy (the kernel's 10 ms accounting lands where the ticks that saw it were).
+    copy_counts: Counter[str] = field(default_factory=Counter)
+    copy_user: int = 0
+    copy_system: int = 0
+    copies_known: bool = False
 
-    def add(self, ticks: Sequence[Tick]) -> None:
+    def add(self, ticks: Sequence[Tick], copies: Sequence[tuple[float, float]] | None = None) -> None:
+        """One window's ticks; ``copies``: the (start, end) monotonic spans of the copies made in it, when known."""
         self.counts.update(t.cls for t in ticks)
+        if copies is not None:
+            self._add_copies(ticks, merge_spans(copies))
         if len(ticks) < 2:
             self.fetch_known = self.fetch_known and not ticks
             return
@@ -146,20 +178,58 @@ class Window:
         else:
             self.read_bytes += max(0, last.read_bytes - first.read_bytes)
 
-    def shares(self) -> dict[str, float]:
-        """Fractions of the wall in each class; the running ticks split by kernel vs user time when it was counted."""
-        total = sum(self.counts.values())
-        if not total:
-            return dict.fromkeys(CLASSES, 0.0)
-        out = {c: self.counts[c] / total for c in CLASSES}
-        running = out["page_cache"] + out["cpu"]
-        if self.user + self.system > 0:
-            out["page_cache"] = running * self.system / (self.user + self.system)
+    def _add_copies(self, ticks: Sequence[Tick], spans: list[tuple[float, float]]) -> None:
+        self.copies_known = True
+        starts = [start for start, _ in spans]
+        before: Tick | None = None
+        for tick in ticks:
+            if _inside(spans, starts, tick.at):
+                self.copy_counts[tick.cls] += 1
+                if before is not None:
+                    self.copy_user += max(0, tick.user - before.user)
+                    self.copy_system += max(0, tick.system - before.system)
+            before = tick
+
+    def _split(self, counts: Counter[str], user: int, system: int, total: int) -> dict[str, float]:
+        """``counts`` as fractions of ``total`` ticks, their running ticks split by ``user`` vs ``system`` time (the
+        whole window's when these ticks saw none)."""
+        out = {c: counts[c] / total for c in CLASSES}
+        if user + system <= 0:
+            user, system = self.user, self.system
+        if user + system > 0:
+            running = out["page_cache"] + out["cpu"]
+            out["page_cache"] = running * system / (user + system)
             out["cpu"] = running - out["page_cache"]
+        return out
+
+    def _fetched_nothing(self, out: dict[str, float]) -> dict[str, float]:
         if self.fetch_known and self.majflt == 0 and self.read_bytes == 0:
             out["page_cache"] += out["storage"]  # nothing came from storage: the waits were on cached pages
             out["storage"] = 0.0
         return out
+
+    def shares(self) -> dict[str, float]:
+        """Fractions of the wall in each class; the running ticks split by kernel vs user time when it was counted
+        (inside the copies and outside them each by its own, when the copies are known)."""
+        total = sum(self.counts.values())
+        if not total:
+            return dict.fromkeys(CLASSES, 0.0)
+        inside = self._split(self.copy_counts, self.copy_user, self.copy_system, total)
+        outside = self._split(
+            self.counts - self.copy_counts,
+            max(0, self.user - self.copy_user),
+            max(0, self.system - self.copy_system),
+            total,
+        )
+        return self._fetched_nothing({c: inside[c] + outside[c] for c in CLASSES})
+
+    def copy_shares(self) -> dict[str, float] | None:
+        """The part of each share that fell inside the copies (fractions of the same wall); None when the copies
+        were not known."""
+        total = sum(self.counts.values())
+        if not self.copies_known or not total:
+            return None
+        return self._fetched_nothing(self._split(self.copy_counts, self.copy_user, self.copy_system, total))
 
 
 @dataclass

@@ -393,18 +393,19 @@ def key_metrics(session: Session) -> list[tuple[str, str]]:
 
 
 def sampled_shares_text(session: Session) -> str:
-    """'target 61% / 2% / 33% / 4%' for the slowest rank of the faithful pass, when --sample-threads ran."""
-    sampled = [
-        (m.faithful_wall_s or 0.0, m.role, m.faithful_sampled_shares)
-        for r in session.ranks
-        for m in r.models
-        if m.faithful_sampled_shares
-    ]
+    """'target 61% / 2% / 33% / 4% (40% of it inside its copies)' for the slowest rank of the faithful pass, when
+    --sample-threads ran (the copies' part when the pass timed them)."""
+    sampled = [m for r in session.ranks for m in r.models if m.faithful_sampled_shares]
     parts = []
-    for role in dict.fromkeys(role for _, role, _ in sampled):
-        _, _, shares = max((s for s in sampled if s[1] == role), key=lambda s: s[0])
-        if shares:
-            parts.append(f"{role} " + " / ".join(f"{100 * shares.get(k, 0.0):.0f}%" for k in SAMPLED_CLASSES))
+    for role in dict.fromkeys(m.role for m in sampled):
+        slowest = max((m for m in sampled if m.role == role), key=lambda m: m.faithful_wall_s or 0.0)
+        shares = slowest.faithful_sampled_shares or {}
+        text = f"{role} " + " / ".join(f"{100 * shares.get(k, 0.0):.0f}%" for k in SAMPLED_CLASSES)
+        if slowest.faithful_copy_s is not None and slowest.faithful_wall_s:
+            text += (
+                f" ({100 * slowest.faithful_copy_s / slowest.faithful_wall_s:.0f}% of it inside its copies)"
+            )
+        parts.append(text)
     return "; ".join(parts)
 
 

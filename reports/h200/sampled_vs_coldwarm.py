@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ckptprof.analysis.attribution import sampled_attribution
 from ckptprof.session import RankModel, Session
 
 
@@ -61,6 +62,34 @@ def main(out: Path) -> None:
                 if m.faithful_sampled_shares is not None
             ]
             print(f"| {name} | {cache} | {', '.join(shares)} |")
+    # The copies of SGLang's sequence timed in the faithful pass: their part of the wall, and the verdict's sampled
+    # h2d / deserialize from the ticks inside and outside them, beside what the decomposed replay's split would say.
+    print()
+    print(
+        "| config | cache | inside copies (clock) | sampled h2d / deserialize (copy spans) | "
+        "same without the spans (decomposed split) |"
+    )
+    print("|---|---|---|---|---|")
+    for name, cold, warm in per_rank:
+        for cache, session in (("cold", cold), ("warm", warm)):
+            m = slowest(session)
+            if m is None or not m.faithful_wall_s:
+                continue
+            inside = (
+                "-" if m.faithful_copy_s is None else f"{100 * m.faithful_copy_s / m.faithful_wall_s:.0f}%"
+            )
+            with_spans = sampled_attribution(session) or {}
+            saved = [(mm, mm.faithful_sampled_copy_shares) for r in session.ranks for mm in r.models]
+            for mm, _ in saved:
+                mm.faithful_sampled_copy_shares = None
+            without = sampled_attribution(session) or {}
+            for mm, kept in saved:
+                mm.faithful_sampled_copy_shares = kept
+            pair = " / ".join(
+                f"{100 * d.get(k, 0.0):.0f}%" for d in (with_spans,) for k in ("h2d", "deserialize")
+            )
+            old = " / ".join(f"{100 * without.get(k, 0.0):.0f}%" for k in ("h2d", "deserialize"))
+            print(f"| {name} | {cache} | {inside} | {pair} | {old} |")
 
 
 if __name__ == "__main__":

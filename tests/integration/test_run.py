@@ -526,6 +526,12 @@ def test_sample_threads_gives_shares_of_sglangs_own_load(small_draft: Path, tmp_
         shares = model.faithful_sampled_shares
         assert shares is not None and set(shares) == {"storage", "page_cache", "cpu", "waiting"}
         assert abs(sum(shares.values()) - 1.0) < 1e-3
+        # the faithful pass timed its own copies: a part of its wall, and the ticks inside them a part of each share
+        assert model.faithful_copy_s is not None and model.faithful_wall_s is not None
+        assert 0.0 < model.faithful_copy_s <= model.faithful_wall_s
+        in_copies = model.faithful_sampled_copy_shares
+        assert in_copies is not None and set(in_copies) == set(shares)
+        assert all(in_copies[k] <= shares[k] + 1e-3 for k in shares), (in_copies, shares)
     # AND a warm load, whose faithful pass the kernel saw read nothing from the device, has no storage share
     warm = tmp_path / "warm"
     assert (

@@ -98,6 +98,36 @@ def test_wall_only_recorder_counts_bytes_but_times_only_walls() -> None:
     assert (shard.bytes, shard.h2d_bytes) == (10, 5)
 
 
+def test_the_faithful_recorder_keeps_the_spans_of_its_copies() -> None:
+    # GIVEN the faithful pass's recorder, a copy timed as an h2d phase and one bracketed by copy_began / copy_ended
+    rec, clock, _ = make(WallOnlyRecorder)
+    clock.advance(0.5)
+    with rec.model("target") as model, rec.shard("s"):
+        with rec.h2d(5):
+            clock.advance(1.0)
+        clock.advance(0.25)  # between copies: not a copy
+        began = rec.copy_began()
+        clock.advance(2.0)
+        rec.copy_ended(began)
+    # THEN the model holds both spans, as offsets from the rank's start like start_s
+    assert model.copy_spans == [(0.5, 1.5), (1.75, 3.75)]
+    # AND they are never saved: a session's JSON has no copy_spans
+    from ckptprof.session import RankResult, Session
+
+    saved = Session(ranks=[RankResult(rank=0, device="cpu", models=[model])]).to_dict()
+    assert "copy_spans" not in saved["ranks"][0]["models"][0]
+
+
+def test_the_decomposed_recorder_keeps_no_copy_spans() -> None:
+    rec, clock, _ = make(Recorder)
+    with rec.model("target") as model, rec.shard("s"):
+        began = rec.copy_began()
+        with rec.h2d(5):
+            clock.advance(1.0)
+        rec.copy_ended(began)
+    assert model.copy_spans is None  # its copies are timed per shard by the copy timer instead
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/thread-self/io"), reason="no per-thread io accounting here")
 def test_process_counters_read_this_threads_io_file() -> None:
     # GIVEN the kernel's own line for this thread

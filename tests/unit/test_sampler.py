@@ -20,6 +20,7 @@ from ckptprof.profiling.sampler import (
     Tick,
     Window,
     classify,
+    merge_spans,
     process_class,
     read_thread,
 )
@@ -75,6 +76,39 @@ def test_running_ticks_are_split_by_kernel_and_user_time() -> None:
     alone = Window()
     alone.add(ticks[:1])
     assert alone.shares()["page_cache"] == 1.0
+
+
+def test_ticks_inside_the_copies_are_counted_apart() -> None:
+    # GIVEN ten ticks 0.1 s apart: the thread waits on storage for three, then copies for four (running, three of its
+    # four clock ticks of CPU time in user space), then deserialises for three (all user time)
+    classes = ["storage"] * 3 + ["cpu"] * 4 + ["cpu"] * 3
+    user = [0, 0, 0, 0, 1, 2, 3, 4, 5, 6]
+    system = [0, 0, 0, 0, 1, 1, 1, 1, 1, 1]
+    ticks = [Tick(i / 10, c, u, k) for i, (c, u, k) in enumerate(zip(classes, user, system, strict=True))]
+    window = Window()
+    # WHEN the copy's span covers ticks 3-6 (two spans from two threads overlapping count once)
+    window.add(ticks, copies=[(0.25, 0.5), (0.45, 0.65)])
+    inside = window.copy_shares()
+    # THEN four of the ten ticks fell inside it, split by the user and kernel time counted at those ticks (3:1)
+    assert inside is not None
+    assert sum(inside.values()) == pytest.approx(0.4)
+    assert inside["cpu"] == pytest.approx(0.4 * 0.75) and inside["page_cache"] == pytest.approx(0.4 * 0.25)
+    assert inside["storage"] == 0.0
+    # AND the whole window's shares are the inside and the outside, each split by its own time
+    shares = window.shares()
+    assert shares["storage"] == pytest.approx(0.3)
+    assert shares["cpu"] == pytest.approx(0.3 + 0.4 * 0.75) and shares["page_cache"] == pytest.approx(0.1)
+    assert all(inside[c] <= shares[c] + 1e-9 for c in inside)
+    # AND a window without copy spans has no copy shares, and its shares are those of the whole window as before
+    plain = Window()
+    plain.add(ticks)
+    assert plain.copy_shares() is None
+    assert plain.shares()["page_cache"] == pytest.approx(0.7 * 1 / 7)
+
+
+def test_merged_spans_are_sorted_and_disjoint() -> None:
+    assert merge_spans([(3.0, 4.0), (0.0, 1.0), (0.5, 2.0), (2.0, 2.5)]) == [(0.0, 2.5), (3.0, 4.0)]
+    assert merge_spans([]) == []
 
 
 def write_task(root: Path, pid: int, tid: int, stat_state: str, minflt: int, majflt: int, wchan: str) -> None:

@@ -462,6 +462,30 @@ def test_shares_sampled_from_sglangs_own_threads_name_the_bottleneck() -> None:
     assert v.shares == compute_verdict(session(read=1.0, deser=0.1, h2d=0.9, resident=0)).shares
 
 
+def test_time_sampled_inside_sglangs_copies_is_h2d() -> None:
+    # GIVEN a warm load whose decomposed replay put nearly all its running time in deserialisation
+    s = session(read=0.0, deser=0.9, h2d=0.1, resident=1)
+    model = s.ranks[0].models[0]
+    model.faithful_wall_s = 1.0
+    model.faithful_sampled_shares = {"storage": 0.0, "page_cache": 0.2, "cpu": 0.7, "waiting": 0.1}
+    # WHEN the faithful pass kept its copies' spans: 60% of the wall running inside them, 5% waiting inside them
+    model.faithful_sampled_copy_shares = {"storage": 0.0, "page_cache": 0.15, "cpu": 0.6, "waiting": 0.05}
+    v = compute_verdict(s)
+    # THEN the copies are h2d, running outside them deserialisation, waiting outside them other - whatever the
+    # serialised replay measured
+    assert v.sampled_shares is not None
+    assert v.sampled_shares["h2d"] == pytest.approx(0.65)
+    assert v.sampled_shares["deserialize"] == pytest.approx(0.1)
+    assert v.sampled_shares["other"] == pytest.approx(0.05)
+    assert v.sampled_shares["page_cache"] == pytest.approx(0.2)
+    assert sum(v.sampled_shares.values()) == pytest.approx(1.0, abs=1e-3)
+    assert v.bottleneck == "h2d"
+    # AND without the spans the same shares split running time as the replay did (mostly deserialisation)
+    model.faithful_sampled_copy_shares = None
+    fallback = compute_verdict(s).sampled_shares
+    assert fallback is not None and fallback["deserialize"] > fallback["h2d"]
+
+
 def test_a_vllm_run_gets_vllms_flags_priced_as_sglangs_equivalents() -> None:
     # The same storage-bound cold load, replayed as vLLM's lazy path: the remedies are vLLM's flags, each with the
     # vLLM strategy that --check-predictions replays; SGLang's load formats are not sold to a vLLM server.

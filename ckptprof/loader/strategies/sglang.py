@@ -196,7 +196,9 @@ class SGLangMmap(Strategy):
                     if src is not None:
                         nbytes += full.numel() * full.element_size()
                         h2d_bytes += src.numel() * src.element_size()
+                        began = rec.copy_began()
                         ctx.copy(role, name, src)
+                        rec.copy_ended(began)
                     tensors += 1
         finally:
             rec.add_counts(nbytes, h2d_bytes, tensors)

@@ -227,7 +227,9 @@ class SGLangOwnIterator(Strategy):
                 counts[0] += full.numel() * full.element_size()
                 if src is not None:
                     counts[1] += src.numel() * src.element_size()
+                    began = rec.copy_began()
                     ctx.copy(role, name, src)
+                    rec.copy_ended(began)
                 counts[2] += 1
         except Exception as exc:
             if current is not None:
