@@ -119,6 +119,8 @@ class Ceilings:
     """Threads of the warm-pipeline measurement."""
     warm_pipeline_sample_bytes: int | None = None
     """Bytes of the checkpoint the warm-pipeline measurement read and copied each time."""
+    warm_pipeline_devices: int | None = None
+    """Devices the warm-pipeline measurement copied to, in turn (every CUDA device of the run's ranks)."""
     fastsafetensors_GBps: float | None = None
     """fastsafetensors reading a sample of the checkpoint's files, one loader per file as SGLang makes them."""
     fastsafetensors_sample: tuple[tuple[int, float], ...] | None = None

@@ -189,7 +189,13 @@ def render_text(c: dict[str, Any]) -> str:
                 "page cache -> pinned -> device",
                 _gbps(c["warm_pipeline_GBps"]),
                 f"{c.get('warm_pipeline_threads')} threads read {human_bytes(c.get('warm_pipeline_sample_bytes') or 0)} "
-                "warm into pinned buffers while each is copied: both at once, sharing host memory",
+                "warm into pinned buffers while each is copied"
+                + (
+                    f" (to {c['warm_pipeline_devices']} devices in turn)"
+                    if (c.get("warm_pipeline_devices") or 1) > 1
+                    else ""
+                )
+                + ": both at once, sharing host memory",
             ]
         )
     out = [tabulate(rows, headers=["ceiling", "rate", "how"], tablefmt="simple", disable_numparse=True)]

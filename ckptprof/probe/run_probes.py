@@ -51,9 +51,9 @@ def measure_ceilings(
     if paths and cuda:
         if log:
             log(
-                "warm pipeline: the page cache read into pinned buffers and copied to the device, both at once"
+                "warm pipeline: the page cache read into pinned buffers and copied to the device(s), both at once"
             )
-        warm = warm_pipeline.measure_warm_pipeline(paths, cuda[0])
+        warm = warm_pipeline.measure_warm_pipeline(paths, cuda)
         notes.extend(warm.pop("notes"))
         out.update(warm)
     if paths and cuda and loader_rate.fastsafetensors_available():

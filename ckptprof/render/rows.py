@@ -110,7 +110,9 @@ def ceiling_rows(ceilings: Ceilings) -> list[list[str]]:
         rows.append(["H2D pinned, all devices at once", f"{value:.2f} GB/s"])
     value = ceilings.warm_pipeline_GBps
     if isinstance(value, (int, float)) and value > 0:
-        rows.append(["page cache -> pinned -> device, both at once", f"{value:.2f} GB/s"])
+        n = ceilings.warm_pipeline_devices or 1
+        where = "device" if n == 1 else f"{n} devices in turn"
+        rows.append([f"page cache -> pinned -> {where}, both at once", f"{value:.2f} GB/s"])
     return rows
 
 

@@ -56,6 +56,31 @@ def test_a_cpu_device_measures_a_rate_over_every_byte(
     assert sum(read) == 3 * total  # warming once, then two timed passes
 
 
+def test_chunks_go_to_the_devices_in_turn_and_every_byte_is_copied(
+    files: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN two devices (ranks spread over two GPUs; two CPU targets here)
+    devices = [torch.device("cpu", 0), torch.device("cpu", 1)]
+    assert [str(warm_pipeline.device_of_chunk(i, devices)) for i in range(4)] == ["cpu:0", "cpu:1"] * 2
+    copied: dict[str, int] = {}
+    real_copy = warm_pipeline._Target.copy
+
+    def counting_copy(self: warm_pipeline._Target, buf: torch.Tensor, length: int) -> object:
+        copied[str(self.device)] = copied.get(str(self.device), 0) + length
+        return real_copy(self, buf, length)
+
+    monkeypatch.setattr(warm_pipeline._Target, "copy", counting_copy)
+    # WHEN the pipeline is measured over both
+    out = measure_warm_pipeline(files, ["cpu:0", "cpu:1"], threads=2, repeats=1)
+    # THEN it says so, and each device received its turn's chunks: together every byte of the sample, once
+    chunks = sample_chunks(files, cap=1 << 40)
+    expected = {"cpu:0": 0, "cpu:1": 0}
+    for i, (_, _, length) in enumerate(chunks):
+        expected[str(warm_pipeline.device_of_chunk(i, devices))] += length
+    assert out["notes"] == [] and out["warm_pipeline_devices"] == 2
+    assert copied == expected and sum(copied.values()) == out["warm_pipeline_sample_bytes"]
+
+
 def test_a_failing_read_is_a_note_not_a_hang(files: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {"n": 0}
     real_preadv = os.preadv
@@ -82,3 +107,12 @@ def test_nothing_to_read_measures_nothing(tmp_path: Path) -> None:
 def test_a_cuda_device_copies_from_pinned_buffers(files: list[Path]) -> None:
     out = measure_warm_pipeline(files, "cuda", threads=2, repeats=1)
     assert out["notes"] == [] and (out["warm_pipeline_GBps"] or 0) > 0
+    if (
+        torch.cuda.device_count() > 1
+    ):  # ranks spread over two GPUs: the buffers go to both, each on its stream
+        both = measure_warm_pipeline(files, ["cuda:0", "cuda:1"], threads=2, repeats=1)
+        assert (
+            both["notes"] == []
+            and both["warm_pipeline_devices"] == 2
+            and (both["warm_pipeline_GBps"] or 0) > 0
+        )
