@@ -2,7 +2,7 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe predict | deps peers peersbest gputests strategies1 verify strategies8 tune touch bench bench20 repeat readahead plainvspipe throttle pyspy verifier learn warmfloor sampled shared vllm vllmcheck
+# steps: env smoke synth tp1 tp8 probe predict | deps peers peersbest gputests strategies1 verify strategies8 tune touch bench bench20 x2issue20 repeat readahead plainvspipe throttle pyspy verifier learn warmfloor sampled shared vllm vllmcheck
 # (deps installs the wheels carried in .whl/: fastsafetensors, py-spy, pytest + pytest-benchmark for bench)
 # (STRATEGIES picks the strategies; STRAT8_DEVICES / STRAT8_CACHES the device specs and cache modes of strategies8;
 #  tune: the pipelined strategy's reader count, TUNE_READERS, and chunk size, TUNE_CHUNKS; readahead: RA_TPS and
@@ -166,6 +166,20 @@ for s in $STEPS; do
       timeout -s INT ${STEP_TIMEOUT_S:-540} python3 -m pytest -q -p no:cacheprovider ${BENCH20_FILES:-benchmarks/bench_shared_reads.py benchmarks/bench_sampled_shares.py} \
       ${BENCH20_K:+-k "$BENCH20_K"} --benchmark-json="$OUT/bench20${BENCH20_TAG:+-$BENCH20_TAG}.json" 2>&1 | tail -8
     python3 -c 'import json,sys; [print(b["name"], json.dumps(b["extra_info"])) for b in json.load(open(sys.argv[1]))["benchmarks"]]' "$OUT/bench20${BENCH20_TAG:+-$BENCH20_TAG}.json" || true
+    ;;
+  x2issue20)
+    # What issue 20 still needs from the 2-GPU box, in three calls (each under 10 minutes):
+    #   X2_PART=1: TP8 over both GPUs, shared reads against SGLang's TP8 and TP1 pipelined, cold and warm, verified
+    #              (the ratio benchmark, 3 rounds), then the sampled shares at TP8 over both GPUs;
+    #   X2_PART=2: every peer beside pipelined at TP2 (a GPU each), cold and warm, verified;
+    #   X2_PART=3: the same at TP8 over both GPUs.
+    # Run `deps synth` first in each call (a fresh machine has neither).
+    case ${X2_PART:-1} in
+      1) BENCH20_DEVICE=cuda BENCH20_TAG=x2-shared BENCH20_K="shared_reads" STEP_TIMEOUT_S=420 bash "$0" "$OUT" bench20
+         SAMPLED_CONFIGS="8:cuda" SAMPLED_ROUNDS=2 bash "$0" "$OUT" sampled ;;
+      2) PEERSBEST_CONFIGS="2:cuda" STEP_TIMEOUT_S=270 bash "$0" "$OUT" peersbest ;;
+      *) PEERSBEST_CONFIGS="8:cuda" STEP_TIMEOUT_S=270 bash "$0" "$OUT" peersbest ;;
+    esac
     ;;
   repeat)
     for i in 1 2 3; do
