@@ -406,7 +406,9 @@ class RunCommand:
             action="store_true",
             help="with --faithful (implied): sample every rank's threads from the kernel (~1 kHz: state, wait "
             "channel, faults) while it runs SGLang's sequence unchanged, and give the shares of that wall spent "
-            "waiting on storage, faulting cached pages, on the CPU, or waiting on anything else (spawned ranks)",
+            "waiting on storage, faulting cached pages, on the CPU, or waiting on anything else (spawned ranks); "
+            "ticks inside SGLang's own copy_ calls (timed in place) count as h2d, running outside them as "
+            "deserialisation",
         )
         parser.add_argument(
             "--ep", action="store_true", help="expert parallelism: a rank loads only its own MoE experts"
