@@ -64,3 +64,21 @@ def test_a_warm_run_does_not_print_an_amplification_of_nothing() -> None:
     text = render(_session(0.1, 0.1, 0.2, 0.5, 7 * GB))
     assert "storage amplification 0.00x" not in text
     assert "storage amplification n/a (nothing was read from storage)" in text
+
+
+def test_the_time_inside_sglangs_copies_is_a_key_figure_once() -> None:
+    from ckptprof.render.rows import key_metrics
+
+    s = _session(0.1, 0.1, 0.2, 0.5, 7 * GB)
+    model = s.ranks[0].models[0]
+    assert not any("copy_ calls" in label for label, _ in key_metrics(s))  # no faithful pass: no figure
+    # GIVEN a faithful pass that timed its copies: 0.46 s of its 0.5 s wall
+    model.faithful_wall_s, model.faithful_copy_s = 0.5, 0.46
+    rows = dict(key_metrics(s))
+    assert rows["SGLang's own load, inside its copy_ calls (faults taken in them included)"] == "target 92%"
+    # AND with its threads sampled the figure goes with the sampled shares instead of on a row of its own
+    model.faithful_sampled_shares = {"storage": 0.0, "page_cache": 0.1, "cpu": 0.9, "waiting": 0.0}
+    rows = dict(key_metrics(s))
+    assert not any("copy_ calls" in label for label in rows)
+    sampled = rows["SGLang's own load, threads sampled in the kernel: storage / page cache / cpu / waiting"]
+    assert sampled == "target 0% / 10% / 90% / 0% (92% of it inside its copies)"
