@@ -20,10 +20,12 @@ when it can hold the files, never the copies out of it). Here the ranks take tur
 Not implemented: a device-side hand-over where ranks own distinct GPUs (the chunk copied whole to its reader's GPU,
 then sent on to the others over NVLink with NCCL). For TP-sliced tensors it would move as many bytes through host
 memory as this does (each rank's slice crosses from host memory once either way); it would spare only the repeated
-copies of replicated tensors (a few percent of an EAGLE-3 draft's bytes: norms, small tables), and NCCL takes one rank per
-device, so ranks sharing a GPU (TP8 over 2 GPUs) would still need the shared host memory. Every case goes through it. Recorded per rank: its own
-chunk reads as "read" (with their bytes), the wait for the other ranks' chunks as "read" with no bytes, the copies
-out of the shared memory as "h2d"; the header parse and the chunk plan as "deserialize".
+copies of replicated tensors (a few percent of an EAGLE-3 draft's bytes: norms, small tables), and NCCL takes one
+rank per device, so ranks sharing a GPU (TP8 over 2 GPUs) would still need the shared host memory. Every case goes
+through it.
+
+Recorded per rank: its own chunk reads as "read" (with their bytes), the wait for the other ranks' chunks as "read"
+with no bytes, the copies out of the shared memory as "h2d"; the header parse and the chunk plan as "deserialize".
 """
 
 from __future__ import annotations
