@@ -27,7 +27,7 @@ from ckptprof.loader.options import ReplayOptions, resolve, split_options
 from ckptprof.loader.plan import ModelPlan, ReplayPlan, build_plan
 from ckptprof.loader.progress import ProgressPrinter
 from ckptprof.profiling.pyspy import PySpySession, native_supported
-from ckptprof.profiling.sampler import KernelSampler, Window, merge_spans
+from ckptprof.profiling.sampler import KernelSampler, Window, merge_spans, storage_as_page_cache
 from ckptprof.results import Ceilings
 from ckptprof.session import ModelInfo, RankResult, Session, ShardInfo
 from ckptprof.stage_hooks import stage_begins
@@ -244,7 +244,7 @@ def _faithful_passes(
 def _rounded_shares(shares: dict[str, float], fetched_nothing: bool) -> dict[str, float]:
     """Shares as saved: rounded, with storage counted as page cache when the pass fetched nothing from the device."""
     if fetched_nothing:
-        shares = {**shares, "page_cache": shares["page_cache"] + shares["storage"], "storage": 0.0}
+        shares = storage_as_page_cache(shares)
     return {k: round(v, 4) for k, v in shares.items()}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ckptprof.session import RankModel, Session, ShardTiming
@@ -280,19 +281,19 @@ def sampled_attribution(session: Session) -> dict[str, float] | None:
     if best is None or best[0] <= 0:
         return None
     wall, models = best
-    sampled = {k: 0.0 for k in ("storage", "page_cache", "cpu", "waiting")}
-    for m in models:
-        for key in sampled:
-            sampled[key] += (
-                (m.faithful_sampled_shares or {}).get(key, 0.0) * (m.faithful_wall_s or 0.0) / wall
-            )
+
+    def weighted(
+        shares_of: Callable[[RankModel], dict[str, float] | None], keys: tuple[str, ...]
+    ) -> dict[str, float]:
+        """The models' shares of ``keys``, each weighted by its faithful wall."""
+        return {
+            key: sum((shares_of(m) or {}).get(key, 0.0) * (m.faithful_wall_s or 0.0) for m in models) / wall
+            for key in keys
+        }
+
+    sampled = weighted(lambda m: m.faithful_sampled_shares, ("storage", "page_cache", "cpu", "waiting"))
     if all(m.faithful_sampled_copy_shares for m in models):
-        copying = {k: 0.0 for k in ("cpu", "waiting")}
-        for m in models:
-            for key in copying:
-                copying[key] += (
-                    (m.faithful_sampled_copy_shares or {}).get(key, 0.0) * (m.faithful_wall_s or 0.0) / wall
-                )
+        copying = weighted(lambda m: m.faithful_sampled_copy_shares, ("cpu", "waiting"))
         cpu_in_copies = min(copying["cpu"], sampled["cpu"])
         waiting_in_copies = min(copying["waiting"], sampled["waiting"])
         return {

@@ -136,6 +136,12 @@ def merge_spans(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float
     return merged
 
 
+def storage_as_page_cache(shares: dict[str, float]) -> dict[str, float]:
+    """``shares`` with the storage share counted as page cache: for a window that fetched nothing from storage, whose
+    waits in state D were on pages already in memory."""
+    return {**shares, "page_cache": shares["page_cache"] + shares["storage"], "storage": 0.0}
+
+
 def _inside(spans: list[tuple[float, float]], starts: list[float], at: float) -> bool:
     i = bisect.bisect_right(starts, at) - 1
     return i >= 0 and at <= spans[i][1]
@@ -204,8 +210,7 @@ class Window:
 
     def _fetched_nothing(self, out: dict[str, float]) -> dict[str, float]:
         if self.fetch_known and self.majflt == 0 and self.read_bytes == 0:
-            out["page_cache"] += out["storage"]  # nothing came from storage: the waits were on cached pages
-            out["storage"] = 0.0
+            return storage_as_page_cache(out)
         return out
 
     def shares(self) -> dict[str, float]:

@@ -3,6 +3,7 @@ say the same thing in the same words. Each format module only lays them out."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ckptprof.analysis.attribution import (
@@ -15,7 +16,7 @@ from ckptprof.analysis.attribution import (
 from ckptprof.analysis.memory import memory_summary
 from ckptprof.profiling.sampler import CLASSES as SAMPLED_CLASSES
 from ckptprof.results import Ceilings, Verdict
-from ckptprof.session import Session
+from ckptprof.session import RankModel, Session
 from ckptprof.units import gbps, human_bytes
 
 RANK_HEADERS = [
@@ -399,12 +400,10 @@ def key_metrics(session: Session) -> list[tuple[str, str]]:
 def sampled_shares_text(session: Session) -> str:
     """'target 61% / 2% / 33% / 4% (40% of it inside its copies)' for the slowest rank of the faithful pass, when
     --sample-threads ran (the copies' part when the pass timed them)."""
-    sampled = [m for r in session.ranks for m in r.models if m.faithful_sampled_shares]
     parts = []
-    for role in dict.fromkeys(m.role for m in sampled):
-        slowest = max((m for m in sampled if m.role == role), key=lambda m: m.faithful_wall_s or 0.0)
+    for slowest in _slowest_faithful(session, lambda m: bool(m.faithful_sampled_shares)):
         shares = slowest.faithful_sampled_shares or {}
-        text = f"{role} " + " / ".join(f"{100 * shares.get(k, 0.0):.0f}%" for k in SAMPLED_CLASSES)
+        text = f"{slowest.role} " + " / ".join(f"{100 * shares.get(k, 0.0):.0f}%" for k in SAMPLED_CLASSES)
         if slowest.faithful_copy_s is not None and slowest.faithful_wall_s:
             text += (
                 f" ({100 * slowest.faithful_copy_s / slowest.faithful_wall_s:.0f}% of it inside its copies)"
@@ -416,16 +415,21 @@ def sampled_shares_text(session: Session) -> str:
 def copy_share_text(session: Session) -> str:
     """'target 92%': the part of the slowest rank's faithful wall spent inside SGLang's copies, per model, when the
     faithful pass timed them."""
-    timed = [
-        m for r in session.ranks for m in r.models if m.faithful_copy_s is not None and m.faithful_wall_s
-    ]
-    parts = []
-    for role in dict.fromkeys(m.role for m in timed):
-        slowest = max((m for m in timed if m.role == role), key=lambda m: m.faithful_wall_s or 0.0)
-        parts.append(
-            f"{role} {100 * (slowest.faithful_copy_s or 0.0) / (slowest.faithful_wall_s or 1.0):.0f}%"
+    return "; ".join(
+        f"{m.role} {100 * (m.faithful_copy_s or 0.0) / (m.faithful_wall_s or 1.0):.0f}%"
+        for m in _slowest_faithful(
+            session, lambda m: m.faithful_copy_s is not None and bool(m.faithful_wall_s)
         )
-    return "; ".join(parts)
+    )
+
+
+def _slowest_faithful(session: Session, keep: Callable[[RankModel], bool]) -> list[RankModel]:
+    """Per model role, in order, the kept rank model with the longest faithful wall (the rank the load waits for)."""
+    kept = [m for r in session.ranks for m in r.models if keep(m)]
+    return [
+        max((m for m in kept if m.role == role), key=lambda m: m.faithful_wall_s or 0.0)
+        for role in dict.fromkeys(m.role for m in kept)
+    ]
 
 
 def recommendations(session: Session) -> list[tuple[str, str]]:
