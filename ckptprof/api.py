@@ -174,12 +174,15 @@ def _faithful_passes(
     busy_fractions: dict[tuple[int, str], list[float]] = {}
     sampled: dict[tuple[int, str], Window] = {}
     copy_seconds: dict[tuple[int, str], list[float]] = {}
+    disk_reads: dict[tuple[int, str], int] = {}
+    engine: dict[int, RankResult] = {}  # each rank's first faithful result: the engine's import and output
+    title = engine_title(session.config)
     # The block devices under the checkpoints, asked at each tick whether storage was busy at all.
     disks = [disk for disk in (diskstats.device_for(model.path) for model in plan.models) if disk]
     for i in range(rounds):
         _prepare_all(plan, group)
         say(
-            f"faithful pass{f' {i + 1}/{rounds}' if rounds > 1 else ''}: SGLang's exact sequence, no decomposition ..."
+            f"faithful pass{f' {i + 1}/{rounds}' if rounds > 1 else ''}: {title}'s exact sequence, no decomposition ..."
         )
         sampler = KernelSampler([], disks=disks) if sample else None
         if sampler is not None:
@@ -198,6 +201,7 @@ def _faithful_passes(
         for r in results or []:
             if sampler is not None:
                 _keep_samples(sampled, sampler, r)
+            engine.setdefault(r.rank, r)
             for m in r.models:
                 faithful_walls.setdefault((r.rank, m.role), []).append(m.wall_s)
                 if m.copy_spans is not None:
@@ -205,6 +209,8 @@ def _faithful_passes(
                         sum(end - start for start, end in merge_spans(m.copy_spans))
                     )
                 fetched.setdefault((r.rank, m.role), sum(s.storage_bytes for s in m.shards))
+                if m.disk_read_bytes is not None:
+                    disk_reads.setdefault((r.rank, m.role), m.disk_read_bytes)
                 if m.disk_busy_s is not None and m.wall_s > 0:
                     busy_fractions.setdefault((r.rank, m.role), []).append(min(1.0, m.disk_busy_s / m.wall_s))
         if i < rounds - 1:
@@ -214,7 +220,11 @@ def _faithful_passes(
                 for m in r.models:
                     decomposed_walls.setdefault((r.rank, m.role), []).append(m.wall_s)
     for r in session.ranks:
+        first = engine.get(r.rank)
+        if first is not None:
+            r.engine_import_s, r.engine_output = first.engine_import_s, first.engine_output
         for m in r.models:
+            m.faithful_disk_read_bytes = disk_reads.get((r.rank, m.role))
             walls = faithful_walls.get((r.rank, m.role))
             if not walls:
                 continue
@@ -239,6 +249,12 @@ def _faithful_passes(
                 in_copies = window.copy_shares()
                 if in_copies is not None:
                     m.faithful_sampled_copy_shares = _rounded_shares(in_copies, nothing)
+
+
+def engine_title(config: dict[str, Any]) -> str:
+    """The engine whose loading a session replays, as a person names it."""
+    vllm = config.get("vllm_release") is not None or str(config.get("strategy", "")).startswith("vllm")
+    return "vLLM" if vllm else "SGLang"
 
 
 def _rounded_shares(shares: dict[str, float], fetched_nothing: bool) -> dict[str, float]:
@@ -320,10 +336,17 @@ def replay(
             session.notes.append(
                 "--sample-threads: not under torchrun (the ranks are not this process's children to watch)"
             )
-        from ckptprof.loader.strategies.sglang_own import availability
+        from ckptprof.loader.strategies.sglang_own import check_engine
 
-        # SGLang's own code when it is importable here (inside the serving container), else the replica: said.
-        plan.faithful_own, session.config["faithful_source"] = availability(plan)
+        # The engine's own code when it is importable here (inside the serving container), else the replica: said.
+        began = time.perf_counter()
+        check = check_engine(plan, o.engine_iterator)
+        plan.faithful_own, session.config["faithful_source"] = check.ok, check.text
+        if check.identity is not None:
+            session.config["faithful_engine"] = {
+                **check.identity,
+                "import_check_s": round(time.perf_counter() - began, 3),
+            }
 
     from ckptprof.loader.strategies import get_strategy
 

@@ -76,6 +76,8 @@ class RankModel:
     faithful_wall_s: float | None = None
     # Bytes that pass fetched from storage (the kernel's count): a cold faithful pass should match this pass's.
     faithful_storage_bytes: int | None = None
+    # What the block device under the files read while that pass ran (all processes: the device's own count).
+    faithful_disk_read_bytes: int | None = None
     # With --faithful-rounds N > 1: every faithful pass's wall (faithful_wall_s is their median), and the walls of
     # the decomposed passes run in between (this pass's first) - alternated so a drifting machine hits both alike.
     faithful_walls: list[float] | None = None
@@ -130,6 +132,11 @@ class RankResult:
     started_monotonic: float | None = None
     # "role/name" -> blake2b of the parameter's bytes after the load, when the replay was asked to --verify.
     checksums: dict[str, str] | None = None
+    # A faithful pass through the installed engine's own iterator: seconds its import took in this rank (before
+    # the clock started, never part of a wall), and what the engine wrote to stdout / stderr meanwhile (kept here,
+    # not printed; head and tail when it wrote more than 64 KiB).
+    engine_import_s: float | None = None
+    engine_output: str | None = None
 
 
 @dataclass

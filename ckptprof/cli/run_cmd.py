@@ -394,6 +394,13 @@ class RunCommand:
             "importable here, else ckptprof's replica; the summary says which)",
         )
         parser.add_argument(
+            "--no-engine-iterator",
+            dest="engine_iterator",
+            action="store_false",
+            help="with --faithful: run ckptprof's replica of the sequence even where the engine is installed here "
+            "(to hold the engine's own iterator and the replica against each other)",
+        )
+        parser.add_argument(
             "--faithful-rounds",
             type=int,
             default=1,
@@ -616,6 +623,7 @@ class RunCommand:
             "allow_pickle": args.allow_pickle,
             "faithful": args.faithful,
             "faithful_rounds": args.faithful_rounds,
+            "engine_iterator": args.engine_iterator,
             "sample_threads": args.sample_threads,
             "draft_strategy": draft_spec[0] if draft_spec else None,
             "draft_strategy_params": draft_spec[1] if draft_spec else None,

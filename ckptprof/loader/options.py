@@ -47,6 +47,10 @@ class ReplayOptions:
     faithful_rounds: int = 1
     """Alternate this many faithful and decomposed passes and compare medians (more than 1 implies ``faithful``)."""
 
+    engine_iterator: bool = True
+    """Where the engine (sglang, or vllm for its paths) imports here, drive its own weight iterator in the faithful
+    passes; False keeps ckptprof's replica of the sequence (to hold the two against each other)."""
+
     sample_threads: bool = False
     """During the faithful passes (implies ``faithful``), sample every rank's threads from the kernel at about 1 kHz
     and give each model the shares of SGLang's own wall in storage, page cache, cpu and waiting (spawned ranks)."""

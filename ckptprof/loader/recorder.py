@@ -316,6 +316,19 @@ class Recorder:
         """The whole process's storage bytes so far (all its threads, a library's own included)."""
         return self._process_counts()[1]
 
+    def process_major_faults(self) -> int:
+        """The whole process's major faults so far."""
+        return self._process_counts()[0]
+
+    def add_process_counts(self, shard: ShardTiming, storage_bytes: int, major_faults: int) -> None:
+        """Book on the open ``shard`` storage bytes and faults the process counted outside any timed block (an
+        engine's own iterator reads on threads no recorder sees)."""
+        with self._lock:
+            state = self._open.get(id(shard))
+            if state is not None:
+                state.timing.storage_bytes += storage_bytes
+                state.timing.major_faults += major_faults
+
     def settle_storage(self, shard: ShardTiming, since: int, timings: Iterable[ShardTiming]) -> None:
         """Book on the open ``shard`` the process's storage bytes since ``since`` (``process_storage_bytes``) that
         no timed block of ``timings`` counted: a library reads ahead on its own threads while the rank copies.

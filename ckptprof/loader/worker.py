@@ -16,7 +16,7 @@ import psutil
 import torch
 
 from ckptprof.checkpoint import diskstats
-from ckptprof.loader import memory
+from ckptprof.loader import engine_output, memory
 from ckptprof.loader.changed import changed_files, explain_shard_error
 from ckptprof.loader.copytimers import CudaCopyTimer, HostCopyTimer
 from ckptprof.loader.plan import ReplayPlan
@@ -71,6 +71,9 @@ def replay_rank(
     cpu0 = proc.cpu_times()
     recorder: Recorder | None = None
     strategies: dict[str, Strategy] = {}
+    # A real engine's own iterator writes to the terminal (its import's warnings, its loggers): kept, not shown.
+    captured: engine_output.Captured | None = None
+    output = contextlib.ExitStack()
     try:
         if device.type == "cuda":
             torch.cuda.set_device(device)
@@ -87,10 +90,16 @@ def replay_rank(
         recorder_cls = WallOnlyRecorder if faithful else Recorder
         recorder = recorder_cls(copy_timer=copy_timer, on_shard_done=on_shard_done)
         strategies = strategies_by_role(plan, faithful)
-        # Set-up a server does before loading (process groups, pinned buffer rings): outside the timed wall, like
-        # allocating the parameters.
+        engines = [s for s in unique(strategies) if isinstance(s, SGLangOwnIterator)]
+        if engines:
+            captured = output.enter_context(engine_output.capture())
+        # Set-up a server does before loading (process groups, pinned buffer rings, importing the engine): outside
+        # the timed wall, like allocating the parameters.
         for strategy in unique(strategies):
+            began = time.perf_counter()
             strategy.prepare(ctx, plan)
+            if strategy in engines:  # the engine's import: its own figure, never part of a wall
+                result.engine_import_s = (result.engine_import_s or 0.0) + time.perf_counter() - began
         disks = [diskstats.device_for(model.path) for model in plan.models]
         if wait_for_all is not None:
             wait_for_all()  # like SGLang's TP workers, every rank starts reading at the same moment
@@ -143,6 +152,9 @@ def replay_rank(
             # Releasing buffers or a process group must not hide the load's own outcome.
             with contextlib.suppress(Exception):
                 strategy.close()
+        output.close()
+        if captured is not None and captured.total_bytes:
+            result.engine_output = captured.text
         if recorder is not None:
             result.models = list(recorder.models)
         cpu1 = proc.cpu_times()

@@ -307,15 +307,30 @@ def run_line(session: Session) -> str:
     vllm_release = cfg.get("vllm_release")
     if isinstance(vllm_release, dict):
         parts.append(f"vLLM profile {vllm_release.get('profile')} ({vllm_release.get('why')})")
-    source = cfg.get("faithful_source")
-    if isinstance(source, str) and source:
-        parts.append(f"faithful pass: {source}")
+    source = faithful_source_line(session)
+    if source:
+        parts.append(source)
     host = session.environment.get("host")
     if host:
         parts.append(f"host {host}")
     if session.created:
         parts.append(session.created)
     return "; ".join(parts)
+
+
+def faithful_source_line(session: Session) -> str | None:
+    """What ran the faithful pass, with the engine's import time (taken before any clock started) beside it."""
+    source = session.config.get("faithful_source")
+    if not isinstance(source, str) or not source:
+        return None
+    imports = sorted(r.engine_import_s for r in session.ranks if r.engine_import_s is not None)
+    if imports:
+        median = imports[len(imports) // 2]
+        source += f"; its import took {median:.1f} s a rank, outside every timed wall"
+    lines = sum(1 for r in session.ranks if r.engine_output)
+    if lines:
+        source += f"; what it wrote is kept in the session ({lines} rank{'s' if lines != 1 else ''}: ranks[].engine_output)"
+    return f"faithful pass: {source}"
 
 
 def headline(session: Session) -> str:

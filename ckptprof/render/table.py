@@ -11,6 +11,7 @@ from ckptprof.render.rows import (
     SLOWEST_HEADERS,
     ceiling_header,
     ceiling_rows,
+    faithful_source_line,
     prediction_headers,
     prediction_heading,
     prediction_rows,
@@ -42,9 +43,9 @@ def render(session: Session, slowest: int = 5) -> str:
     release = release_line(session)
     if release:
         out.append(release)
-    source = session.config.get("faithful_source")
-    if isinstance(source, str) and source:
-        out.append(f"faithful pass: {source}")
+    source = faithful_source_line(session)
+    if source:
+        out.append(source)
     out.append("")
     # Numbers stay as formatted: tabulate would print "14.00" GB/s as "14".
     if session.ranks:

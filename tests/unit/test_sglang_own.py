@@ -1,11 +1,13 @@
 """SGLang's own iterators under --faithful: which function each replayed path stands for, the values they load, and
-what the session says when the module cannot be used (the stand-in package: tests/fixtures/sglang_standin)."""
+what the session says when the module cannot be used (the stand-in package: tests/fixtures/sglang_standin; in the
+engine tier, the real release instead)."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import torch
@@ -17,14 +19,20 @@ from ckptprof.loader.strategies import param_digests, sglang_own
 from ckptprof.loader.strategies.base import LoadContext
 from ckptprof.loader.worker import strategies_by_role
 
+if TYPE_CHECKING:
+    from conftest import EnginePackage
+
 Digests = Callable[[list[ModelPlan], int, int], dict[str, str]]
-STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "sglang_standin"
+pytestmark = pytest.mark.engine
 
 
 @pytest.fixture
-def standin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.syspath_prepend(str(STANDIN))
+def standin(monkeypatch: pytest.MonkeyPatch, sglang_package: EnginePackage) -> Iterator[None]:
+    if sglang_package.standin is not None:
+        monkeypatch.syspath_prepend(str(sglang_package.standin))
     yield
+    if sglang_package.real:
+        return  # a real engine registers torch operators on import: it cannot be imported twice
     for name in [n for n in sys.modules if n == "sglang" or n.startswith("sglang.")]:
         del sys.modules[name]
 
@@ -37,20 +45,29 @@ def test_each_replayed_path_maps_to_the_function_sglang_runs_for_it() -> None:
         "buffered_multi_thread_safetensors_weights_iterator", {"max_workers": 16}
     )
     assert own("sglang-mt-completed", {}).function == "multi_thread_safetensors_weights_iterator"  # type: ignore[union-attr]
+    # --weight-loader-prefetch-checkpoints: the single-thread iterator with its own prefetch (0.5.16 on)
+    assert own("prefetch", {"num_threads": 6}) == sglang_own.OwnCall(
+        "safetensors_weights_iterator", {"prefetch": True, "prefetch_num_threads": 6}
+    )
+    assert own("prefetch", {"block_mib": 64}) is None  # SGLang sets its block size from the environment
     # paths SGLang has no iterator function of its own for keep the replica
-    assert own("prefetch", {}) is None and own("pipelined", {}) is None and own("fastsafetensors", {}) is None
+    assert own("pipelined", {}) is None and own("fastsafetensors", {}) is None
     assert own("sglang", {"read_ahead": True}) is None  # a ckptprof variant, not SGLang's sequence
 
 
 @pytest.mark.usefixtures("standin")
-@pytest.mark.parametrize("strategy", ["sglang", "sglang-mt", "no-mmap"])
+@pytest.mark.parametrize("strategy", ["sglang", "sglang-mt", "no-mmap", "prefetch"])
 def test_the_own_iterator_loads_the_values_of_sglangs_default_path(
-    small_draft: Path, strategy: str, sglang_digests: Digests
+    small_draft: Path, strategy: str, sglang_digests: Digests, sglang_package: EnginePackage
 ) -> None:
     # GIVEN a plan whose faithful pass may use SGLang's own functions
     plan = build_plan(small_draft, tp=2, strategy=strategy)
     plan.faithful_own = True
     (model,) = plan.models
+    call = sglang_own.own_call(strategy, {})
+    if sglang_package.real and call is not None and sglang_own.call_problem(call) is not None:
+        # a release from before the path existed: the replica runs, and availability says why
+        pytest.skip(f"sglang {sglang_package.version}: {sglang_own.call_problem(call)}")
     for rank in range(2):
         ctx = LoadContext(rank=rank, tp=2, device=torch.device("cpu"), decompose=False)
         ctx.allocate(model)
@@ -71,10 +88,13 @@ def test_the_own_iterator_loads_the_values_of_sglangs_default_path(
 
 
 @pytest.mark.usefixtures("standin")
-def test_availability_names_the_function_and_the_release(small_draft: Path) -> None:
+def test_availability_names_the_function_and_the_release(
+    small_draft: Path, sglang_package: EnginePackage
+) -> None:
     ok, text = sglang_own.availability(build_plan(small_draft, strategy="sglang-mt"))
     assert ok and text == (
-        "SGLang's own buffered_multi_thread_safetensors_weights_iterator (sglang 0.5.23, installed here)"
+        "SGLang's own buffered_multi_thread_safetensors_weights_iterator "
+        f"(sglang {sglang_package.version}, installed here)"
     )
     ok, text = sglang_own.availability(build_plan(small_draft, strategy="pipelined"))
     assert not ok and "has no iterator function of its own" in text

@@ -15,6 +15,12 @@ files by ``torch.distributed`` rank, and the replay's ranks have no process grou
 Only the faithful pass uses it: the engines' functions cannot be decomposed into read / deserialise / copy phases
 without changing them. Where the module does not import (the package absent, or installed without the rest of the
 serving stack it imports: transformers, torchvision, ...), the replica runs and the session says why.
+
+The engine's import (seconds: it pulls in most of a serving stack) happens in ``prepare``, before the rank's
+clock starts; the worker times it on its own (``RankResult.engine_import_s``). The engine's iterator opens the files itself, on its own
+threads, so nothing it reads passes through a recorder's phase: the whole process's storage bytes and major faults
+are booked on the shards as they close (the split between shards in flight together is approximate, the model's
+total exact).
 """
 
 from __future__ import annotations
@@ -53,6 +59,9 @@ class OwnCall:
     function: str
     kwargs: dict[str, Any]
     module: str = MODULE
+    # Keywords whose string value selects a mode the function must know by name (its source names the value): an
+    # older release takes the keyword and falls back to its plain path for a value it never heard of.
+    modes: tuple[str, ...] = ()
 
     @property
     def package(self) -> str:
@@ -71,73 +80,153 @@ def own_call(strategy: str, params: dict[str, Any]) -> OwnCall | None:
         return OwnCall("buffered_multi_thread_safetensors_weights_iterator", {"max_workers": threads})
     if strategy == "sglang-mt-completed":
         return OwnCall("multi_thread_safetensors_weights_iterator", {"max_workers": threads})
+    if strategy == "prefetch" and int(params.get("block_mib", 16)) == 16:
+        # --weight-loader-prefetch-checkpoints on a release whose prefetch turns multithread off (0.5.16 on): the
+        # single-thread iterator with its own background prefetch (block size: SGLANG_PREFETCH_BLOCK_SIZE_MB).
+        prefetch: dict[str, Any] = {
+            "prefetch": True,
+            "prefetch_num_threads": int(params.get("num_threads", 4)),
+        }
+        return OwnCall("safetensors_weights_iterator", prefetch)
     if strategy in _VLLM_LOAD and not params:
-        kwargs = {"use_tqdm_on_load": True, "safetensors_load_strategy": _VLLM_LOAD[strategy]}
-        return OwnCall("safetensors_weights_iterator", kwargs, VLLM_MODULE)
+        load = _VLLM_LOAD[strategy]
+        kwargs = {"use_tqdm_on_load": True, "safetensors_load_strategy": load}
+        # "lazy" is the plain path every release falls back to; eager and prefetch must be known by name.
+        modes = ("safetensors_load_strategy",) if load != "lazy" else ()
+        return OwnCall("safetensors_weights_iterator", kwargs, VLLM_MODULE, modes)
     if strategy == "vllm-mt":
         kwargs = {"use_tqdm_on_load": True, "max_workers": threads}
         return OwnCall("multi_thread_safetensors_weights_iterator", kwargs, VLLM_MODULE)
     return None
 
 
-def availability(plan: ReplayPlan) -> tuple[bool, str]:
-    """(whether the faithful pass can drive SGLang's own iterators here, the sentence the session records).
+@dataclass(frozen=True)
+class EngineCheck:
+    """Whether the faithful pass can drive the engine's own iterators here, the sentence the session records, and
+    (when the import was tried) which package it is: name, version, module, the file it imported from."""
 
-    The import is tried in a child process: it imports most of a serving stack, which must not land in the process
-    that spawns the ranks."""
+    ok: bool
+    text: str
+    identity: dict[str, Any] | None = None
+
+
+def availability(plan: ReplayPlan) -> tuple[bool, str]:
+    """(whether the faithful pass can drive the engine's own iterators here, the sentence the session records)."""
+    check = check_engine(plan)
+    return check.ok, check.text
+
+
+def check_engine(plan: ReplayPlan, wanted_engine: bool = True) -> EngineCheck:
+    """The import is tried in a child process: it imports most of a serving stack, which must not land in the
+    process that spawns the ranks. ``wanted_engine`` False: the replica, as asked (``--no-engine-iterator``)."""
     calls = {role: own_call(*plan.strategy_for(role)) for role in (m.role for m in plan.models)}
     found = [call for call in calls.values() if call is not None]
-    module = found[0].module if found else MODULE
+    module = found[0].module if found else _module_for(plan.strategy)
     package = module.split(".")[0]
     title = _TITLES.get(package, package)
-    if importlib.util.find_spec(package) is None:
-        return False, f"ckptprof's replica of {title}'s sequence ({package} is not installed here)"
-    version = installed_version(package) or "of unknown version"
-    wanted = {call.function: sorted(call.kwargs) for call in found if call.module == module}
-    if not wanted:
-        return False, (
-            f"ckptprof's replica: {package} {version} is installed, but the replayed path has no iterator "
-            f"function of its own in {title}"
+    if not wanted_engine:
+        return EngineCheck(False, f"ckptprof's replica of {title}'s sequence (--no-engine-iterator)")
+    if not installed(package):
+        return EngineCheck(
+            False, f"ckptprof's replica of {title}'s sequence ({package} is not installed here)"
         )
-    problem, refused = check_in_child(wanted, module)
+    version = installed_version(package) or "of unknown version"
+    wanted = {
+        call.function: {"kwargs": dict(sorted(call.kwargs.items())), "modes": list(call.modes)}
+        for call in found
+        if call.module == module
+    }
+    if not wanted:
+        return EngineCheck(
+            False,
+            f"ckptprof's replica: {package} {version} is installed, but the replayed path has no iterator "
+            f"function of its own in {title}",
+        )
+    problem, refused, where = check_in_child(wanted, module)
+    identity = {"package": package, "version": installed_version(package), "module": module, "file": where}
     if problem is not None:
-        return (
+        return EngineCheck(
             False,
             f"ckptprof's replica: {package} {version} is installed but {module} does not import here ({problem})",
+            identity,
         )
     reasons = sorted({why for why in refused.values() if why})
     if reasons:
-        return False, f"ckptprof's replica: {package} {version} has {'; '.join(reasons)}"
+        return EngineCheck(
+            False, f"ckptprof's replica: {package} {version} has {'; '.join(reasons)}", identity
+        )
     kept = [role for role, call in calls.items() if call is None or call.module != module]
     text = f"{title}'s own {', '.join(sorted(wanted))} ({package} {version}, installed here)"
     if kept:
         text += f"; the replica for the {', '.join(kept)} (its path has no {title} function of its own)"
-    if any(call.kwargs.get("safetensors_load_strategy") == "prefetch" for call in found):
+    if any(
+        call.kwargs.get("safetensors_load_strategy") == "prefetch" or call.kwargs.get("prefetch")
+        for call in found
+    ):
         text += "; its prefetch runs without a process group here: each rank prefetches every file"
-    return True, text
+    return EngineCheck(True, text, identity)
 
 
+def installed(package: str) -> bool:
+    """Whether ``package`` can be found here (its metadata and modules; nothing is imported)."""
+    return importlib.util.find_spec(package) is not None
+
+
+def _module_for(strategy: str) -> str:
+    """The engine module a replica path would come from: vLLM's for its paths, SGLang's for the rest."""
+    return VLLM_MODULE if strategy.startswith("vllm") else MODULE
+
+
+# Run in a fresh interpreter: imports the engine's module and says what it found (the last line it prints).
 _CHILD_CHECK = """
-import importlib, inspect, json, sys
-module = importlib.import_module(sys.argv[2])
-out = {}
-for name, keywords in json.loads(sys.argv[1]).items():
-    function = getattr(module, name, None)
-    if function is None:
-        out[name] = "no " + name
-        continue
-    accepted = inspect.signature(function).parameters
-    refused = [k for k in keywords if k not in accepted]
-    out[name] = ("no %s taking %s" % (name, ", ".join(refused))) if refused else None
-print(json.dumps(out))
+import json, sys
+from ckptprof.loader.strategies.sglang_own import describe_module
+print(json.dumps(describe_module(sys.argv[2], json.loads(sys.argv[1]))))
 """
 
 
+def describe_module(module_name: str, wanted: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Import ``module_name``; per wanted function (``{"kwargs": {...}, "modes": [...]}``), why it cannot be called
+    with its keywords (None: it can); the module's file."""
+    module = importlib.import_module(module_name)
+    functions = {
+        name: refusal(module, name, call["kwargs"], tuple(call.get("modes") or ()))
+        for name, call in wanted.items()
+    }
+    return {"functions": functions, "file": getattr(module, "__file__", None)}
+
+
+def refusal(module: Any, name: str, kwargs: dict[str, Any], modes: tuple[str, ...] = ()) -> str | None:
+    """Why ``module.name`` cannot be called with ``kwargs`` (None: it can). The value of a keyword in ``modes``
+    (``safetensors_load_strategy="prefetch"``) must appear in the function's source: an older release takes the
+    keyword and silently does something else with a value it never heard of."""
+    function = getattr(module, name, None)
+    if function is None:
+        return f"no {name}"
+    accepted = inspect.signature(function).parameters
+    refused = [key for key in kwargs if key not in accepted]
+    try:
+        source: str | None = inspect.getsource(function)
+    except (OSError, TypeError):
+        source = None
+    if source is not None:
+        refused += [
+            f"{key}={json.dumps(value)}"
+            for key, value in kwargs.items()
+            if key in accepted
+            and key in modes
+            and isinstance(value, str)
+            and json.dumps(value) not in source
+            and repr(value) not in source
+        ]
+    return f"no {name} taking {', '.join(refused)}" if refused else None
+
+
 def check_in_child(
-    wanted: dict[str, list[str]], module: str = MODULE
-) -> tuple[str | None, dict[str, str | None]]:
+    wanted: dict[str, dict[str, Any]], module: str = MODULE
+) -> tuple[str | None, dict[str, str | None], str | None]:
     """(why ``module`` does not import in a fresh interpreter, or None; per function, why it cannot be called with
-    its keywords, or None)."""
+    its keywords and their values, or None; the module's file)."""
     try:
         done = subprocess.run(
             [sys.executable, "-c", _CHILD_CHECK, json.dumps(wanted), module],
@@ -147,29 +236,25 @@ def check_in_child(
             env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
         )
     except subprocess.TimeoutExpired:
-        return f"the import took more than {IMPORT_CHECK_TIMEOUT_S} s", {}
+        return f"the import took more than {IMPORT_CHECK_TIMEOUT_S} s", {}, None
     if done.returncode != 0:
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
-        return (lines[-1] if lines else f"exit status {done.returncode}"), {}
+        return (lines[-1] if lines else f"exit status {done.returncode}"), {}, None
     try:
         answer = json.loads(done.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return "the check printed no answer", {}
-    return None, {str(k): (str(v) if v else None) for k, v in answer.items()}
+        functions = answer["functions"]
+    except (ValueError, IndexError, KeyError, TypeError):
+        return "the check printed no answer", {}, None
+    where = answer.get("file")
+    return None, {str(k): (str(v) if v else None) for k, v in functions.items()}, where if where else None
 
 
-def call_problem(call: OwnCall) -> str | None:
+def call_problem(call: OwnCall, module: Any = None) -> str | None:
     """Why the installed release's function cannot be called as the path needs (None: it can). Imports the
-    call's module."""
-    module = importlib.import_module(call.module)
-    function = getattr(module, call.function, None)
-    if function is None:
-        return f"no {call.function}"
-    accepted = inspect.signature(function).parameters
-    refused = [name for name in call.kwargs if name not in accepted]
-    if refused:
-        return f"no {call.function} taking {', '.join(refused)}"
-    return None
+    call's module unless it is given."""
+    if module is None:
+        module = importlib.import_module(call.module)
+    return refusal(module, call.function, call.kwargs, call.modes)
 
 
 class SGLangOwnIterator(Strategy):
@@ -185,12 +270,26 @@ class SGLangOwnIterator(Strategy):
         self.call = call
         self.name = f"{call.package}-own"
         self.flags = f"({_TITLES.get(call.package, call.package)}'s own weight iterator)"
+        self._resolved = False
+        self._function: Any = None
+        self._problem: str | None = None
+
+    def prepare(self, ctx: LoadContext, plan: ReplayPlan) -> None:
+        """Import the engine and find its function before the rank's clock starts: a server imports its code long
+        before it loads weights, and the import (seconds) is no part of the load."""
+        self._resolve()
+
+    def _resolve(self) -> None:
+        self._resolved = True
+        module = importlib.import_module(self.call.module)
+        self._problem = call_problem(self.call, module)
+        self._function = getattr(module, self.call.function, None)
 
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
-        problem = call_problem(self.call)
-        if problem is not None:
-            raise StrategyUnavailable(f"{self.call.package}: {problem}")
-        function = getattr(importlib.import_module(self.call.module), self.call.function)
+        if not self._resolved:  # driven without prepare (a unit test): the import lands here
+            self._resolve()
+        if self._problem is not None:
+            raise StrategyUnavailable(f"{self.call.package}: {self._problem}")
         readable = []
         for shard in model.shards:
             if shard.error is None and shard.tensors is not None:
@@ -200,7 +299,7 @@ class SGLangOwnIterator(Strategy):
         owner = {name: shard.path for shard in readable for name in shard.tensors or {}}
         files = [shard.path for shard in readable]
         with _quiet_bars():
-            self._consume(ctx, model.role, function(files, **self.call.kwargs), owner, rec)
+            self._consume(ctx, model.role, self._function(files, **self.call.kwargs), owner, rec)
 
     @staticmethod
     def _consume(
@@ -212,15 +311,17 @@ class SGLangOwnIterator(Strategy):
     ) -> None:
         """Each (name, tensor) as the model's weight_loader takes it: narrowed to the rank's slice and copied.
 
-        A shard's wall runs from its first tensor to the next shard's first (SGLang yields file by file)."""
+        A shard's wall runs from its first tensor to the next shard's first (SGLang yields file by file). What the
+        process read from storage meanwhile, on any thread, is booked on the shard as it closes."""
         current: tuple[str, ShardTiming] | None = None
         counts = [0, 0, 0]  # bytes, h2d bytes, tensors of the current shard
+        process = _ProcessTally(rec)
         try:
             for name, full in weights:
                 path = owner.get(name, "")
                 if current is None or current[0] != path:
                     if current is not None:
-                        _close(rec, current[1], counts)
+                        _close(rec, current[1], counts, process)
                     current = (path, rec.open_shard(Path(path).name if path else "(unknown file)"))
                     counts = [0, 0, 0]
                 src = ctx.narrow(role, name, full)
@@ -234,16 +335,37 @@ class SGLangOwnIterator(Strategy):
         except Exception as exc:
             if current is not None:
                 rec.add_counts(counts[0], counts[1], counts[2], shard=current[1])
+                process.book(current[1])
                 rec.close_shard(current[1], exc)
                 current = None
             raise
         finally:
             if current is not None:
-                _close(rec, current[1], counts)
+                _close(rec, current[1], counts, process)
 
 
-def _close(rec: Recorder, shard: ShardTiming, counts: list[int]) -> None:
+class _ProcessTally:
+    """The process's storage bytes and major faults since the engine's iterator began, booked shard by shard: each
+    closing shard takes what no shard before it took (so the model's total is exactly the process's)."""
+
+    def __init__(self, rec: Recorder) -> None:
+        self.rec = rec
+        self.storage0 = rec.process_storage_bytes()
+        self.faults0 = rec.process_major_faults()
+        self.storage_booked = 0
+        self.faults_booked = 0
+
+    def book(self, shard: ShardTiming) -> None:
+        storage = max(0, self.rec.process_storage_bytes() - self.storage0 - self.storage_booked)
+        faults = max(0, self.rec.process_major_faults() - self.faults0 - self.faults_booked)
+        self.storage_booked += storage
+        self.faults_booked += faults
+        self.rec.add_process_counts(shard, storage, faults)
+
+
+def _close(rec: Recorder, shard: ShardTiming, counts: list[int], process: _ProcessTally) -> None:
     rec.add_counts(counts[0], counts[1], counts[2], shard=shard)
+    process.book(shard)
     rec.close_shard(shard)
 
 

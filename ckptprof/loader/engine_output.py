@@ -1,0 +1,101 @@
+"""What an engine writes while a rank drives it: captured at the file descriptors, kept, never printed over ours.
+
+A real engine's import and iterators write to the process's stdout and stderr: torch's deprecation lines from C++,
+``Failed to import from vllm._C``, its loggers and warnings. A rank's descriptors 1 and 2 are the terminal the
+user reads ckptprof's progress on, so while the engine runs they point at a temporary file instead; the text is
+kept in the rank's result (``RankResult.engine_output``) for the session, and shown on request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+# A session keeps at most this much of what an engine wrote per rank: its head and its tail.
+KEEP_BYTES = 64 * 1024
+_WARNING = re.compile(r"\b(warn(ing)?|deprecat\w*)\b|^W\d{4} |UserWarning|FutureWarning", re.IGNORECASE)
+_ERROR = re.compile(r"\b(error|failed|exception|traceback)\b|^E\d{4} ", re.IGNORECASE)
+
+
+@dataclass
+class Captured:
+    """Filled in when the capture ends."""
+
+    text: str = ""
+    total_bytes: int = 0
+
+
+@contextlib.contextmanager
+def capture() -> Iterator[Captured]:
+    """Point descriptors 1 and 2 at a temporary file for the block (the engine's Python and C++ writes alike)."""
+    out = Captured()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    with tempfile.TemporaryFile() as sink:
+        saved = [os.dup(1), os.dup(2)]
+        try:
+            os.dup2(sink.fileno(), 1)
+            os.dup2(sink.fileno(), 2)
+            yield out
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            out.total_bytes = sink.seek(0, os.SEEK_END)
+            out.text = _kept(sink, out.total_bytes)
+
+
+def _kept(sink: object, size: int) -> str:
+    import io
+
+    assert isinstance(sink, io.BufferedRandom)
+    sink.seek(0)
+    if size <= KEEP_BYTES:
+        data = sink.read()
+        return data.decode("utf-8", "replace")
+    head = sink.read(KEEP_BYTES // 2).decode("utf-8", "replace")
+    sink.seek(size - KEEP_BYTES // 2)
+    tail = sink.read().decode("utf-8", "replace")
+    return f"{head}\n[... {size - KEEP_BYTES} bytes not kept ...]\n{tail}"
+
+
+@dataclass(frozen=True)
+class Summary:
+    lines: int
+    warnings: int
+    errors: int
+    first_error: str | None
+
+    def sentence(self, engine: str) -> str:
+        parts = [f"{self.lines} line{'s' if self.lines != 1 else ''}"]
+        if self.warnings:
+            parts.append(f"{self.warnings} warning{'s' if self.warnings != 1 else ''}")
+        if self.errors:
+            parts.append(f"{self.errors} error line{'s' if self.errors != 1 else ''}")
+        text = f"{engine} wrote {', '.join(parts)} while it loaded"
+        if self.first_error:
+            text += f" (first error: {self.first_error[:160]})"
+        return text
+
+
+def summarise(text: str) -> Summary:
+    """How many lines an engine wrote, how many of them warn, how many report an error (and the first)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    errors = [line.strip() for line in lines if _ERROR.search(line)]
+    warnings = [line for line in lines if _WARNING.search(line) and not _ERROR.search(line)]
+    return Summary(
+        lines=len(lines),
+        warnings=len(warnings),
+        errors=len(errors),
+        first_error=errors[0] if errors else None,
+    )
