@@ -18,8 +18,11 @@ from dataclasses import dataclass
 
 # A session keeps at most this much of what an engine wrote per rank: its head and its tail.
 KEEP_BYTES = 64 * 1024
-_WARNING = re.compile(r"\b(warn(ing)?|deprecat\w*)\b|^W\d{4} |UserWarning|FutureWarning", re.IGNORECASE)
-_ERROR = re.compile(r"\b(error|failed|exception|traceback)\b|^E\d{4} ", re.IGNORECASE)
+# By the level a logger printed, else by what a Python warning or exception looks like.
+_WARNING = re.compile(r"^\s*(WARNING|W\d{4} )|Warning:|warnings\.warn|deprecated")
+_ERROR = re.compile(
+    r"^\s*(ERROR|CRITICAL|E\d{4} |F\d{4} )|Traceback \(most recent call last\)|\w(Error|Exception): "
+)
 
 
 @dataclass
@@ -39,11 +42,15 @@ def capture() -> Iterator[Captured]:
             stream.flush()
     with tempfile.TemporaryFile() as sink:
         saved = [os.dup(1), os.dup(2)]
+        # Python's own streams too: where sys.stdout / sys.stderr were replaced (a test's capture), they are not fds 1/2.
+        text = open(sink.fileno(), "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
         try:
             os.dup2(sink.fileno(), 1)
             os.dup2(sink.fileno(), 2)
-            yield out
+            with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
+                yield out
         finally:
+            text.close()  # flushes; the sink itself stays open (closefd=False)
             for stream in (sys.stdout, sys.stderr):
                 with contextlib.suppress(Exception):
                     stream.flush()
@@ -91,8 +98,8 @@ class Summary:
 def summarise(text: str) -> Summary:
     """How many lines an engine wrote, how many of them warn, how many report an error (and the first)."""
     lines = [line for line in text.splitlines() if line.strip()]
-    errors = [line.strip() for line in lines if _ERROR.search(line)]
-    warnings = [line for line in lines if _WARNING.search(line) and not _ERROR.search(line)]
+    warnings = [line for line in lines if _WARNING.search(line)]
+    errors = [line.strip() for line in lines if _ERROR.search(line) and not _WARNING.search(line)]
     return Summary(
         lines=len(lines),
         warnings=len(warnings),

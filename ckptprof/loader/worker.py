@@ -155,6 +155,10 @@ def replay_rank(
         output.close()
         if captured is not None and captured.total_bytes:
             result.engine_output = captured.text
+            if result.status != "ok" or result.error:
+                # A failed rank: what the engine said last is part of why, so it goes with the error.
+                summary = engine_output.summarise(captured.text)
+                result.error = f"{result.error}; {summary.sentence('the engine')}"
         if recorder is not None:
             result.models = list(recorder.models)
         cpu1 = proc.cpu_times()

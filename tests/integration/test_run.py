@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -18,7 +19,12 @@ from ckptprof import api
 from ckptprof.analysis.attribution import model_totals
 from ckptprof.analysis.verdict import BOTTLENECKS
 from ckptprof.cli.main import main
+from ckptprof.engines.sglang import profile_for_version
+from ckptprof.loader.strategies.sglang_own import OwnCall, own_call
 from ckptprof.session import Session
+
+if TYPE_CHECKING:
+    from conftest import EnginePackage
 
 
 def digest(d: Path) -> dict[str, str]:
@@ -445,47 +451,49 @@ def test_the_readme_api_line_works_after_a_plain_import(small_draft: Path) -> No
     assert proc.stdout.strip() in BOTTLENECKS
 
 
-STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "sglang_standin"
-
-
-def _run_with_standin(argv: list[str], calls: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(STANDIN), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-        "CKPTPROF_TEST_SGLANG_CALLS": str(calls),
-    }
+def _run_with(package: EnginePackage, argv: list[str], calls: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ckptprof", *argv], capture_output=True, text=True, env=env, timeout=600
+        [sys.executable, "-m", "ckptprof", *argv],
+        capture_output=True,
+        text=True,
+        env=package.env(calls),
+        timeout=600,
     )
 
 
-def test_faithful_drives_the_installed_sglangs_own_iterator(small_draft: Path, tmp_path: Path) -> None:
-    """GIVEN an importable sglang (a stand-in with 0.5.23's iterator functions) WHEN run --faithful THEN the faithful
-    pass goes through SGLang's own function with the profile's keywords, and the session and summary say so."""
+@pytest.mark.engine
+def test_faithful_drives_the_installed_sglangs_own_iterator(
+    small_draft: Path, tmp_path: Path, sglang_package: EnginePackage
+) -> None:
+    """GIVEN an importable sglang (a stand-in with 0.5.23's iterator functions, or in the engine tier the real
+    release) WHEN run --faithful THEN the faithful pass goes through SGLang's own function with the profile's
+    keywords, and the session and summary say so."""
     calls = tmp_path / "calls.jsonl"
     argv = ["run", str(small_draft), "--tp", "2", "--no-probe", "--faithful", "-o", str(tmp_path / "s")]
-    done = _run_with_standin([*argv, "--json", str(tmp_path / "s.json")], calls)
+    done = _run_with(sglang_package, [*argv, "--json", str(tmp_path / "s.json")], calls)
     assert done.returncode == 0, done.stderr
     session = json.loads((tmp_path / "s.json").read_text())
-    # the installed release picked the profile, and its own buffered iterator ran once per rank with 8 workers
-    assert session["config"]["sglang_release"]["version"] == "0.5.23"
+    # the installed release picked the profile, and the function of its default path ran once per rank
+    version = sglang_package.version
+    assert session["config"]["sglang_release"]["version"] == version
+    profile = profile_for_version(version)
+    call = own_call(profile.default_strategy, dict(profile.default_params))
+    assert call is not None
     assert session["config"]["faithful_source"] == (
-        "SGLang's own buffered_multi_thread_safetensors_weights_iterator (sglang 0.5.23, installed here)"
+        f"SGLang's own {call.function} (sglang {version}, installed here)"
     )
-    made = [json.loads(line) for line in calls.read_text().splitlines()]
-    assert (
-        made
-        == [{"function": "buffered_multi_thread_safetensors_weights_iterator", "files": 8, "max_workers": 8}]
-        * 2
-    )
-    assert "faithful pass: SGLang's own buffered_multi_thread" in done.stdout
+    made = sglang_package.calls(calls)
+    assert made is None or made == [{"function": call.function, "files": 8, **call.kwargs}] * 2
+    assert f"faithful pass: SGLang's own {call.function}" in done.stdout
     # every rank has the faithful wall of that pass beside its decomposed one
     for rank in session["ranks"]:
         (model,) = rank["models"]
         assert model["faithful_wall_s"] > 0 and rank["status"] == "ok"
-    # a path SGLang 0.5.23 has no function for keeps the replica, and says which function is missing
-    calls.unlink()
-    done = _run_with_standin(
+    # a path the release has no function for keeps the replica, and says which function is missing
+    if calls.exists():
+        calls.unlink()
+    done = _run_with(
+        sglang_package,
         [
             *argv[:-1],
             str(tmp_path / "t"),
@@ -498,10 +506,26 @@ def test_faithful_drives_the_installed_sglangs_own_iterator(small_draft: Path, t
     )
     assert done.returncode == 0, done.stderr
     source = json.loads((tmp_path / "t.json").read_text())["config"]["faithful_source"]
-    assert source == "ckptprof's replica: sglang 0.5.23 has no multi_thread_safetensors_weights_iterator"
-    assert not calls.exists()
+    completed = own_call("sglang-mt-completed", {})
+    assert completed is not None
+    # 0.5.23 (and its stand-in) has no such function any more; a release that still has it drives it
+    if sglang_package.real and call_problem_here(completed) is None:
+        assert source.startswith(f"SGLang's own {completed.function}"), source
+    else:
+        assert (
+            source == f"ckptprof's replica: sglang {version} has no multi_thread_safetensors_weights_iterator"
+        )
+        assert not calls.exists()
 
 
+def call_problem_here(call: OwnCall) -> str | None:
+    """What the installed release lacks for ``call`` (imports the engine in this process)."""
+    from ckptprof.loader.strategies.sglang_own import call_problem
+
+    return call_problem(call)
+
+
+@pytest.mark.engine
 def test_faithful_says_the_replica_ran_when_sglang_is_not_importable(
     small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

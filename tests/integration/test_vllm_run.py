@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -13,6 +14,9 @@ from ckptprof.checkpoint.synth import synthesize
 from ckptprof.cli.main import main
 from ckptprof.render import markdown
 from ckptprof.session import Session
+
+if TYPE_CHECKING:
+    from conftest import EnginePackage
 
 
 def _sessions(out: Path) -> dict[str, dict]:
@@ -142,37 +146,34 @@ def test_check_predictions_replays_vllms_own_flags(
         assert check["status"] == "ok" and check["measured_s"] > 0, check
 
 
-VLLM_STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_standin"
-
-
-def test_faithful_drives_the_installed_vllms_own_iterator(small_draft: Path, tmp_path: Path) -> None:
-    """GIVEN an importable vllm (a stand-in with 0.33.0's iterator functions) WHEN run --engine vllm --faithful THEN
-    the installed release picks the profile and the faithful pass goes through vLLM's own function."""
-    import os
+@pytest.mark.engine
+def test_faithful_drives_the_installed_vllms_own_iterator(
+    small_draft: Path, tmp_path: Path, vllm_package: EnginePackage
+) -> None:
+    """GIVEN an importable vllm (a stand-in with 0.33.0's iterator functions, or in the engine tier the real
+    release) WHEN run --engine vllm --faithful THEN the installed release picks the profile and the faithful pass
+    goes through vLLM's own function."""
     import subprocess
     import sys
 
     calls = tmp_path / "calls.jsonl"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(VLLM_STANDIN), os.environ.get("PYTHONPATH", "")]).rstrip(
-            os.pathsep
-        ),
-        "CKPTPROF_TEST_VLLM_CALLS": str(calls),
-    }
     argv = ["run", str(small_draft), "--engine", "vllm", "--strategy", "vllm", "--tp", "2", "--no-probe"]
     argv += ["--faithful", "-q", "-o", str(tmp_path / "s"), "--json", str(tmp_path / "s.json")]
     done = subprocess.run(
-        [sys.executable, "-m", "ckptprof", *argv], capture_output=True, text=True, env=env, timeout=600
+        [sys.executable, "-m", "ckptprof", *argv],
+        capture_output=True,
+        text=True,
+        env=vllm_package.env(calls),
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     session = json.loads((tmp_path / "s.json").read_text())
-    assert session["config"]["vllm_release"]["version"] == "0.33.0"
+    assert session["config"]["vllm_release"]["version"] == vllm_package.version
     assert session["config"]["faithful_source"] == (
-        "vLLM's own safetensors_weights_iterator (vllm 0.33.0, installed here)"
+        f"vLLM's own safetensors_weights_iterator (vllm {vllm_package.version}, installed here)"
     )
-    made = [json.loads(line) for line in calls.read_text().splitlines()]
-    assert (
+    made = vllm_package.calls(calls)
+    assert made is None or (
         made
         == [{"function": "safetensors_weights_iterator", "files": 8, "safetensors_load_strategy": "lazy"}] * 2
     )
