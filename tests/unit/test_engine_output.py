@@ -15,7 +15,9 @@ def test_python_and_c_level_writes_are_captured_and_the_terminal_gets_none(
 ) -> None:
     # GIVEN an engine that warns through Python and writes straight to the descriptors (torch's C++ logging does)
     with engine_output.capture() as captured:
-        print("W1202 00:06:27.135000 torch/_opaque_base.py:6] torch._opaque_base is deprecated", file=sys.stderr)
+        print(
+            "W1202 00:06:27.135000 torch/_opaque_base.py:6] torch._opaque_base is deprecated", file=sys.stderr
+        )
         os.write(1, b"Failed to import from vllm._C: ModuleNotFoundError\n")
         os.write(2, b"INFO 12-02 [__init__.py:220] No platform detected\n")
     # THEN the text is kept, and nothing reached this process's stdout or stderr
@@ -46,7 +48,9 @@ def test_the_summary_counts_warnings_and_names_the_first_error() -> None:
     )
     summary = engine_output.summarise(text)
     assert (summary.lines, summary.warnings, summary.errors) == (4, 2, 1)
-    assert summary.first_error is not None and summary.first_error.startswith("RuntimeError: Tried to register")
+    assert summary.first_error is not None and summary.first_error.startswith(
+        "RuntimeError: Tried to register"
+    )
     assert summary.sentence("vLLM") == (
         "vLLM wrote 4 lines, 2 warnings, 1 error line while it loaded (first error: RuntimeError: Tried to "
         "register an operator (vllm::all_reduce) multiple times)"

@@ -118,3 +118,81 @@ def test_a_module_that_does_not_import_is_named_with_its_error(
     # THEN the replica runs, and the session says which import failed
     assert not ok
     assert "does not import here (ModuleNotFoundError: No module named 'torchvision_absent')" in text
+
+
+class _Counting:
+    """Process counters that an engine's own threads move (no recorder phase sees them)."""
+
+    def __init__(self) -> None:
+        self.storage = 1_000  # bytes the process had read before the load
+        self.faults = 7
+
+    def major_faults(self) -> int:
+        return self.faults
+
+    def storage_read_bytes(self) -> int:
+        return self.storage
+
+
+def test_what_the_engines_threads_read_is_booked_on_its_shards(small_draft: Path) -> None:
+    # GIVEN an engine iterator that reads each file on its own threads (the process's counters move, no phase does)
+    plan = build_plan(small_draft, tp=1, strategy="sglang")
+    (model,) = plan.models
+    counters = _Counting()
+    rec = WallOnlyRecorder(copy_timer=HostCopyTimer(), counters=counters)
+    ctx = LoadContext(rank=0, tp=1, device=torch.device("cpu"), decompose=False)
+    ctx.allocate(model)
+    owner = {name: shard.path for shard in model.shards for name in shard.tensors or {}}
+
+    def weights() -> Iterator[tuple[str, torch.Tensor]]:
+        from safetensors import safe_open
+
+        for shard in model.shards:
+            counters.storage += shard.bytes  # the engine's pool read the file
+            counters.faults += 3
+            with safe_open(shard.path, framework="pt", device="cpu") as f:
+                for name in f.keys():  # noqa: SIM118
+                    yield name, f.get_tensor(name)
+
+    # WHEN the own iterator's loop consumes it
+    with rec.model("target"):
+        sglang_own.SGLangOwnIterator._consume(ctx, "target", weights(), owner, rec)
+    # THEN every shard carries what was read while it was current, and the model's total is the process's delta
+    shards = {s.file: s for s in rec.models[0].shards}
+    assert sum(s.storage_bytes for s in shards.values()) == sum(s.bytes for s in model.shards)
+    assert sum(s.major_faults for s in shards.values()) == 3 * len(model.shards)
+    # a read lands on the shard that was current when it happened: the engine read the second file before it
+    # yielded the second file's first tensor, so the first shard holds both (the split is approximate, the sum exact)
+    first, second = model.shards[0], model.shards[1]
+    assert shards[first.name].storage_bytes == first.bytes + second.bytes
+    assert shards[model.shards[-1].name].storage_bytes == 0
+
+
+def test_a_mode_the_release_never_names_is_refused() -> None:
+    # GIVEN vLLM 0.11.0's iterator (its signature and its body, as that release wrote them): it takes
+    # safetensors_load_strategy, knows "eager", and loads lazily for any other value
+    import types
+
+    source = """
+def safetensors_weights_iterator(hf_weights_files, use_tqdm_on_load, safetensors_load_strategy="lazy"):
+    loading_desc = "Loading safetensors checkpoint shards"
+    if safetensors_load_strategy == "eager":
+        loading_desc += " (eager)"
+    yield from ()
+"""
+    module = types.ModuleType("vllm_0_11_weight_utils")
+    import linecache
+
+    filename = "<vllm-0.11.0 weight_utils>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), module.__dict__)
+    # THEN prefetch is refused (the replica runs), eager and the plain path are not
+    prefetch = sglang_own.own_call("vllm-prefetch", {})
+    eager = sglang_own.own_call("vllm-eager", {})
+    lazy = sglang_own.own_call("vllm", {})
+    assert prefetch is not None and eager is not None and lazy is not None
+    assert sglang_own.refusal(module, prefetch.function, prefetch.kwargs, prefetch.modes) == (
+        'no safetensors_weights_iterator taking safetensors_load_strategy="prefetch"'
+    )
+    assert sglang_own.refusal(module, eager.function, eager.kwargs, eager.modes) is None
+    assert sglang_own.refusal(module, lazy.function, lazy.kwargs, lazy.modes) is None
