@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import statistics
 import sys
@@ -18,6 +19,15 @@ def round_walls(session: dict, role: str) -> float:
     return statistics.median(max(walls) for walls in zip(*per_rank, strict=True))
 
 
+def load(out: Path, name: str) -> dict:
+    """measure.sh's session, or the compressed copy this folder keeps."""
+    plain = out / f"{name}.json"
+    if plain.exists():
+        return json.loads(plain.read_text())
+    with gzip.open(out / f"{name}.json.gz", "rt", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
 def main(out: Path) -> None:
     print(
         "| release | import s (ranks) | cold faithful s (target / draft) | cold storage vs checkpoint bytes |"
@@ -25,9 +35,7 @@ def main(out: Path) -> None:
     )
     print("|---|---|---|---|---|---|---|")
     for tag in ("sglang-0.5.23", "sglang-0.5.9", "vllm-0.33.0", "vllm-0.11.0"):
-        cold = json.loads((out / f"{tag}-cold.json").read_text())
-        warm = json.loads((out / f"{tag}-warm.json").read_text())
-        replica = json.loads((out / f"{tag}-replica.json").read_text())
+        cold, warm, replica = (load(out, f"{tag}-{kind}") for kind in ("cold", "warm", "replica"))
         imports = ", ".join(f"{r['engine_import_s']:.1f}" for r in cold["ranks"])
         storage = []
         for info in cold["models"]:
