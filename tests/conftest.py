@@ -122,6 +122,12 @@ def engine_package(package: str, standin_version: str) -> EnginePackage:
     )
 
 
+@pytest.fixture(scope="session")
+def real_engine_package() -> EnginePackage:
+    """The real release CKPTPROF_REAL_ENGINE names (the engine tier); fails when it is not on the path."""
+    return engine_package(REAL_ENGINE.partition("==")[0], "")
+
+
 @pytest.fixture
 def sglang_package() -> EnginePackage:
     return engine_package("sglang", "0.5.23")

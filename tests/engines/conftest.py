@@ -11,27 +11,25 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from engine_runs import Engine, Run, RunFactory
 
 from ckptprof.checkpoint.synth import synthesize
 
+if TYPE_CHECKING:
+    from conftest import EnginePackage
+
 REAL_ENGINE = os.environ.get("CKPTPROF_REAL_ENGINE", "")
 
 
 @pytest.fixture(scope="session")
-def engine() -> Engine:
-    import importlib.metadata
-
-    name, _, version = REAL_ENGINE.partition("==")
-    try:
-        found = importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        pytest.fail(f"CKPTPROF_REAL_ENGINE={REAL_ENGINE}: {name} is not installed on this path")
-    if version and found != version:
-        pytest.fail(f"CKPTPROF_REAL_ENGINE={REAL_ENGINE}: {name} {found} is installed instead")
-    return Engine(name, found, {"sglang": "SGLang", "vllm": "vLLM"}[name])
+def engine(real_engine_package: EnginePackage) -> Engine:
+    package = real_engine_package
+    if not package.real:
+        pytest.fail(f"CKPTPROF_REAL_ENGINE={REAL_ENGINE!r} names no engine (sglang==X or vllm==X)")
+    return Engine(package.package, package.version, {"sglang": "SGLang", "vllm": "vLLM"}[package.package])
 
 
 @pytest.fixture(scope="session")
