@@ -3,7 +3,8 @@
 A real engine's import and iterators write to the process's stdout and stderr: torch's deprecation lines from C++,
 ``Failed to import from vllm._C``, its loggers and warnings. A rank's descriptors 1 and 2 are the terminal the
 user reads ckptprof's progress on, so while the engine runs they point at a temporary file instead; the text is
-kept in the rank's result (``RankResult.engine_output``) for the session, and shown on request.
+kept in the rank's result (``RankResult.engine_output``, in the session's JSON); a failed rank's error carries a
+one-line summary of it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import IO
 
 # A session keeps at most this much of what an engine wrote per rank: its head and its tail.
 KEEP_BYTES = 64 * 1024
@@ -62,10 +64,8 @@ def capture() -> Iterator[Captured]:
             out.text = _kept(sink, out.total_bytes)
 
 
-def _kept(sink: object, size: int) -> str:
-    import io
-
-    assert isinstance(sink, io.BufferedRandom)
+def _kept(sink: IO[bytes], size: int) -> str:
+    """All of it up to KEEP_BYTES, else its head and its tail."""
     sink.seek(0)
     if size <= KEEP_BYTES:
         data = sink.read()

@@ -130,7 +130,8 @@ def check_engine(plan: ReplayPlan, wanted_engine: bool = True) -> EngineCheck:
         return EngineCheck(
             False, f"ckptprof's replica of {title}'s sequence ({package} is not installed here)"
         )
-    version = installed_version(package) or "of unknown version"
+    release = installed_version(package)
+    version = release or "of unknown version"
     wanted = {
         call.function: {"kwargs": dict(sorted(call.kwargs.items())), "modes": list(call.modes)}
         for call in found
@@ -143,7 +144,7 @@ def check_engine(plan: ReplayPlan, wanted_engine: bool = True) -> EngineCheck:
             f"function of its own in {title}",
         )
     problem, refused, where = check_in_child(wanted, module)
-    identity = {"package": package, "version": installed_version(package), "module": module, "file": where}
+    identity = {"package": package, "version": release, "module": module, "file": where}
     if problem is not None:
         return EngineCheck(
             False,
