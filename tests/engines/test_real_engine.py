@@ -223,3 +223,77 @@ def _vllm_defaults(engine: Engine) -> None:
         assert set(typing.get_args(strategies)) == set(profile.strategies)
     assert DefaultModelLoader.DEFAULT_NUM_THREADS == vllm_profiles.DEFAULT_NUM_THREADS
     assert _multithread_default(inspect.getsource(DefaultModelLoader)) is False
+
+
+# A child that makes the engine believe it is on a CUDA host (the CPU tier has no GPU): SGLang's weight utilities
+# then import its CUDA layers, which import its kernel package at module level, as they do on an H200.
+_FAKE_CUDA_CHILD = """
+import json, sys, torch
+class _Properties:
+    name, major, minor, total_memory, multi_processor_count = "NVIDIA H200", 9, 0, 143 << 30, 132
+torch.cuda.is_available = lambda: True
+torch.cuda.device_count = lambda: 1
+torch.cuda.current_device = lambda: 0
+torch.cuda.get_device_name = lambda *a, **k: _Properties.name
+torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
+torch.cuda.get_device_properties = lambda *a, **k: _Properties()
+from ckptprof.loader import kernel_standin
+mode, module_name, files = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+if mode == "plain":
+    try:
+        __import__(module_name)
+        print(json.dumps({"imported": True}))
+    except ModuleNotFoundError as exc:
+        print(json.dumps({"imported": False, "missing": exc.name}))
+    raise SystemExit
+module, stand_ins = kernel_standin.import_engine_module(module_name)
+sizes = {}
+for name, tensor in module.safetensors_weights_iterator(files):
+    sizes[name] = tensor.numel() * tensor.element_size()
+print(json.dumps({"stand_ins": stand_ins, "calls": kernel_standin.CALLS, "sizes": sizes}))
+"""
+
+
+def test_on_a_cuda_host_without_its_kernel_package_sglang_loads_through_the_stand_in(
+    engine: Engine, checkpoints: tuple[Any, Any]
+) -> None:
+    if engine.package != "sglang":
+        pytest.skip("only SGLang's weight utilities import a kernel package ckptprof may stand in for")
+    import json
+    import subprocess
+    import sys
+
+    from safetensors import safe_open
+
+    draft = checkpoints[1]
+    files = sorted(str(p) for p in draft.glob("*.safetensors"))
+
+    def child(mode: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-c", _FAKE_CUDA_CHILD, mode, sglang_own.MODULE, json.dumps(files)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return answer
+
+    plain = child("plain")
+    through = child("standin")
+    if plain["imported"]:
+        # a release whose CUDA imports need no kernel package: nothing may be stood in for
+        assert through["stand_ins"] == []
+    else:
+        assert plain["missing"].split(".")[0] == "sgl_kernel"
+        assert through["stand_ins"] == ["sgl_kernel"]
+    # SGLang's own iterator yields every tensor of every file, and none of the kernels was called
+    expected = {}
+    for path in files:
+        with safe_open(path, framework="pt") as f:
+            for key in f.keys():  # noqa: SIM118 - safe_open has no __iter__
+                tensor = f.get_tensor(key)
+                expected[key] = tensor.numel() * tensor.element_size()
+    assert through["sizes"] == expected
+    assert through["calls"] == []

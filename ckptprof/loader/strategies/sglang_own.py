@@ -14,7 +14,10 @@ files by ``torch.distributed`` rank, and the replay's ranks have no process grou
 
 Only the faithful pass uses it: the engines' functions cannot be decomposed into read / deserialise / copy phases
 without changing them. Where the module does not import (the package absent, or installed without the rest of the
-serving stack it imports: transformers, torchvision, ...), the replica runs and the session says why.
+serving stack it imports: transformers, torchvision, ...), the replica runs and the session says why. One exception:
+where SGLang's weight utilities fail to import only because its compiled kernel package (``sgl_kernel``) is absent,
+an import-only stand-in takes that package's place (``loader/kernel_standin.py``; the iterators call none of its
+kernels, and a call would fail the rank by name) and the session says so (``faithful_engine.stand_ins``).
 
 The engine's import (seconds: it pulls in most of a serving stack) happens in ``prepare``, before the rank's
 clock starts; the worker times it on its own (``RankResult.engine_import_s``). The engine's iterator opens the files itself, on its own
@@ -34,11 +37,12 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ckptprof.engines.versions import installed_version
+from ckptprof.loader import kernel_standin
 from ckptprof.loader.plan import ModelPlan, ReplayPlan, UnreadableShard
 from ckptprof.loader.recorder import Recorder
 from ckptprof.loader.strategies.base import LoadContext, Strategy, StrategyUnavailable
@@ -143,8 +147,11 @@ def check_engine(plan: ReplayPlan, wanted_engine: bool = True) -> EngineCheck:
             f"ckptprof's replica: {package} {version} is installed, but the replayed path has no iterator "
             f"function of its own in {title}",
         )
-    problem, refused, where = check_in_child(wanted, module)
-    identity = {"package": package, "version": release, "module": module, "file": where}
+    child = check_in_child(wanted, module)
+    problem, refused, where = child.problem, child.refused, child.file
+    identity: dict[str, Any] = {"package": package, "version": release, "module": module, "file": where}
+    if child.stand_ins:
+        identity["stand_ins"] = child.stand_ins
     if problem is not None:
         return EngineCheck(
             False,
@@ -158,6 +165,11 @@ def check_engine(plan: ReplayPlan, wanted_engine: bool = True) -> EngineCheck:
         )
     kept = [role for role, call in calls.items() if call is None or call.module != module]
     text = f"{title}'s own {', '.join(sorted(wanted))} ({package} {version}, installed here)"
+    if child.stand_ins:
+        text += (
+            f"; {', '.join(child.stand_ins)} is not installed here: an import-only stand-in took its place "
+            "(the weight iterators call none of its kernels)"
+        )
     if kept:
         text += f"; the replica for the {', '.join(kept)} (its path has no {title} function of its own)"
     if any(
@@ -187,14 +199,15 @@ print(json.dumps(describe_module(sys.argv[2], json.loads(sys.argv[1]))))
 
 
 def describe_module(module_name: str, wanted: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Import ``module_name``; per wanted function (``{"kwargs": {...}, "modes": [...]}``), why it cannot be called
-    with its keywords (None: it can); the module's file."""
-    module = importlib.import_module(module_name)
+    """Import ``module_name`` (with a kernel package stood in for where that alone is missing); per wanted function
+    (``{"kwargs": {...}, "modes": [...]}``), why it cannot be called with its keywords (None: it can); the module's
+    file; the packages stood in for."""
+    module, stand_ins = kernel_standin.import_engine_module(module_name)
     functions = {
         name: refusal(module, name, call["kwargs"], tuple(call.get("modes") or ()))
         for name, call in wanted.items()
     }
-    return {"functions": functions, "file": getattr(module, "__file__", None)}
+    return {"functions": functions, "file": getattr(module, "__file__", None), "stand_ins": stand_ins}
 
 
 def refusal(module: Any, name: str, kwargs: dict[str, Any], modes: tuple[str, ...] = ()) -> str | None:
@@ -223,11 +236,18 @@ def refusal(module: Any, name: str, kwargs: dict[str, Any], modes: tuple[str, ..
     return f"no {name} taking {', '.join(refused)}" if refused else None
 
 
-def check_in_child(
-    wanted: dict[str, dict[str, Any]], module: str = MODULE
-) -> tuple[str | None, dict[str, str | None], str | None]:
-    """(why ``module`` does not import in a fresh interpreter, or None; per function, why it cannot be called with
-    its keywords and their values, or None; the module's file)."""
+@dataclass(frozen=True)
+class ChildCheck:
+    """What importing the engine's module in a fresh interpreter found."""
+
+    problem: str | None  # why the module does not import (None: it does)
+    refused: dict[str, str | None]  # per function, why it cannot be called with its keywords (None: it can)
+    file: str | None = None  # the module's file
+    stand_ins: list[str] = field(default_factory=list)  # kernel packages stood in for (absent here)
+
+
+def check_in_child(wanted: dict[str, dict[str, Any]], module: str = MODULE) -> ChildCheck:
+    """Import ``module`` in a fresh interpreter and ask it whether the wanted functions take their keywords."""
     try:
         done = subprocess.run(
             [sys.executable, "-c", _CHILD_CHECK, json.dumps(wanted), module],
@@ -237,24 +257,28 @@ def check_in_child(
             env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
         )
     except subprocess.TimeoutExpired:
-        return f"the import took more than {IMPORT_CHECK_TIMEOUT_S} s", {}, None
+        return ChildCheck(f"the import took more than {IMPORT_CHECK_TIMEOUT_S} s", {})
     if done.returncode != 0:
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
-        return (lines[-1] if lines else f"exit status {done.returncode}"), {}, None
+        return ChildCheck(lines[-1] if lines else f"exit status {done.returncode}", {})
     try:
         answer = json.loads(done.stdout.strip().splitlines()[-1])
         functions = answer["functions"]
     except (ValueError, IndexError, KeyError, TypeError):
-        return "the check printed no answer", {}, None
-    where = answer.get("file")
-    return None, {str(k): (str(v) if v else None) for k, v in functions.items()}, where if where else None
+        return ChildCheck("the check printed no answer", {})
+    return ChildCheck(
+        None,
+        {str(k): (str(v) if v else None) for k, v in functions.items()},
+        answer.get("file") or None,
+        [str(name) for name in answer.get("stand_ins") or []],
+    )
 
 
 def call_problem(call: OwnCall, module: Any = None) -> str | None:
     """Why the installed release's function cannot be called as the path needs (None: it can). Imports the
     call's module unless it is given."""
     if module is None:
-        module = importlib.import_module(call.module)
+        module, _ = kernel_standin.import_engine_module(call.module)
     return refusal(module, call.function, call.kwargs, call.modes)
 
 
@@ -274,6 +298,7 @@ class SGLangOwnIterator(Strategy):
         self._resolved = False
         self._function: Any = None
         self._problem: str | None = None
+        self.stand_ins: list[str] = []
 
     def prepare(self, ctx: LoadContext, plan: ReplayPlan) -> None:
         """Import the engine and find its function before the rank's clock starts: a server imports its code long
@@ -282,7 +307,7 @@ class SGLangOwnIterator(Strategy):
 
     def _resolve(self) -> None:
         self._resolved = True
-        module = importlib.import_module(self.call.module)
+        module, self.stand_ins = kernel_standin.import_engine_module(self.call.module)
         self._problem = call_problem(self.call, module)
         self._function = getattr(module, self.call.function, None)
 
