@@ -2,7 +2,7 @@
 # The H200 measurement campaign for `ckptprof run` (issue 3) and the ceilings (issue 4).
 # Runs on the lent device machine from the repository root: PYTHONPATH=. python3 -m ckptprof ...
 # Usage: bash reports/h200/campaign.sh OUTDIR [STEP...]
-# steps: env smoke synth tp1 tp8 probe predict | deps peers peersbest gputests strategies1 verify strategies8 tune touch bench bench20 x2issue20 repeat readahead plainvspipe throttle pyspy verifier learn warmfloor sampled shared vllm vllmcheck
+# steps: env smoke synth tp1 tp8 probe predict | enginedeps engine | deps peers peersbest gputests strategies1 verify strategies8 tune touch bench bench20 x2issue20 repeat readahead plainvspipe throttle pyspy verifier learn warmfloor sampled shared vllm vllmcheck
 # (deps installs the wheels carried in .whl/: fastsafetensors, py-spy, pytest + pytest-benchmark for bench)
 # (STRATEGIES picks the strategies; STRAT8_DEVICES / STRAT8_CACHES the device specs and cache modes of strategies8;
 #  tune: the pipelined strategy's reader count, TUNE_READERS, and chunk size, TUNE_CHUNKS; readahead: RA_TPS and
@@ -277,6 +277,35 @@ for s in $STEPS; do
       done
     done
     python3 reports/h200/sampled_vs_coldwarm.py "$OUT"
+    ;;
+  enginedeps)
+    # Issue 30: the real SGLang release for the faithful pass, carried in .engine/: the release's files unpacked from
+    # its cp312 wheel (less its compiled Rust extensions, which its weight utilities never import: checked on the CPU)
+    # and the wheels of what importing its weight utilities asks for that this image lacks. sglang-kernel is not
+    # carried (373 MB): ckptprof stands in for it where it is absent and says so in the session.
+    step "enginedeps: sglang from .engine/"
+    mkdir -p /tmp/engine-site
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/engine-site .engine/*.whl || exit 1
+    tar xJf .engine/sglang-*.tar.xz -C /tmp/engine-site || exit 1
+    export PYTHONPATH=$PYTHONPATH:/tmp/engine-site
+    python3 -c 'import importlib.metadata as m; print("sglang", m.version("sglang"), "sgl_kernel installed:", __import__("importlib.util").util.find_spec("sgl_kernel") is not None)'
+    ;;
+  engine)
+    # Issue 30: the faithful pass through the real engine's own iterator (its import outside every wall; a kernel
+    # package stood in for where absent) beside the replica (--no-engine-iterator), each with the decomposed replay
+    # and ENGINE_ROUNDS faithful passes with the threads sampled; TP of ENGINE_TPS on cuda:0, cold then warm.
+    for tp in ${ENGINE_TPS:-1 8}; do
+      for cache in ${ENGINE_CACHES:-cold warm}; do
+        for source in engine replica; do
+          flag=""; [ "$source" = replica ] && flag=--no-engine-iterator
+          step "TP$tp on cuda:0 $cache: ${ENGINE_ROUNDS:-3} faithful passes through the $source"
+          timeout -s INT ${STEP_TIMEOUT_S:-280} $CK run "$DATA/eagle3" --tp $tp --devices cuda:0 --cache $cache \
+            --faithful-rounds ${ENGINE_ROUNDS:-3} --sample-threads --no-probe $flag -o "$OUT/engine-tp$tp-$cache-$source" -q \
+            | grep -E "faithful pass|verdict" | cut -c1-400
+        done
+      done
+    done
+    python3 reports/h200/engine_vs_replica.py "$OUT"
     ;;
   probe)
     step probe
