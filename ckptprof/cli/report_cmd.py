@@ -23,6 +23,7 @@ examples:
   ckptprof report ckptprof-runs/20260101-120000/session.json
   ckptprof report session.json -o report.html
   ckptprof report session.json --format perfetto -o trace.json
+  ckptprof report session.json --engine-output      # what the real engine wrote, per rank
 """
 
 # Only extensions that cannot be mistaken: a .json could be the session or a trace.
@@ -104,9 +105,20 @@ class ReportCommand:
             help="for a session run with --no-probe: take the ceilings from `ckptprof probe --json` output "
             "(the report says they were measured separately)",
         )
+        parser.add_argument(
+            "--engine-output",
+            action="store_true",
+            help="print what the real engine (sglang / vllm) wrote while the ranks imported and drove it in the "
+            "faithful pass (kept in the session, never mixed into ckptprof's output), rank by rank",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         session = Session.load(args.session)
+        if args.engine_output:
+            from ckptprof.render.rows import engine_output_text
+
+            emit(engine_output_text(session), args.output)
+            return 0
         if args.ceilings:
             attach_ceilings(session, args.ceilings)
         if session.ranks:

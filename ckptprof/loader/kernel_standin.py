@@ -35,6 +35,11 @@ class StandInCalled(RuntimeError):
     """A placeholder of an absent kernel package was called: the engine reached code ckptprof cannot run here."""
 
 
+class StandInNotEnough(ImportError):
+    """The engine's module failed to import even with its absent kernel package stood in for (an older release
+    registers fake implementations of the package's torch operators at import, which needs the real operators)."""
+
+
 def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
 
@@ -138,7 +143,21 @@ def import_engine_module(
         except ModuleNotFoundError as exc:
             missing = (exc.name or "").split(".")[0]
             if missing not in allowed or missing in stood_in or importlib.util.find_spec(missing) is not None:
+                if stood_in:
+                    raise _not_enough(stood_in, exc) from exc
                 raise
+        except Exception as exc:
+            if stood_in:
+                raise _not_enough(stood_in, exc) from exc
+            raise
         _forget(package)
         install(missing)
         stood_in.append(missing)
+
+
+def _not_enough(stood_in: list[str], exc: Exception) -> StandInNotEnough:
+    names = ", ".join(stood_in)
+    return StandInNotEnough(
+        f"{names} is not installed here, and the import failed with an import-only stand-in in its place "
+        f"({type(exc).__name__}: {exc})"
+    )

@@ -329,8 +329,33 @@ def faithful_source_line(session: Session) -> str | None:
         source += f"; its import took {median:.1f} s a rank, outside every timed wall"
     lines = sum(1 for r in session.ranks if r.engine_output)
     if lines:
-        source += f"; what it wrote is kept in the session ({lines} rank{'s' if lines != 1 else ''}: ranks[].engine_output)"
+        source += (
+            f"; what it wrote is kept in the session ({lines} rank{'s' if lines != 1 else ''}: "
+            "`ckptprof report SESSION --engine-output` shows it)"
+        )
     return f"faithful pass: {source}"
+
+
+def engine_output_text(session: Session) -> str:
+    """What the engine wrote while each rank imported and drove it (kept in ``ranks[].engine_output``), rank by
+    rank; a sentence when nothing was kept."""
+    kept = [r for r in session.ranks if r.engine_output]
+    if not kept:
+        source = session.config.get("faithful_source")
+        if not isinstance(source, str) or not source:
+            why = "the run had no faithful pass"
+        elif source.startswith("ckptprof's replica"):
+            why = "the faithful pass ran ckptprof's replica, not the engine"
+        else:
+            why = "the engine wrote nothing while the ranks imported and drove it"
+        return f"no engine output in this session: {why}\n"
+    parts = []
+    for rank in kept:
+        text = rank.engine_output or ""
+        count = len(text.splitlines())
+        parts.append(f"--- rank {rank.rank} ({rank.device}): {count} line{'s' if count != 1 else ''} ---\n")
+        parts.append(text if text.endswith("\n") else text + "\n")
+    return "".join(parts)
 
 
 def headline(session: Session) -> str:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
+from ckptprof.cli.main import main
 from ckptprof.loader import engine_output
+from ckptprof.render.rows import faithful_source_line
+from ckptprof.session import RankModel, RankResult, Session
 
 
 def test_python_and_c_level_writes_are_captured_and_the_terminal_gets_none(
@@ -54,4 +58,63 @@ def test_the_summary_counts_warnings_and_names_the_first_error() -> None:
     assert summary.sentence("vLLM") == (
         "vLLM wrote 4 lines, 2 warnings, 1 error line while it loaded (first error: RuntimeError: Tried to "
         "register an operator (vllm::all_reduce) multiple times)"
+    )
+
+
+def _session_with(tmp_path: Path, source: str | None, outputs: list[str | None]) -> Path:
+    config: dict[str, object] = {"tp": len(outputs), "devices": ["cpu"]}
+    if source is not None:
+        config["faithful_source"] = source
+    ranks = [
+        RankResult(rank=i, device="cpu", engine_output=text, models=[RankModel(role="target", wall_s=1.0)])
+        for i, text in enumerate(outputs)
+    ]
+    return Session(config=config, ranks=ranks).save(tmp_path / "session.json")
+
+
+def test_report_shows_what_the_engine_wrote_rank_by_rank(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    saved = _session_with(
+        tmp_path,
+        "SGLang's own safetensors_weights_iterator (sglang 0.5.23, installed here)",
+        ["UserWarning: gguf is CUDA only\nWARNING pynvml missing\n", None],
+    )
+    assert main(["report", str(saved), "--engine-output"]) == 0
+    assert capsys.readouterr().out == (
+        "--- rank 0 (cpu): 2 lines ---\nUserWarning: gguf is CUDA only\nWARNING pynvml missing\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "why"),
+    [
+        (None, "the run had no faithful pass"),
+        (
+            "ckptprof's replica of SGLang's sequence (--no-engine-iterator)",
+            "the faithful pass ran ckptprof's replica",
+        ),
+        (
+            "SGLang's own safetensors_weights_iterator (sglang 0.5.23, installed here)",
+            "the engine wrote nothing",
+        ),
+    ],
+)
+def test_report_says_why_no_engine_output_was_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str | None, why: str
+) -> None:
+    saved = _session_with(tmp_path, source, [None, ""])
+    assert main(["report", str(saved), "--engine-output"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"no engine output in this session: {why}"), out
+
+
+def test_the_run_summary_points_at_the_command_that_shows_the_engine_output(tmp_path: Path) -> None:
+    session = Session.load(
+        _session_with(tmp_path, "SGLang's own x (sglang 0.5.23, installed here)", ["a\n", "b\n"])
+    )
+    line = faithful_source_line(session)
+    assert line is not None
+    assert line.endswith(
+        "what it wrote is kept in the session (2 ranks: `ckptprof report SESSION --engine-output` shows it)"
     )

@@ -118,3 +118,18 @@ def test_only_sglangs_kernel_package_is_stood_in_by_default(engine_on_path: Path
     with pytest.raises(ModuleNotFoundError, match="fakekernel"):
         import_engine_module("fakeengine.weights")
     assert kernel_standin.STANDIN_PACKAGES == {"sglang": ("sgl_kernel",)}
+
+
+def test_a_module_that_needs_the_real_package_even_so_says_what_was_stood_in(
+    engine_on_path: Path,
+) -> None:
+    # Like an older release that registers fake kernels for the package's torch operators as it imports.
+    (engine_on_path / "fakeengine" / "registers.py").write_text(
+        "import fakekernel\nraise RuntimeError('operator fakekernel::quant does not exist')\n"
+    )
+    with pytest.raises(
+        kernel_standin.StandInNotEnough,
+        match=r"^fakekernel is not installed here, and the import failed with an import-only stand-in in its "
+        r"place \(RuntimeError: operator fakekernel::quant does not exist\)$",
+    ):
+        import_engine_module("fakeengine.registers", ("fakekernel",))
