@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from typing import TYPE_CHECKING, Any
+
+from ckptprof.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from ckptprof.api import replay as replay

@@ -1,4 +1,4 @@
-"""Parsing and formatting of byte sizes and rates."""
+"""Parsing and formatting of byte sizes, rates and ages."""
 
 from __future__ import annotations
 
@@ -52,3 +52,12 @@ def human_bytes(n: float) -> str:
 def gbps(nbytes: float, seconds: float) -> float:
     """Throughput in GB/s (1e9 bytes), 0.0 when nothing was timed."""
     return nbytes / seconds / 1e9 if seconds > 0 else 0.0
+
+
+def age_words(seconds: float) -> str:
+    """How old something is, in the unit a reader takes in at once: 45 s, 12 min, 2.5 h."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -21,7 +21,7 @@ from ckptprof.analysis.vllm_flags import vllm_predictions
 from ckptprof.engines import flags
 from ckptprof.engines.sglang import MT_DEFAULT_THREADS, LoaderProfile, multithread_extra_config, profile_named
 from ckptprof.fstypes import is_network_fs
-from ckptprof.probe.loader_rate import predicted_seconds
+from ckptprof.rates import predicted_seconds
 from ckptprof.results import Prediction, Verdict, positive, slowest_device
 from ckptprof.session import Session
 

@@ -6,9 +6,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ckptprof import __version__, interrupts
+from ckptprof import interrupts
 from ckptprof.cli.base import Command
 from ckptprof.errors import CkptprofError
+from ckptprof.version import __version__
 
 DESCRIPTION = """\
 ckptprof replays SGLang's safetensors loading path per shard and per TP rank, times disk reads,

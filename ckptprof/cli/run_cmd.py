@@ -15,10 +15,11 @@ from ckptprof import interrupts
 from ckptprof.cachedir import cache_dir
 from ckptprof.checkpoint.discovery import ORDERS
 from ckptprof.cli.outputs import DEFAULT_PARENT, check_output_file, claim_run_dir, release_run_dir
+from ckptprof.devices import default_device_spec, parse_devices
 from ckptprof.errors import CkptprofError, UsageError
+from ckptprof.loader import launch
 from ckptprof.loader.options import DEFAULT_RANK_TIMEOUT_S
-from ckptprof.loader.plan import CACHE_MODES, default_device_spec
-from ckptprof.loader.torchrun import in_torchrun
+from ckptprof.loader.plan import CACHE_MODES
 from ckptprof.results import Ceilings, ServerLog
 from ckptprof.session import Session
 from ckptprof.stage_hooks import stage_begins
@@ -258,7 +259,6 @@ def recent_probe(
     """(the key this run's probe would be stored under, a reusable recent probe or None). No key when the
     checkpoint cannot be listed here: the replay then reports that problem itself."""
     from ckptprof.checkpoint.discovery import discover
-    from ckptprof.loader.plan import parse_devices
     from ckptprof.probe import reuse
 
     try:
@@ -540,7 +540,8 @@ class RunCommand:
             raise UsageError("--tp must be at least 1")
         if args.faithful_rounds < 1:
             raise UsageError("--faithful-rounds must be at least 1")
-        if args.check_predictions and in_torchrun():
+        joined = launch.from_environment()
+        if args.check_predictions and joined is not None:
             # Only rank 0 holds the verdict whose flags are replayed: the other ranks could not follow.
             raise UsageError("--check-predictions runs with spawned ranks (--tp N), not under torchrun")
         # Checked before anything slow (generating the built-in checkpoint) so a typo fails at once.
@@ -575,7 +576,7 @@ class RunCommand:
             server_log = dataclasses.replace(server_log, draft_strategy_from_log=logged_draft)
         strategies = parse_strategies(args.strategy or logged_target or default_spec, args.verify)
         draft_spec = parse_draft_strategy(args.draft_strategy or logged_draft, args.draft, default_spec)
-        is_rank0 = int(os.environ.get("RANK", "0")) == 0
+        is_rank0 = joined is None or joined.is_main
         # Every place this run writes is checked before the minutes of probing and replay; rank 0 writes them.
         for flag, value in (("--json", args.json), ("--html", args.html), ("--trace", args.trace)):
             check_output_file(flag, value)

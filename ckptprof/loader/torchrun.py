@@ -4,17 +4,17 @@ gloo group. Several nodes are torchrun's job, never a home-made launcher."""
 from __future__ import annotations
 
 import atexit
-import os
 from dataclasses import asdict
 from typing import Any
 
+from ckptprof.loader.launch import Launch, from_environment
 from ckptprof.loader.plan import ReplayPlan
 from ckptprof.loader.progress import ProgressFn
 from ckptprof.session import RankResult, ShardTiming, rank_from_dict
 
 
 def in_torchrun() -> bool:
-    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    return from_environment() is not None
 
 
 class TorchrunGroup:
@@ -23,11 +23,15 @@ class TorchrunGroup:
     def __init__(self) -> None:
         import torch.distributed as dist
 
+        launch = from_environment()
+        if launch is None:
+            raise RuntimeError("not a torchrun launch: RANK and WORLD_SIZE are not set")
         self.dist = dist
-        self.rank = int(os.environ["RANK"])
-        self.world_size = int(os.environ["WORLD_SIZE"])
-        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        self.local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", str(self.world_size)))
+        self.launch: Launch = launch
+        self.rank = launch.rank
+        self.world_size = launch.world_size
+        self.local_rank = launch.local_rank
+        self.local_world_size = launch.local_world_size
         if not dist.is_initialized():
             dist.init_process_group(backend="gloo")
             atexit.register(self.close)  # one group for every replay of this process, gone with it
@@ -64,7 +68,12 @@ def run_joined(
             progress(group.rank, role, timing)
 
     result = replay_rank(
-        plan, group.rank, faithful=faithful, wait_for_all=group.barrier, on_shard_done=shard_done
+        plan,
+        group.rank,
+        faithful=faithful,
+        wait_for_all=group.barrier,
+        on_shard_done=shard_done,
+        launch=group.launch,
     )
     gathered = group.gather(asdict(result))
     if gathered is None:

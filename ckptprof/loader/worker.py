@@ -19,6 +19,7 @@ from ckptprof.checkpoint import diskstats
 from ckptprof.loader import engine_output, memory
 from ckptprof.loader.changed import changed_files, explain_shard_error
 from ckptprof.loader.copytimers import CudaCopyTimer, HostCopyTimer
+from ckptprof.loader.launch import Launch
 from ckptprof.loader.plan import ReplayPlan
 from ckptprof.loader.recorder import Recorder, WallOnlyRecorder
 from ckptprof.loader.strategies import get_strategy, param_digests
@@ -56,6 +57,7 @@ def replay_rank(
     faithful: bool = False,
     wait_for_all: Callable[[], None] | None = None,
     on_shard_done: ShardCallback | None = None,
+    launch: Launch | None = None,
 ) -> RankResult:
     """Run one rank. ``faithful`` replays SGLang's exact sequence, timing only shard walls.
 
@@ -81,7 +83,12 @@ def replay_rank(
         else:
             copy_timer = HostCopyTimer()
         ctx = LoadContext(
-            rank=rank, tp=plan.tp, device=device, expert_parallel=plan.expert_parallel, decompose=not faithful
+            rank=rank,
+            tp=plan.tp,
+            device=device,
+            expert_parallel=plan.expert_parallel,
+            decompose=not faithful,
+            launch=launch,
         )
         for model in plan.models:
             result.param_bytes += ctx.allocate(model)

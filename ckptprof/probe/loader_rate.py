@@ -10,18 +10,18 @@ and bounce buffers). On the H200 it ran well below an 8-stream O_DIRECT probe of
 
 So the package itself is timed on a sample of the checkpoint's files of different sizes, one loader per file as
 SGLang does, each file on its own; every file of the checkpoint is then priced by its size from those points
-(``seconds_for``). When the package or a CUDA device is missing nothing is measured, and the verdict falls back to
+(``ckptprof.rates.seconds_for``). When the package or a CUDA device is missing nothing is measured, and the verdict falls back to
 a bound from the storage and PCIe ceilings, which it labels as such.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ckptprof.optional import optional_package
 from ckptprof.units import GB
 
 # The sample: up to this many bytes (and files) of the checkpoint, spread over its file sizes.
@@ -50,42 +50,6 @@ def pick_sample(sizes: Sequence[tuple[Path, int]], budget: int, most: int = MAX_
             chosen.append(path)
             spent += size
     return chosen
-
-
-def seconds_for(sample: Sequence[Sequence[float]], size: int) -> float:
-    """The time one file of ``size`` bytes takes, read off the sampled (bytes, seconds) points.
-
-    Between two points, a straight line; below the smallest, its time scaled down in proportion; above the
-    largest, its time plus the rest at the rate the two largest points show (the largest's own rate when they
-    do not rise). Not one line through all points: a file smaller than the package's 16 MiB bounce buffer is read
-    by one of its threads and a large one by all 16, so time is not linear in bytes."""
-    points = sorted((float(b), float(s)) for b, s in sample if b > 0 and s > 0)
-    if not points or size <= 0:
-        return 0.0
-    first_b, first_s = points[0]
-    if size <= first_b:
-        return first_s * size / first_b
-    for (b0, s0), (b1, s1) in itertools.pairwise(points):
-        if size <= b1:
-            return s0 + (s1 - s0) * (size - b0) / (b1 - b0) if b1 > b0 else max(s0, s1)
-    last_b, last_s = points[-1]
-    per_byte = last_s / last_b
-    if len(points) >= 2:
-        b0, s0 = points[-2]
-        if last_b > b0 and last_s > s0:
-            per_byte = (last_s - s0) / (last_b - b0)
-    return last_s + (size - last_b) * per_byte
-
-
-def predicted_seconds(
-    sample: Sequence[Sequence[float]] | None, batches: Sequence[Sequence[int]]
-) -> float | None:
-    """fastsafetensors' load of files in ``batches`` (file sizes; one batch = one file per rank, read at once, and
-    no rank goes on before the batch's slowest file is read), from the measured (bytes, seconds) sample (the
-    ``fastsafetensors_sample`` ceiling); None without one."""
-    if not sample:
-        return None
-    return sum(max((seconds_for(sample, size) for size in batch), default=0.0) for batch in batches)
 
 
 def measure(
@@ -118,9 +82,7 @@ def measure(
 
 
 def fastsafetensors_available() -> bool:
-    from ckptprof.loader.strategies.fastsafetensors import load_package
-
-    return load_package() is not None
+    return optional_package("fastsafetensors") is not None
 
 
 def fastsafetensors_loader(device: str) -> LoadOne | None:
@@ -128,9 +90,7 @@ def fastsafetensors_loader(device: str) -> LoadOne | None:
     or None when the package is missing or the device is not CUDA."""
     if not device.startswith("cuda"):
         return None
-    from ckptprof.loader.strategies.fastsafetensors import load_package
-
-    fst = load_package()
+    fst = optional_package("fastsafetensors")
     if fst is None:
         return None
     import torch

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ckptprof import __version__
 from ckptprof.cachedir import cache_dir
 from ckptprof.checkpoint import fs
+from ckptprof.units import age_words
+from ckptprof.version import __version__
 
 DEFAULT_MAX_AGE_S = 3600.0
 FORMAT = 1
@@ -70,14 +71,6 @@ class Reused:
     def describe(self) -> str:
         """'12 min ago' - how old the reused ceilings are."""
         return f"{age_words(self.age_s)} ago"
-
-
-def age_words(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def lookup(key: dict[str, Any], max_age_s: float, base: Path | None = None) -> Reused | None:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ckptprof.devices import default_device_spec, parse_devices
 from ckptprof.errors import CheckpointError, os_problem
 from ckptprof.probe import loader_rate, memcpy, storage, transfer, warm_pipeline
 
@@ -99,15 +100,11 @@ def parse_device_spec(spec: str, visible_cuda: int | None = None) -> list[str]:
     The same grammar as ``ckptprof run --devices`` (one parser for both); raises UsageError on anything it
     cannot honour. ``visible_cuda`` overrides the number of CUDA devices torch reports.
     """
-    from ckptprof.loader.plan import parse_devices
-
     return parse_devices(spec or "cpu", visible_cuda)
 
 
 def default_devices() -> list[str]:
     """Every visible GPU, else the CPU: ``--devices``' default, as ``run`` has it."""
-    from ckptprof.loader.plan import default_device_spec
-
     return parse_device_spec(default_device_spec())
 
 

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from ckptprof import __version__
 from ckptprof.analysis.attribution import run_totals
 from ckptprof.render import plots, svg
 from ckptprof.render.rows import (
@@ -35,6 +34,7 @@ from ckptprof.render.rows import (
     strategy_rows,
 )
 from ckptprof.session import Session
+from ckptprof.version import __version__
 
 BOTTLENECK_COLORS = {
     "storage": "#c0392b",

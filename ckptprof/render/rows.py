@@ -122,7 +122,7 @@ def ceiling_header(ceilings: Ceilings, heading: bool = False) -> str:
     word = "Ceilings" if heading else "ceiling"
     reused = ceilings.reused
     if isinstance(reused, dict) and isinstance(reused.get("age_s"), (int, float)):
-        from ckptprof.probe.reuse import age_words
+        from ckptprof.units import age_words
 
         return f"{word} (reused: measured {age_words(reused['age_s'])} ago)"
     return f"{word} (measured this run)"

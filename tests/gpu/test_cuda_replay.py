@@ -128,6 +128,7 @@ def test_the_fastsafetensors_ceiling_is_fitted_with_the_real_package(small_draft
     pytest.importorskip("fastsafetensors")
     from ckptprof.probe import loader_rate
     from ckptprof.probe.run_probes import collect_paths
+    from ckptprof.rates import predicted_seconds
 
     # WHEN the probe times it on the checkpoint's files, one loader per file as SGLang does
     paths = collect_paths([str(small_draft)])
@@ -137,4 +138,4 @@ def test_the_fastsafetensors_ceiling_is_fitted_with_the_real_package(small_draft
     assert rates["fastsafetensors_GBps"] > 0 and rates["fastsafetensors_sample_files"] >= 2
     assert all(b > 0 and s > 0 for b, s in rates["fastsafetensors_sample"])
     batches = [[p.stat().st_size] for p in paths]
-    assert (loader_rate.predicted_seconds(rates["fastsafetensors_sample"], batches) or 0.0) > 0
+    assert (predicted_seconds(rates["fastsafetensors_sample"], batches) or 0.0) > 0

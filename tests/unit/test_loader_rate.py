@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ckptprof import rates
 from ckptprof.probe import loader_rate
 
 GB = 10**9
@@ -33,18 +34,18 @@ def test_a_budget_smaller_than_every_file_still_takes_the_smallest_whole() -> No
 def test_each_file_is_priced_from_the_sampled_points_by_its_size() -> None:
     # one thread reads a small file, sixteen a large one: time is not a line through the origin
     sample = [[10_000_000, 0.02], [100_000_000, 0.08], [400_000_000, 0.28]]
-    assert loader_rate.seconds_for(sample, 100_000_000) == pytest.approx(0.08)
-    assert loader_rate.seconds_for(sample, 55_000_000) == pytest.approx(0.05)  # halfway between two points
-    assert loader_rate.seconds_for(sample, 5_000_000) == pytest.approx(0.01)  # the smallest's rate, scaled
+    assert rates.seconds_for(sample, 100_000_000) == pytest.approx(0.08)
+    assert rates.seconds_for(sample, 55_000_000) == pytest.approx(0.05)  # halfway between two points
+    assert rates.seconds_for(sample, 5_000_000) == pytest.approx(0.01)  # the smallest's rate, scaled
     # above the largest: the rate between the two largest points (300 MB in 0.2 s)
-    assert loader_rate.seconds_for(sample, 1_000_000_000) == pytest.approx(0.28 + 0.6e9 * 0.2 / 300e6)
-    assert loader_rate.seconds_for([], 10) == 0.0 and loader_rate.seconds_for(sample, 0) == 0.0
+    assert rates.seconds_for(sample, 1_000_000_000) == pytest.approx(0.28 + 0.6e9 * 0.2 / 300e6)
+    assert rates.seconds_for([], 10) == 0.0 and rates.seconds_for(sample, 0) == 0.0
 
 
 def test_a_batch_waits_for_its_slowest_file() -> None:
     sample = [[100, 1.0], [200, 2.0]]
-    assert loader_rate.predicted_seconds(sample, [[100, 200], [100]]) == pytest.approx(2.0 + 1.0)
-    assert loader_rate.predicted_seconds(None, [[100]]) is None
+    assert rates.predicted_seconds(sample, [[100, 200], [100]]) == pytest.approx(2.0 + 1.0)
+    assert rates.predicted_seconds(None, [[100]]) is None
 
 
 @given(
@@ -52,7 +53,7 @@ def test_a_batch_waits_for_its_slowest_file() -> None:
     st.integers(1, 10**11),
 )
 def test_a_file_is_never_priced_negative_or_infinite(sample: list[tuple[int, float]], size: int) -> None:
-    seconds = loader_rate.seconds_for(sample, size)
+    seconds = rates.seconds_for(sample, size)
     assert 0 < seconds < float("inf")
 
 
@@ -71,9 +72,9 @@ def test_measure_times_each_file_after_an_untimed_warm_up() -> None:
     assert result["fastsafetensors_sample_bytes"] == 260_000_000
     assert result["fastsafetensors_GBps"] == pytest.approx(0.26 / 0.16, abs=1e-3)
     assert result["fastsafetensors_sample"] == [[10_000_000, 0.015], [50_000_000, 0.035], [200_000_000, 0.11]]
-    assert loader_rate.predicted_seconds(
-        result["fastsafetensors_sample"], [[50_000_000]] * 4
-    ) == pytest.approx(4 * 0.035)
+    assert rates.predicted_seconds(result["fastsafetensors_sample"], [[50_000_000]] * 4) == pytest.approx(
+        4 * 0.035
+    )
 
 
 def test_nothing_is_measured_without_a_cuda_device() -> None:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
-from types import ModuleType
 
 import torch
 
 from ckptprof.checkpoint import fs
 from ckptprof.checkpoint.tp_rules import TPSlice, tp_slice
+from ckptprof.loader.launch import Launch
 from ckptprof.loader.plan import ModelPlan, ReplayPlan
 from ckptprof.loader.recorder import Recorder
 from ckptprof.loader.touch import fault_in
+from ckptprof.optional import optional_package as optional_package
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "BOOL": torch.bool,
@@ -43,14 +43,6 @@ class StrategyUnavailable(RuntimeError):
     """The strategy cannot run here (a package or a capability is missing); the message says what to do."""
 
 
-def optional_package(name: str) -> ModuleType | None:
-    """A peer's package when it is installed and loads; None otherwise (the strategy is then unavailable)."""
-    try:
-        return importlib.import_module(name)
-    except (ImportError, OSError):  # OSError: its native libraries (CUDA, libstreamer) failed to load
-        return None
-
-
 def nonresident(path: str, size: int) -> int:
     """Bytes of the file not in the page cache now (0 when residency cannot be read)."""
     try:
@@ -70,6 +62,14 @@ class LoadContext:
     decompose: bool = True  # touch pages under the read timer before copying (False: SGLang's exact sequence)
     params: dict[tuple[str, str], torch.Tensor] = field(default_factory=dict)
     slices: dict[tuple[str, str], TPSlice] = field(default_factory=dict)
+    launch: Launch | None = (
+        None  # how the rank was started (None: spawned by ckptprof, the TP group on this node)
+    )
+
+    @property
+    def position(self) -> Launch:
+        """The rank's place in its launch: torchrun's global and node-local ranks, or the spawned TP group's."""
+        return self.launch if self.launch is not None else Launch.spawned(self.rank, self.tp)
 
     def allocate(self, model: ModelPlan) -> int:
         """Allocate every parameter at its per-rank shape on the device, as SGLang builds the model first."""

@@ -24,7 +24,6 @@ from ckptprof.loader.plan import ModelPlan, ShardPlan, UnreadableShard
 from ckptprof.loader.recorder import Recorder
 from ckptprof.loader.strategies.base import LoadContext, Strategy, nonresident
 from ckptprof.loader.strategies.sglang import SGLangMmap
-from ckptprof.loader.torchrun import in_torchrun
 from ckptprof.session import ShardTiming
 
 DEFAULT_THREADS = 4
@@ -53,10 +52,8 @@ class _Tracker:
 def local_position(ctx: LoadContext) -> tuple[int, int]:
     """(local_rank, local_world_size): torchrun's when this process is a torchrun rank, else the spawned TP group
     (spawned ranks all run on this node)."""
-    if in_torchrun():
-        world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
-        return int(os.environ.get("LOCAL_RANK", "0")), max(1, world)
-    return ctx.rank, max(1, ctx.tp)
+    position = ctx.position
+    return position.local_rank, position.local_world_size
 
 
 class SGLangPrefetch(Strategy):

@@ -52,7 +52,6 @@ from ckptprof.loader.sharedmem import SharedRegion
 from ckptprof.loader.strategies.base import LoadContext, Strategy, nonresident
 from ckptprof.loader.strategies.groups import close_group, make_group
 from ckptprof.loader.strategies.pipelined import ALIGN, DIRECT_MODES, default_readers
-from ckptprof.loader.torchrun import in_torchrun
 from ckptprof.session import ShardTiming
 
 DEFAULT_CHUNK_MIB = 64.0
@@ -224,7 +223,9 @@ class SharedReads(Strategy):
                     "pipelined-shared at TP > 1 runs in rank processes (prepare() makes the group)"
                 )
             self._group, self._store_path = make_group(ctx, plan, "sr", nccl_only=False, host_only=True)
-            if not in_torchrun():  # spawned ranks are this node's processes: a dead one is named by its pid
+            if (
+                not ctx.position.torchrun
+            ):  # spawned ranks are this node's processes: a dead one is named by its pid
                 import torch.distributed as dist
 
                 pids: list[Any] = [None] * ctx.tp

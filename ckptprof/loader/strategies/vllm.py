@@ -19,8 +19,6 @@ the directory's before).
 
 from __future__ import annotations
 
-import os
-
 from ckptprof.engines import vllm as vllm_engine
 from ckptprof.loader.plan import ModelPlan, ShardPlan
 from ckptprof.loader.strategies.base import LoadContext
@@ -28,7 +26,6 @@ from ckptprof.loader.strategies.no_mmap import SGLangNoMmap
 from ckptprof.loader.strategies.prefetch import SGLangPrefetch
 from ckptprof.loader.strategies.sglang import SGLangMmap
 from ckptprof.loader.strategies.sglang_mt import SGLangMultiThread
-from ckptprof.loader.torchrun import in_torchrun
 
 
 class VllmLazy(SGLangMmap):
@@ -57,11 +54,8 @@ class VllmPrefetch(SGLangPrefetch):
 
     def share(self, ctx: LoadContext, model: ModelPlan) -> list[ShardPlan]:
         """``files[rank::world_size]`` over the global ranks, in the plan's (the release's) file order."""
-        if in_torchrun():
-            rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-        else:
-            rank, world = ctx.rank, ctx.tp
-        return list(model.shards)[rank :: max(1, world)]
+        position = ctx.position
+        return list(model.shards)[position.rank :: max(1, position.world_size)]
 
 
 class VllmMultiThread(SGLangMultiThread):
