@@ -13,18 +13,27 @@ load, the kernel's own work of filling the page cache (running, not waiting on t
 costs but counts as page cache, and the two are further apart.
 
 TP1, and TP ``CKPTPROF_BENCH_TP`` (default 4) when timing; ranks on ``CKPTPROF_BENCH_DEVICE`` (default cpu).
+
+A second benchmark samples two plain loads side by side, each the other's reference: a process reading a file with
+its pages dropped comes out storage-bound, one copying between buffers in memory cpu-bound (their counted facts,
+no fault and no device read for the copy, a device read and D-state waits for the reader, are tests/unit's).
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from ckptprof import api
+from ckptprof.profiling.sampler import KernelSampler
 from ckptprof.session import RankModel, Session
 
 TP = int(os.environ.get("CKPTPROF_BENCH_TP", "4"))
@@ -92,3 +101,79 @@ def test_sampled_storage_share_against_the_cold_warm_difference(
     benchmark.extra_info.update(info)
     # pytest-benchmark's own figure: one warm sampled load at TP1 (the sampler's cost is in it).
     benchmark.pedantic(lambda: _sampled(ckpt, 1, "warm", 1), rounds=1, iterations=1)
+
+
+# -- two plain loads, each the other's reference -----------------------------------------------------------------
+
+LOADS = {
+    # Reads a file with its pages dropped before each pass: the thread waits on the device.
+    "io": """
+        import os, sys, time
+        path = sys.argv[1]
+        print("ready", flush=True)
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            fd = os.open(path, os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            while os.read(fd, 1 << 20):
+                pass
+            os.close(fd)
+    """,
+    # Copies between two buffers already in memory: the thread runs, and faults nothing.
+    "copy": """
+        import sys, time
+        src = bytearray(64 << 20)
+        dst = bytearray(64 << 20)
+        dst[:] = src
+        print("ready", flush=True)
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            dst[:] = src
+    """,
+}
+# The reader spends most of its wall waiting on the device, the copy most of its wall running; 0.45 / 0.95 measured
+# on the 2-core VM (2026-12), the bounds leave room for a busy machine's scheduling.
+IO_STORAGE_MIN = 0.3
+COPY_CPU_MIN = 0.7
+COPY_STORAGE_MAX = 0.1
+
+
+def _shares(kind: str, data: Path) -> dict[str, float]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(LOADS[kind]), str(data)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        start = time.monotonic()
+        with KernelSampler([child.pid], hz=500) as sampler:
+            child.wait(timeout=30)  # a hang guard: each load runs its loop for 1.5 s
+        return sampler.samples[child.pid].shares(start=start)
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_reader_samples_storage_bound_and_a_copy_cpu_bound(
+    benchmark: BenchmarkFixture, tmp_path: Path
+) -> None:
+    data = tmp_path / "data.bin"
+    with data.open("wb") as fh:
+        fh.write(os.urandom(64 << 20))
+        fh.flush()
+        os.fsync(fh.fileno())  # written back, so dropping its pages really sends the next read to the device
+    pairs: list[dict[str, dict[str, float]]] = []
+    benchmark.pedantic(
+        lambda: pairs.append({kind: _shares(kind, data) for kind in ("io", "copy")}),
+        rounds=1 if benchmark.disabled else 3,
+        iterations=1,
+    )
+    io = {cls: statistics.median(p["io"][cls] for p in pairs) for cls in pairs[0]["io"]}
+    copy = {cls: statistics.median(p["copy"][cls] for p in pairs) for cls in pairs[0]["copy"]}
+    benchmark.extra_info.update({f"io_{k}": round(v, 3) for k, v in io.items()})
+    benchmark.extra_info.update({f"copy_{k}": round(v, 3) for k, v in copy.items()})
+    if io["storage"] == 0.0 and io["page_cache"] == 0.0:
+        pytest.skip(f"the file system under {data} kept the pages (tmpfs?): no device to wait on")
+    # Each share is a fraction of the load's own sampled wall, and the two loads are each other's reference.
+    assert io["storage"] > io["cpu"] and io["storage"] > IO_STORAGE_MIN, (io, copy)
+    assert copy["cpu"] > COPY_CPU_MIN and copy["storage"] < COPY_STORAGE_MAX, (io, copy)
+    assert io["storage"] > copy["storage"] and copy["cpu"] > io["cpu"], (io, copy)

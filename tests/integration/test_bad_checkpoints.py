@@ -310,6 +310,8 @@ def test_a_fifo_is_refused_not_waited_on(case: str, command: str, tmp_path: Path
     else:
         argv += ["--json"]
     try:
+        # A hang guard, not a speed claim: the generous timeout only turns a hang into a failure; the refusal
+        # itself is what the assertions below check (exit 2, one line naming the FIFO).
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     except subprocess.TimeoutExpired:
         pytest.fail(f"ckptprof {command} hung on the FIFO {fifo}")

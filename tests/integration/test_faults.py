@@ -45,7 +45,9 @@ def start_run(ckpt: Path, out: Path, tp: int = 2, delay: float = 0.4) -> subproc
 
 
 def rank_processes(parent: int, count: int, timeout: float = 60.0) -> list[psutil.Process]:
-    """The spawned rank processes (not multiprocessing's resource tracker), once they have started loading."""
+    """The spawned rank processes (not multiprocessing's resource tracker), once they have started loading.
+
+    The deadlines here and in ``loading`` are hang guards for the waits, not claims about speed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -75,14 +77,16 @@ def test_killed_rank_is_marked_failed_within_seconds(small_draft: Path, tmp_path
     victim = ranks[1]
     loading(tmp_path / "out", 1)
     victim.send_signal(signal.SIGKILL)
-    killed_at = time.monotonic()
+    # A hang guard, not a speed claim: a run that never notices the death fails here with TimeoutExpired.
     _, err = proc.communicate(timeout=60)
-    assert time.monotonic() - killed_at < 10.0
     assert proc.returncode == 2, err
     session = Session.load(tmp_path / "out" / "session.json")
     failed = [r for r in session.ranks if r.status == "failed"]
     assert len(failed) == 1
-    assert "SIGKILL" in (failed[0].error or "")
+    # THEN the death itself was noticed (its signal is named), not a silence waited out by the rank timeout
+    assert "SIGKILL" in (failed[0].error or "") and "no progress" not in (failed[0].error or "")
+    # AND the killed rank keeps what it had reported, mid-load (1 to 7 of its 8 shards); the other one finished
+    assert 0 < sum(len(m.shards) for m in failed[0].models) < 8
     assert any(r.status == "ok" for r in session.ranks)
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks)
 
@@ -93,15 +97,16 @@ def test_ctrl_c_saves_a_partial_session_and_leaves_no_child(small_draft: Path, t
     everyone = psutil.Process(proc.pid).children(recursive=True)
     loading(tmp_path / "out", 0)
     os.killpg(proc.pid, signal.SIGINT)
-    interrupted_at = time.monotonic()
+    # A hang guard, not a speed claim: a run that waits for its ranks after Ctrl-C fails here with TimeoutExpired.
     _, err = proc.communicate(timeout=60)
-    assert time.monotonic() - interrupted_at < 10.0
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     session = Session.load(tmp_path / "out" / "session.json")
     assert any("interrupted" in n for n in session.notes)
     assert all(r.status == "failed" for r in session.ranks)
-    assert sum(len(m.shards) for r in session.ranks for m in r.models) > 0  # what was measured is kept
+    # THEN what was measured is kept, and the ranks were stopped, not let finish: fewer than their 2 x 8 shards
+    # (each shard takes 0.4 s more here, so finishing would take the ranks another ~3 s)
+    assert 0 < sum(len(m.shards) for r in session.ranks for m in r.models) < 2 * 8
     time.sleep(0.5)
     alive = [p for p in [*ranks, *everyone] if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not alive, alive
@@ -116,7 +121,8 @@ def test_stopped_run_leaves_no_child(small_draft: Path, tmp_path: Path, signum: 
     # WHEN the ckptprof process itself is terminated or killed
     proc.send_signal(signum)
     proc.communicate(timeout=60)
-    # THEN no rank outlives it (SIGTERM: stopped by ckptprof; SIGKILL: by the kernel's parent-death signal)
+    # THEN no rank outlives it (SIGTERM: stopped by ckptprof; SIGKILL: by the kernel's parent-death signal); the
+    # wait for them to go has a deadline so that one that lives on fails the test instead of hanging it
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(
         p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks
@@ -164,11 +170,13 @@ def test_rank_out_of_memory_is_marked_failed_with_the_message(small_draft: Path,
 
 
 def test_a_hung_rank_is_stopped_by_the_rank_timeout(small_draft: Path, tmp_path: Path) -> None:
-    # GIVEN ranks that stall 8 s after every shard, and at most 5 s allowed without any rank reporting progress
+    # GIVEN ranks that stall 30 s after every shard, and at most 15 s allowed without any rank reporting progress
+    # (the limit also covers a rank's start, importing torch: 5 s was too little on a busy 2-core machine, where
+    # the run then stopped before any shard and the test failed)
     env = {
         **os.environ,
-        "CKPTPROF_FAULT_DELAY_S": "8",
-        "CKPTPROF_RANK_TIMEOUT_S": "5",
+        "CKPTPROF_FAULT_DELAY_S": "30",
+        "CKPTPROF_RANK_TIMEOUT_S": "15",
         "OMP_NUM_THREADS": "1",
     }
     cmd = [
@@ -186,14 +194,15 @@ def test_a_hung_rank_is_stopped_by_the_rank_timeout(small_draft: Path, tmp_path:
         "-o",
         str(tmp_path),
     ]
-    started = time.monotonic()
+    # A hang guard, not a speed claim: a rank timeout that never fires fails here with TimeoutExpired.
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-    # THEN the run ends soon after the limit, each rank failed with "timed out", the shards it finished kept
-    assert time.monotonic() - started < 60
+    # THEN the run ends by the timeout's path: each rank failed with "no progress", the shards it finished kept,
+    # and none was let finish its 8 shards (8 x 30 s of stalls)
     assert proc.returncode == 2, proc.stderr
     session = Session.load(tmp_path / "session.json")
-    assert all("no progress for 5 s" in (r.error or "") for r in session.ranks)
+    assert all("no progress for 15 s" in (r.error or "") for r in session.ranks)
     assert any(m.shards for r in session.ranks for m in r.models)
+    assert all(sum(len(m.shards) for m in r.models) < 8 for r in session.ranks)
 
 
 def test_a_rank_process_that_cannot_start_raises_its_own_error_and_stops_the_others(

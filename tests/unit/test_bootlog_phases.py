@@ -290,6 +290,25 @@ def test_vllm_speculative_config_makes_the_second_load_the_drafts() -> None:
     assert [(phase.model, phase.seconds) for phase in report.phases] == [("target", 8.0), ("draft", 2.0)]
 
 
+@pytest.mark.parametrize("came_up", [True, False], ids=["ready", "still-booting"])
+def test_a_phase_whose_end_was_never_logged_ends_when_the_server_was_ready(came_up: bool) -> None:
+    # GIVEN graphs captured from 10:00:10 with no end logged, then the server ready at 10:00:40 (or not yet) and
+    # serving until 10:05:00
+    lines = [
+        "[2025-11-29 10:00:00 TP0] Load weight begin. avail mem=60.81 GB",
+        "[2025-11-29 10:00:08 TP0] Load weight end. elapsed=8.00 s, type=X",
+        "[2025-11-29 10:00:10 TP0] Capture cuda graph begin. This can take up to several minutes.",
+        *(["[2025-11-29 10:00:40] The server is fired up and ready to roll!"] if came_up else []),
+        "[2025-11-29 10:05:00 TP0] Decode batch. #running-req: 1, #token: 10, token usage: 0.01",
+    ]
+    report = analyze_bytes(sglang(lines))
+    graphs = next(phase for phase in report.phases if phase.name == "cuda-graph")
+    assert (graphs.start, graphs.end) == ("2025-11-29 10:00:10", None)
+    # THEN in a boot that came up it lasted until the server was ready (30 s), not until the log's last line;
+    # in one still booting it is still running: until the last line (290 s)
+    assert (report.state, graphs.seconds) == (("ready", 30.0) if came_up else ("cuda-graph", 290.0))
+
+
 def test_end_without_begin_opens_the_phase_from_its_elapsed() -> None:
     report = analyze_bytes(sglang(["[2025-11-29 10:00:50 TP0] Load weight end. elapsed=48.44 s, type=X"]))
     phase = report.phases[0]

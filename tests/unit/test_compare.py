@@ -70,9 +70,11 @@ def test_missing_ranks_and_models_have_no_delta_and_config_changes_are_listed() 
 
 @pytest.mark.parametrize(
     ("new_target", "fail_above", "regressed"),
-    [(11.0, 10.0, False), (11.1, 10.0, True), (11.1, 20.0, False), (8.0, 0.0, False), (10.5, -10.0, True)],
-    ids=["exactly-at-limit", "above-limit", "within-limit", "faster", "must-improve"],
-)
+    [(11.0, 10.0, False), (11.02, 10.0, True), (10.98, 10.0, False), (11.1, 10.0, True), (11.1, 20.0, False),
+     (8.0, 0.0, False), (10.01, 0.0, True), (10.5, -10.0, True)],
+    ids=["exactly-at-limit", "a-fifth-of-a-point-above", "a-fifth-of-a-point-below", "above-limit", "within-limit",
+         "faster", "a-tenth-of-a-point-above-zero", "must-improve"],
+)  # fmt: skip
 def test_regression_rule_is_strictly_more_than_pct(
     new_target: float, fail_above: float, regressed: bool
 ) -> None:
@@ -92,6 +94,13 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["compare", base, slower, "--fail-above", "10"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and slower in err and "+20.0%" in err and "10.000 s" in err
+    # AND the gate has no slack of its own: 10.2% slower fails --fail-above 10, 9.8% slower passes it
+    barely = save(tmp_path, "barely", run_of({0: {"target": 11.02}}))
+    assert main(["compare", base, barely, "--fail-above", "10"]) == 1
+    assert "+10.2%" in capsys.readouterr().err
+    within = save(tmp_path, "within", run_of({0: {"target": 10.98}}))
+    assert main(["compare", base, within, "--fail-above", "10"]) == 0
+    capsys.readouterr()
     # AND a larger allowance, or no threshold at all, exits 0
     assert main(["compare", base, slower, "--fail-above", "25%"]) == 0
     assert main(["compare", base, slower]) == 0

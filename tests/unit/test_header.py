@@ -2,15 +2,33 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ckptprof.checkpoint import header as header_module
 from ckptprof.checkpoint.header import DTYPE_BITS, MAX_HEADER_BYTES, parse_header_bytes, read_header
 from ckptprof.errors import CheckpointError
+
+CAP_PROBLEM = r"header length {} exceeds the 100000000-byte cap \(corrupt or hostile\)"
+
+
+@contextlib.contextmanager
+def refused(pattern: str) -> Iterator[None]:
+    """The block raises a CheckpointError whose problem (the words after ``<path>: ``) matches ``pattern`` whole.
+
+    Never match the whole message: pytest names each test's folder after the test, so a path holds words such
+    as "cap", "overlap" or "finite" and a bare search would be satisfied by the path alone."""
+    with pytest.raises(CheckpointError) as info:
+        yield
+    exc = info.value
+    assert str(exc) == f"{exc.path}: {exc.problem}"
+    assert re.fullmatch(pattern, exc.problem), exc.problem
 
 
 def write(path: Path, header: dict[str, object], data: bytes, pad: bool = True) -> Path:
@@ -37,24 +55,29 @@ def test_reads_every_dtype_and_metadata(tmp_path: Path) -> None:
     assert h.absolute_range("t0")[0] == 8 + h.header_len
 
 
+OFFSETS_ORDER = "tensor 'x': data_offsets must be [begin, end] with 0 <= begin <= end"
+
+
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
-        ({"dtype": "F99", "shape": [2], "data_offsets": [0, 4]}, "unknown dtype"),
-        ({"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}, "data_offsets span 8"),
-        ({"dtype": "F32", "shape": [2], "data_offsets": [0, 800]}, "past the end"),
-        ({"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}, "non-negative"),
-        ({"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}, "begin <= end"),
-        ({"dtype": "F32", "shape": [2], "data_offsets": [0]}, "data_offsets"),
-        ("oops", "not an object"),
+        ({"dtype": "F99", "shape": [2], "data_offsets": [0, 4]}, "tensor 'x': unknown dtype 'F99'"),
+        ({"dtype": "F32", "shape": [3], "data_offsets": [0, 8]},
+         "tensor 'x': shape [3] x F32 is 12 bytes but data_offsets span 8"),
+        ({"dtype": "F32", "shape": [2], "data_offsets": [0, 800]},
+         "tensor 'x': data_offsets end 800 is past the end of the data (8 bytes; truncated?)"),
+        ({"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]},
+         "tensor 'x': shape must be a list of non-negative integers"),
+        ({"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}, OFFSETS_ORDER),
+        ({"dtype": "F32", "shape": [2], "data_offsets": [0]}, OFFSETS_ORDER),
+        ("oops", "tensor 'x': entry is not an object"),
     ],
-)
+)  # fmt: skip
 def test_rejects_bad_entries(tmp_path: Path, entry: object, message: str) -> None:
     path = write(tmp_path / "bad.safetensors", {"x": entry}, b"\0" * 8)
     with pytest.raises(CheckpointError) as info:
         read_header(path)
-    assert message in str(info.value)
-    assert str(path) in str(info.value)
+    assert (info.value.path, info.value.problem) == (str(path), message)
 
 
 def test_rejects_overlapping_tensors(tmp_path: Path) -> None:
@@ -62,14 +85,14 @@ def test_rejects_overlapping_tensors(tmp_path: Path) -> None:
         "a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]},
         "b": {"dtype": "U8", "shape": [8], "data_offsets": [4, 12]},
     }
-    with pytest.raises(CheckpointError, match="overlap"):
+    with refused("tensors 'a' and 'b' overlap in the file"):
         read_header(write(tmp_path / "o.safetensors", header, b"\0" * 16))
 
 
 def test_huge_header_length_is_capped_before_any_allocation(tmp_path: Path) -> None:
     path = tmp_path / "huge.safetensors"
     path.write_bytes(struct.pack("<Q", 2**63) + b"{}")
-    with pytest.raises(CheckpointError, match="cap"):
+    with refused(CAP_PROBLEM.format(2**63)):
         read_header(path)
     assert MAX_HEADER_BYTES < 2**63
 
@@ -77,26 +100,29 @@ def test_huge_header_length_is_capped_before_any_allocation(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b"", "truncated"),
-        (b"\x01\x02", "truncated"),
-        (struct.pack("<Q", 100) + b"{}", "truncated"),
-        (struct.pack("<Q", 4) + b"\xff\xfe{}", "not valid UTF-8 JSON"),
-        (struct.pack("<Q", 2) + b"[]", "not a JSON object"),
+        (b"", "truncated: 0 bytes, a safetensors file needs at least 8"),
+        (b"\x01\x02", "truncated: 2 bytes, a safetensors file needs at least 8"),
+        (
+            struct.pack("<Q", 100) + b"{}",
+            "truncated: header says 100 bytes but the file has 2 after its length",
+        ),
+        (struct.pack("<Q", 4) + b"\xff\xfe{}", r"header is not valid UTF-8 JSON \(UnicodeDecodeError\)"),
+        (struct.pack("<Q", 2) + b"[]", "header is not a JSON object"),
     ],
 )
 def test_truncated_and_garbage_files(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "t.safetensors"
     path.write_bytes(content)
-    with pytest.raises(CheckpointError, match=message):
+    with refused(message):
         read_header(path)
 
 
 def test_directory_and_missing_file(tmp_path: Path) -> None:
     d = tmp_path / "dir.safetensors"
     d.mkdir()
-    with pytest.raises(CheckpointError, match="is a directory"):
+    with refused("is a directory, not a regular file"):
         read_header(d)
-    with pytest.raises(CheckpointError, match="no such file"):
+    with refused("no such file"):
         read_header(tmp_path / "nope.safetensors")
 
 
@@ -185,14 +211,14 @@ AGREE = {
 
 @pytest.mark.parametrize("case", sorted(AGREE))
 def test_validator_agrees_with_safetensors(tmp_path: Path, case: str) -> None:
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
     header, data_len, accepted = AGREE[case]
     path = _raw_file(tmp_path / "s.safetensors", header, b"\0" * data_len)
     try:
         with safe_open(str(path), framework="pt", device="cpu"):
             theirs = True
-    except Exception:
+    except SafetensorError:  # safetensors' refusal of the header; any other error is the test's own fault
         theirs = False
     assert theirs == accepted, "the case's expectation about safetensors is wrong"
     try:
@@ -204,35 +230,94 @@ def test_validator_agrees_with_safetensors(tmp_path: Path, case: str) -> None:
     assert ours == accepted
 
 
+COVER_EXACTLY = "safetensors requires the tensors to cover the data exactly"
+
+
 @pytest.mark.parametrize(
     ("header", "data_len", "message"),
     [
-        (_obj(("a", _entry(0, 8))), 12, "the last 4 belong to no tensor"),
-        (_obj(("a", _entry(0, 8)), ("b", _entry(12, 16))), 16, "bytes 8..12 of the data section"),
-        (_obj(("a", _entry(0, 8)), ("a", _entry(0, 8))), 8, "names 'a' twice"),
-        (_obj(("a", _entry(0, 8)), ("b", _entry(4, 12))), 12, "overlap"),
+        (
+            _obj(("a", _entry(0, 8))),
+            12,
+            "the tensors cover 8 of the 12 data bytes: the last 4 belong to no tensor; " + COVER_EXACTLY,
+        ),
+        (
+            _obj(("a", _entry(0, 8)), ("b", _entry(12, 16))),
+            16,
+            "bytes 8..12 of the data section belong to no tensor (a gap before 'b'); " + COVER_EXACTLY,
+        ),
+        (
+            _obj(("a", _entry(0, 8)), ("a", _entry(0, 8))),
+            8,
+            "header names 'a' twice (a duplicate JSON key: which entry a reader gets depends on its parser)",
+        ),
+        (_obj(("a", _entry(0, 8)), ("b", _entry(4, 12))), 12, "tensors 'a' and 'b' overlap in the file"),
     ],
     ids=["trailing-bytes", "gap", "duplicate", "overlap"],
 )
 def test_coverage_and_duplicates_are_named(tmp_path: Path, header: str, data_len: int, message: str) -> None:
     # A key given twice is refused even where both entries agree (safetensors would keep one silently).
     path = _raw_file(tmp_path / "c.safetensors", header, b"\0" * data_len)
-    with pytest.raises(CheckpointError, match=message):
+    with refused(re.escape(message)):
         read_header(path)
 
 
-def test_header_length_cap_is_safetensors_own(tmp_path: Path) -> None:
-    """safetensors refuses a header above 100,000,000 bytes (not 100 MiB): one byte over is refused before
-    anything is read (the file is sparse: reading it would find no JSON)."""
-    assert MAX_HEADER_BYTES == 100_000_000
-    path = tmp_path / "big.safetensors"
+def _sparse(path: Path, header_len: int, file_len: int) -> Path:
+    """A file whose length field says ``header_len`` and that is ``file_len`` bytes long, all but the length
+    a hole (reading it would find zeros: no JSON)."""
     with open(path, "wb") as fh:
-        fh.write(struct.pack("<Q", 100_000_001))
-        fh.truncate(8 + 100_000_001)
-    with pytest.raises(CheckpointError, match="exceeds the 100000000-byte cap"):
-        read_header(path)
-    with pytest.raises(CheckpointError, match="cap"):
-        parse_header_bytes(path, b" " * 100_000_001, 8 + 100_000_001)
+        fh.write(struct.pack("<Q", header_len))
+        fh.truncate(file_len)
+    return path
+
+
+def _spaces_header(length: int) -> bytes:
+    """A valid header of exactly ``length`` bytes: an empty object padded with spaces (safetensors pads so too)."""
+    return b"{}" + b" " * (length - 2)
+
+
+def test_header_length_cap_is_safetensors_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """safetensors refuses a header above 100,000,000 bytes (not 100 MiB): one byte over is refused from the
+    length field alone, before any of the header is read."""
+    assert MAX_HEADER_BYTES == 100_000_000
+    # GIVEN a length field one byte over the cap on a file that really has that many bytes (a hole)
+    path = _sparse(tmp_path / "big.safetensors", 100_000_001, 8 + 100_000_001)
+
+    # THEN read_header refuses it itself: the header is never read nor handed on to be parsed
+    def parsed(*_args: object) -> None:
+        raise AssertionError("a header over the cap was read and handed to parse_header_bytes")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(header_module, "parse_header_bytes", parsed)
+        with refused(CAP_PROBLEM.format(100_000_001)):
+            read_header(path)
+    # AND the cap is checked before anything else the length field implies: a file far shorter than the length
+    # says is refused for the length, not read and found truncated
+    short = _sparse(tmp_path / "short.safetensors", 100_000_001, 8 + 10)
+    with refused(CAP_PROBLEM.format(100_000_001)):
+        read_header(short)
+
+
+def test_a_header_of_exactly_the_cap_is_read(tmp_path: Path) -> None:
+    """The cap is inclusive, as safetensors' own: a header of exactly 100,000,000 bytes is valid."""
+    raw = _spaces_header(MAX_HEADER_BYTES)
+    path = tmp_path / "at-cap.safetensors"
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+    del raw
+    h = read_header(path)
+    assert (h.header_len, h.tensors, h.file_size) == (MAX_HEADER_BYTES, {}, 8 + MAX_HEADER_BYTES)
+
+
+def test_parse_header_bytes_holds_the_cap_itself() -> None:
+    """parse_header_bytes is the fuzzed entry point and takes headers read by other means: it holds the cap
+    whatever JSON the bytes are, both sides of it."""
+    path = Path("given.safetensors")
+    at_cap = _spaces_header(MAX_HEADER_BYTES)
+    assert parse_header_bytes(path, at_cap, 8 + len(at_cap)).header_len == MAX_HEADER_BYTES
+    del at_cap
+    over = _spaces_header(MAX_HEADER_BYTES + 1)  # valid JSON: only the cap can refuse it
+    with refused(CAP_PROBLEM.format(MAX_HEADER_BYTES + 1)):
+        parse_header_bytes(path, over, 8 + len(over))
 
 
 @pytest.mark.parametrize("kind", ["socket", "character-device"])
@@ -252,6 +337,6 @@ def test_special_files_are_refused_by_their_kind(tmp_path: Path, kind: str) -> N
         else:
             path.symlink_to("/dev/null")  # stat follows the link: a character device, no mknod needed
             expect = "is a character device"
-        with pytest.raises(CheckpointError, match=f"{expect}, not a regular file") as info:
+        with pytest.raises(CheckpointError) as info:
             read_header(path)
-    assert str(path) in str(info.value)
+    assert (info.value.path, info.value.problem) == (str(path), f"{expect}, not a regular file")

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from ckptprof.checkpoint.fs import drop_tolerance
 from ckptprof.probe import learn, storage
 from ckptprof.probe.learn import Setting
+from ckptprof.probe.sampling import Region
 from ckptprof.results import Ceilings, Verdict
 from ckptprof.session import ModelInfo, RankModel, RankResult, Session
 
@@ -125,15 +127,37 @@ def test_a_run_holds_its_probe_to_its_replays_on_the_real_files(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("direct", [False, True])
-def test_the_disk_measure_reads_the_sample_cold(tmp_path: Path, direct: bool) -> None:
+def test_the_disk_measure_reads_the_sample_cold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct: bool
+) -> None:
     from ckptprof.checkpoint.synth import synthesize
 
     ckpt = tmp_path / "ckpt"
     synthesize(ckpt, preset="eagle3-draft", shards=2, size=4_000_000, seed=2)
-    measure, direct_ok = learn.disk_measure(sorted(ckpt.glob("*.safetensors")))
+    files = sorted(ckpt.glob("*.safetensors"))
+    measure, direct_ok = learn.disk_measure(files)
     if direct and not direct_ok:
         pytest.skip("this file system refuses O_DIRECT")
-    assert measure(Setting(2, MiB, direct)) > 0
+    # WHEN one setting is measured (the real read, watched on its way through storage.cold_read)
+    reads: list[tuple[int, int, int, bool, storage.ColdRead]] = []
+    real_cold_read = storage.cold_read
+
+    def watched(regions: list[Region], streams: int, block: int, direct: bool) -> storage.ColdRead:
+        done = real_cold_read(regions, streams, block, direct)
+        reads.append((sum(r.length for r in regions), streams, block, direct, done))
+        return done
+
+    monkeypatch.setattr(storage, "cold_read", watched)
+    got = measure(Setting(2, MiB, direct))
+    # THEN the whole sample (both files: smaller than the 1 GiB sample) was read once, with the setting's
+    # streams, block and O_DIRECT, after its pages were dropped, and the rate is those bytes over those seconds
+    total = sum(f.stat().st_size for f in files)
+    ((sample, streams, block, used_direct, done),) = reads
+    assert (sample, done.nbytes, streams, block, used_direct) == (total, total, 2, MiB, direct)
+    assert done.drop.total_bytes == total and done.drop.resident_bytes_after <= drop_tolerance(total), (
+        done.drop
+    )
+    assert got == done.gbps == pytest.approx(total / done.seconds / 1e9)
 
 
 def test_a_run_whose_replay_beats_its_ceilings_measures_again_and_says_so(small_draft: Path) -> None:

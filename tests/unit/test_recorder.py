@@ -66,6 +66,49 @@ def test_phases_are_attributed_to_the_right_buckets() -> None:
     assert shard.start_s == pytest.approx(0.0)
 
 
+def test_each_shard_counts_only_what_its_thread_read_while_it_was_open() -> None:
+    # GIVEN a thread whose counters already stand at 9 faults and 5 MB (torch's import, an earlier model), that
+    # reads 1 MB with 2 faults in each of three shards, 4 kB between them, and takes part in shards it does not
+    # own: one opened for several threads, where it records a phase, and one it joins with use_shard
+    rec, _, counters = make()
+    counters.faults, counters.read = 9, 5_000_000
+
+    def read_one_mb() -> None:
+        with rec.read(1000):
+            counters.faults += 2
+            counters.read += 1_000_000
+
+    with rec.model("target"):
+        for i in range(3):
+            with rec.shard(f"s{i}.safetensors"):
+                read_one_mb()
+            counters.read += 4096  # between shards: no shard's
+        spread = rec.open_shard("spread.safetensors")
+        with rec.read(1000, shard=spread):
+            counters.faults += 2
+            counters.read += 1_000_000
+        counters.read += 4096
+        rec.close_shard(spread)
+        joined = rec.open_shard("joined.safetensors")
+        with rec.use_shard(joined):
+            read_one_mb()
+        counters.read += 4096
+        rec.close_shard(joined)
+    # THEN every shard holds exactly its own 2 faults and 1 MB: none counts from the thread's start (a shard
+    # whose baseline is lost books 6 MB, 7 MB, ...) and none counts the bytes read between shards
+    counted = {s.file: (s.major_faults, s.storage_bytes) for s in rec.models[0].shards}
+    assert counted == {
+        name: (2, 1_000_000)
+        for name in (
+            "s0.safetensors",
+            "s1.safetensors",
+            "s2.safetensors",
+            "spread.safetensors",
+            "joined.safetensors",
+        )
+    }
+
+
 def test_failed_shard_is_marked_and_the_error_propagates() -> None:
     rec, clock, _ = make()
     with rec.model("target"):

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
+from html import escape
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ckptprof.analysis.verdict import compute_verdict
 from ckptprof.cli.main import main
 from ckptprof.render import FORMATS, RENDERERS
+from ckptprof.render.rows import headline
 from ckptprof.results import Ceilings, Verdict
 from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardInfo, ShardTiming
 
@@ -106,19 +110,103 @@ def test_run_writes_html_and_trace(
     assert json.loads(capsys.readouterr().out) == trace
 
 
-@pytest.mark.parametrize(
-    "path", committed_sessions() or [None], ids=lambda p: p.parent.name + "/" + p.name if p else "none"
-)
+def as_reported(path: Path) -> Session:
+    """The session as `report` renders it: loaded, its verdict computed again by this version."""
+    session = Session.load(path)
+    if session.ranks:
+        session.verdict = compute_verdict(session)
+    return session
+
+
+def assert_renders_hold(session: Session, out: dict[str, str]) -> None:
+    """Each format holds what the session does: the verdict, and per rank and model its device, role and wall;
+    the trace a slice per shard; the JSON the session itself."""
+    v = session.verdict
+    rows = [(r, m) for r in session.ranks for m in r.models]
+    # json: the session itself, the recomputed verdict included
+    assert Session.from_dict(json.loads(out["json"])) == session
+    # table: the run line names each checkpoint, a row per rank and model, the verdict's own line
+    table = out["table"]
+    assert table.startswith("ckptprof: ")
+    for m in session.models:
+        assert f"{m.role} {m.path} ({len(m.shards)} shards, " in table.splitlines()[0], m.path
+    for r, m in rows:
+        row = rf"^\s*{r.rank}\s+{re.escape(r.device)}\s+{re.escape(m.role)}\s+{m.wall_s:.2f}\s"
+        assert re.search(row, table, re.MULTILINE), (r.rank, m.role)
+    # md: the headline first, then the summary quoted; the same rows in the per-rank table
+    md = out["md"]
+    assert md.splitlines()[0] == f"## ckptprof verdict: {headline(session)}"
+    for r, m in rows:
+        row = rf"^\|\s*{r.rank}\s*\|\s*{re.escape(r.device)}\s*\|\s*{re.escape(m.role)}\s*\|\s*{m.wall_s:.2f}\s*\|"
+        assert re.search(row, md, re.MULTILINE), (r.rank, m.role)
+    # html: the headline in the title, each rank's model with its wall and shard count on the timeline
+    doc = out["html"]
+    assert f"<title>{escape(f'ckptprof: {headline(session)}')}</title>" in doc
+    ends = [m.start_s + m.wall_s for _, m in rows] + [
+        s.start_s + max(0.0, s.wall_s) for _, m in rows for s in m.shards
+    ]
+    if max(ends, default=0.0) > 0:
+        assert doc.count("<svg") >= 2  # the timeline and the throughput chart
+        for r, m in rows:
+            assert escape(f"rank {r.rank} {m.role}: {m.wall_s:.3f} s, {len(m.shards)} shards") in doc
+    else:
+        assert "no shard timings in this session" in doc
+    # perfetto: a process per rank, a slice per shard, the verdict in the trace's own data
+    trace = json.loads(out["perfetto"])
+    processes = [e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"]
+    assert processes == [
+        f"rank {r.rank} ({r.device})" + ("" if r.status == "ok" else f" {r.status}")
+        for r in sorted(session.ranks, key=lambda r: r.rank)
+    ]
+    shards = [e for e in trace["traceEvents"] if e.get("cat") == "shard"]
+    assert len(shards) == sum(len(m.shards) for _, m in rows)
+    assert sum(e["args"]["bytes"] for e in shards) == sum(s.bytes for _, m in rows for s in m.shards)
+    if v is not None:
+        assert f"verdict: {v.summary}" in table.splitlines()
+        if v.summary:
+            assert f"> {v.summary}" in md.splitlines()
+            assert f'<p class="summary">{escape(v.summary)}</p>' in doc
+        assert (trace["otherData"]["bottleneck"], trace["otherData"]["summary"]) == (v.bottleneck, v.summary)
+
+
+def test_the_content_checks_see_what_a_session_holds(saved: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN the saved one-shard session rendered in every format
+    out = {}
+    for fmt in FORMATS:
+        assert main(["report", str(saved), "--format", fmt]) == 0
+        out[fmt] = capsys.readouterr().out
+    session = as_reported(saved)
+    # THEN the checks the committed sessions get hold, on figures written in the session
+    assert_renders_hold(session, out)
+    assert re.search(r"^\s*0\s+cpu\s+draft\s+1\.00\s", out["table"], re.MULTILINE)
+    assert "storage-bound" in session.verdict.summary and session.verdict.summary in out["perfetto"]
+    # AND they fail on a rendering that lost a rank's wall, a shard's bytes or the verdict
+    for fmt, old, new in (
+        ("table", "1.00", "9.99"),
+        ("md", "1.00", "9.99"),
+        ("html", "1.000 s", "9.990 s"),
+        ("perfetto", '"bytes":1000000000', '"bytes":1'),
+        ("json", "storage-bound", "cpu-bound"),
+    ):
+        assert old in out[fmt], fmt
+        with pytest.raises(AssertionError):
+            assert_renders_hold(session, {**out, fmt: out[fmt].replace(old, new)})
+
+
+@pytest.mark.parametrize("path", committed_sessions(), ids=lambda p: p.parent.name + "/" + p.name)
 def test_every_committed_session_renders_in_every_format(
-    path: Path | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    if path is None:
-        pytest.skip("no session committed under reports/ yet")
     for fmt in FORMATS:
         assert main(["report", str(path), "--format", fmt, "-o", str(tmp_path / f"out.{fmt}")]) == 0, fmt
     capsys.readouterr()
-    assert json.loads((tmp_path / "out.perfetto").read_text())["traceEvents"]
-    assert "<svg" in (tmp_path / "out.html").read_text()
+    out = {fmt: (tmp_path / f"out.{fmt}").read_text() for fmt in FORMATS}
+    assert_renders_hold(as_reported(path), out)
+
+
+def test_the_project_has_committed_sessions_to_render() -> None:
+    # The parametrized test above runs once per session under reports/: none found would run it zero times.
+    assert len(committed_sessions()) >= 100
 
 
 def test_report_takes_separately_measured_ceilings(

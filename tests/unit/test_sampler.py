@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -166,19 +165,30 @@ LOADS = {
 }
 
 
-def sampled_shares(kind: str, data: Path) -> dict[str, float]:
+def sampled(kind: str, data: Path) -> ProcessSamples:
+    """What the sampler saw of a child running LOADS[kind] on ``data``, from when it is ready until it exits."""
     child = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(LOADS[kind]), str(data)], stdout=subprocess.PIPE, text=True
     )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        start = time.monotonic()
         with KernelSampler([child.pid], hz=500) as sampler:
-            child.wait(timeout=30)
-        return sampler.samples[child.pid].shares(start=start)
+            child.wait(timeout=30)  # a hang guard: each load runs its loop for 1.5 s
+        return sampler.samples[child.pid]
     finally:
         child.kill()
         child.wait()
+
+
+def counted(seen: ProcessSamples) -> dict[str, int]:
+    """What the kernel counted over the sampled ticks: ticks per class, major faults, bytes read from a device."""
+    read = [t.read_bytes for t in seen.ticks if t.read_bytes is not None]
+    out = {
+        cls: sum(1 for t in seen.ticks if t.cls == cls) for cls in ("storage", "page_cache", "cpu", "waiting")
+    }
+    out["major_faults"] = seen.ticks[-1].majflt - seen.ticks[0].majflt
+    out["device_bytes"] = read[-1] - read[0]
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -191,16 +201,29 @@ def data_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_an_io_bound_load_comes_out_storage_bound(data_file: Path) -> None:
-    shares = sampled_shares("io", data_file)
-    if shares["storage"] == 0.0 and shares["page_cache"] == 0.0:
+# How large a share of the wall each load spends in each class is a measure of time: benchmarks/
+# bench_sampled_shares.py holds it, the two loads sampled side by side. Here: what the sampler counted.
+
+
+def test_an_io_bound_load_is_seen_waiting_on_the_device(data_file: Path) -> None:
+    # GIVEN a child that reads the file again and again, its pages dropped before each pass
+    seen = sampled("io", data_file)
+    got = counted(seen)
+    if got["device_bytes"] == 0:
         pytest.skip(f"the file system under {data_file} kept the pages (tmpfs?): no device to wait on")
-    assert shares["storage"] > shares["cpu"] and shares["storage"] > 0.3, shares
+    # THEN the kernel counted at least one whole pass read from the device, and the sampler caught the reader
+    # blocked on it (state D, in a wait channel it names) at some ticks, which it classed as storage
+    assert got["device_bytes"] >= 64 << 20, got
+    assert got["storage"] > 0 and sum(seen.wchans.values()) > 0, (got, seen.wchans)
 
 
-def test_a_copy_bound_load_comes_out_cpu_bound(data_file: Path) -> None:
-    shares = sampled_shares("copy", data_file)
-    assert shares["cpu"] > 0.7 and shares["storage"] < 0.1, shares
+def test_a_copy_bound_load_is_seen_running_and_fetching_nothing(data_file: Path) -> None:
+    # GIVEN a child copying between two buffers it has already touched
+    seen = sampled("copy", data_file)
+    got = counted(seen)
+    # THEN the kernel counted no major fault and no byte read from a device, and the sampler saw it running
+    assert (got["major_faults"], got["device_bytes"]) == (0, 0), got
+    assert got["cpu"] > 0, got
 
 
 def test_waits_of_a_load_that_fetched_nothing_are_the_page_caches() -> None:

@@ -104,6 +104,33 @@ def test_one_slow_rank_is_rank_skew() -> None:
     assert v.bottleneck == "rank-skew" and v.secondary == "h2d"
 
 
+@pytest.mark.parametrize(("factor", "skewed"), [(1.7, True), (1.4, False)], ids=["1.69x", "1.39x"])
+def test_rank_skew_is_named_above_one_and_a_half(factor: float, skewed: bool) -> None:
+    # GIVEN 3 ranks, the last one slower by ``factor``: skew 1.69 (over the 1.5 limit) or 1.39 (under it)
+    s = session(read=0.02, deser=0.05, h2d=0.5, resident=4 * GB, ranks=3, slow_rank_factor=factor)
+    assert (rank_skew(s) > 1.5) is skewed and 1.3 < rank_skew(s) < 1.75
+    v = compute_verdict(s)
+    # THEN above the limit the slow rank is the bottleneck (the copies second), below it the copies are
+    assert (v.bottleneck, v.secondary) == (("rank-skew", "h2d") if skewed else ("h2d", None))
+
+
+@pytest.mark.parametrize(
+    ("deser", "h2d", "bottleneck", "close"),
+    [(0.07, 0.42, "mixed", ("page-cache", "h2d")), (0.11, 0.38, "page-cache", ())],
+    ids=["8-points-apart", "12-points-apart"],
+)
+def test_shares_within_ten_points_are_a_tie_and_beyond_them_a_winner(
+    deser: float, h2d: float, bottleneck: str, close: tuple[str, ...]
+) -> None:
+    # GIVEN a warm load whose faults take 50% of rank time and whose copies take 42% or 38%
+    v = compute_verdict(session(read=0.5, deser=deser, h2d=h2d, resident=4 * GB, device="cpu"))
+    assert v.shares["page_cache"] == pytest.approx(0.5) and v.shares["h2d"] == pytest.approx(h2d)
+    # THEN 8 points apart is within the noise (no winner), 12 points apart names the faults
+    assert (v.bottleneck, v.close) == (bottleneck, close)
+    if bottleneck == "mixed":
+        assert "within 10 points of each other" in v.summary
+
+
 def test_read_amplification_counts_every_rank() -> None:
     v = compute_verdict(session(read=1.0, deser=0.1, h2d=0.1, resident=0, ranks=8))
     assert v.read_amplification == 8.0
