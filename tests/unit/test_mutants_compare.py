@@ -50,7 +50,8 @@ def test_the_gate_fails_only_above_the_threshold() -> None:
 
     assert gate(10.0, 11.0, 5.0)  # +10% > 5%
     assert not gate(10.0, 10.5, 5.0)  # exactly +5% is not above 5%
-    assert gate(10.0, 10.6, 5.0)  # +6%: no slack on top of the threshold
+    assert gate(10.0, 10.6, 5.0)  # +6%
+    assert gate(10.0, 10.54, 5.0)  # +5.4%: no slack on top of the threshold
     assert not gate(10.0, 9.0, 0.0)  # faster
     assert gate(8.0, 8.04, 0.0)  # any slowdown fails a zero threshold
     assert not gate(0.0, 5.0, 0.0)  # no BASE wall: no ratio to rule on
@@ -127,6 +128,11 @@ def test_compare_lines_up_models_ranks_phases_and_verdicts() -> None:
     assert d["verdicts"][0] == {"label": "bottleneck", "base": "storage", "new": None}
     assert d["phases"][0]["label"] == "read" and d["ranks"][2]["label"] == "rank 2"
     assert d["checkpoint_diff"] is None and d["config_diffs"] == []
+    # AND the roles the sessions list come first, in their order, before those only their ranks name
+    listed = Session(
+        models=[model("target"), model("draft")], ranks=[rank(0, ("draft", 1.0), ("target", 2.0))]
+    )
+    assert [d.label for d in compare(listed, listed).models] == ["target", "draft"]
     # AND the new side's verdict is read the same way
     assert compare(new, base).summaries == ("", "base words")
 

@@ -122,6 +122,21 @@ def test_phases_from_other_threads_count_their_own_counters_and_span_the_shard()
     assert rec.models[0].wall_s == 7.25
 
 
+def test_a_phase_booked_after_a_later_one_does_not_shorten_the_shard() -> None:
+    # Two threads: the phase that ended first can take the lock last. The fake clock plays that order.
+    rec, clock = make(PerThread())
+    with rec.model("target"):
+        shard = rec.open_shard("s")
+        with rec.read(1, shard=shard):  # 1000 .. 1004
+            clock.now += 4.0
+        clock.now -= 3.0
+        with rec.read(1, shard=shard):  # 1001 .. 1002, booked second
+            clock.now += 1.0
+        rec.close_shard(shard)
+    (s,) = rec.models[0].shards
+    assert (s.start_s, s.wall_s, s.read_s) == (0.0, 4.0, 5.0)
+
+
 def test_an_open_shard_with_no_phase_spans_open_to_close() -> None:
     rec, clock = make(PerThread())
     with rec.model("target"):
