@@ -482,3 +482,237 @@ def test_a_faithful_pass_adds_its_notes() -> None:
     # AND a delta of 5% or less says nothing
     s.ranks[0].models[0].faithful_wall_s = 3.0 / 1.05
     assert compute_verdict(s).faithful_note is None
+
+
+NO_STORAGE_CEILINGS = {
+    "storage_read_GBps": None,
+    "storage_read_1_stream_GBps": None,
+    "storage_read_n_streams_GBps": None,
+}
+STORAGE_NOTE = (
+    "the replay read at 133% of the cold read ceiling measured in the same run: the probe under-measured this "
+    "storage (its reads are not SGLang's page faults), the kernel's read-ahead fetched part of the bytes while other "
+    "phases were timed, or the storage lets reads catch up after idle gaps (a token bucket: a cgroup io.max cap, a "
+    "cloud volume's throughput credits) - in the last two cases storage held SGLang's load for longer than the "
+    "storage share says"
+)
+
+
+def test_missing_ceilings_read_as_not_available_and_price_nothing_from_storage() -> None:
+    v = compute_verdict(build(ceilings=NO_STORAGE_CEILINGS))
+    assert v.summary == (
+        "storage-bound: reads fetched 4.00 GB at 2.00 GB/s vs n/a cold read ceiling on ext4; fetching them took 67% "
+        "of rank time; pinned H2D would allow 50.00 GB/s; 1.33 GB/s overall (4.00 GB in 3.00 s, 1 rank(s))"
+    )
+    assert v.predictions == () and v.storage_note is None
+    # a device without a pinned figure gets no pinned note; a host-copy stand-in with one gets both
+    assert "pinned" not in compute_verdict(build(device="cuda:7")).summary
+    cpu = compute_verdict(build(device="cpu", ceilings={"h2d_pinned_GBps": {"cpu": 20.0}}))
+    assert (
+        "; pinned H2D would allow 20.00 GB/s (no CUDA device: 'h2d' is a host-copy stand-in); 1.33"
+        in cpu.summary
+    )
+    # copies bound with no storage ceiling: fastsafetensors' pinned copies alone
+    h2d = compute_verdict(build(0.2, 0.1, 2.0, 0.2, resident=4 * GB, ceilings=NO_STORAGE_CEILINGS))
+    assert [(p.flags, p.strategy, p.predicted_s, p.why) for p in h2d.predictions] == [
+        (
+            "--load-format fastsafetensors",
+            "fastsafetensors",
+            0.08,
+            "pinned host buffers copy at 50.0 GB/s instead of pageable staging",
+        )
+    ]
+    assert (
+        compute_verdict(build(0.2, 2.0, 0.2, 0.1, resident=4 * GB, ceilings=NO_STORAGE_CEILINGS)).predictions
+        == ()
+    )
+
+
+def test_figures_are_rounded_to_their_own_precision() -> None:
+    # GIVEN a 4.2 s wall on rank 0 and 3.675 s on rank 1, a third cold, 1237 faults, 1.23456x storage amplification
+    s = build(3.0, 0.1, 0.4, 0.7, ranks=2, slow=0.875, resident=2_666_666_667, faults=1237)
+    s.ranks[0].models[0].shards[0].storage_bytes = 4_938_240_000
+    s.ranks[0].models[0].shards[0].bytes = 4 * GB + 666_666_667
+    v = compute_verdict(s)
+    assert v.load_wall_s == 4.2
+    assert v.rank_skew == round(4.2 / ((4.2 + 3.675) / 2), 3) == 1.067
+    assert v.cold_fraction == 0.3333
+    assert v.read_amplification == round((8 * GB + 666_666_667) / (4 * GB), 3) == 2.167
+    assert v.storage_amplification == 1.235  # 4.93824 GB over 4 GB, three decimals
+    assert v.major_faults_per_GB == round(2474 / 8.666666667, 1) == 285.5
+    assert v.h2d_GBps == round(8 / 0.75, 4) == 10.6667
+    assert v.read_GBps == round(4.93824 / 3.0, 4) == 1.6461
+    assert v.fetched_GBps == round(4.93824 / 4.2, 4) == 1.1758
+    s.ranks[0].models[0].faithful_wall_s = 3.0
+    s.ranks[1].models[0].faithful_wall_s = 3.0
+    assert compute_verdict(s).faithful_delta == round((7.875 - 6.0) / 6.0, 4) == 0.3125
+
+
+def test_a_load_of_no_seconds_has_no_rates() -> None:
+    v = compute_verdict(build(0.0, 0.0, 0.0, 0.0, ranks=2))
+    assert (v.fetched_GBps, v.read_GBps, v.h2d_GBps, v.achieved_GBps) == (0.0, 0.0, None, 0.0)
+    # nothing was measured: no remedy is priced for storage, and none is "slower than now"
+    assert [p.strategy for p in v.predictions] == ["fastsafetensors"]
+    assert not v.predictions[0].slower_than_now
+    # models listed but no rank at all: no read wall, no read rate
+    no_ranks = build(ranks=0)
+    assert compute_verdict(no_ranks).read_GBps == 0.0
+    # under a second of reading is still a rate
+    short = compute_verdict(build(0.5, 0.1, 0.1, 0.1))
+    assert (short.read_GBps, short.fetched_GBps) == (8.0, 5.0)
+
+
+def test_fs_types_are_joined_or_unknown() -> None:
+    s = build()
+    s.models.append(ModelInfo(role="draft", path="/d", fs_type="nfs4", total_bytes=GB, shards=[]))
+    assert compute_verdict(s).fs_type == "ext4,nfs4"
+    assert compute_verdict(Session()).fs_type == "unknown"
+
+
+def test_a_partly_incomplete_run_says_how_much_of_it_completed() -> None:
+    v = compute_verdict(build(ranks=2, config={"tp": 3}))
+    assert v.summary.startswith(
+        "incomplete run: 1 of 3 ranks reported nothing; the figures cover the completed work only (4.00 GB of "
+        "4.00 GB in 3.00 s, no throughput for an unfinished load); storage-bound: reads fetched 4.00 GB"
+    )
+    s = build(ranks=2, config={"tp": 3})
+    s.ranks[1].models[0].shards[0].status = "failed"
+    assert compute_verdict(s).summary.startswith(
+        "incomplete run: 1 of 3 ranks reported nothing; 1 shard load(s) failed, first s on rank 1; the figures"
+    )
+
+
+def test_the_upper_bound_on_a_network_fs_is_not_taken_as_fetched() -> None:
+    # two ranks on nfs each found 3.2 GB missing: up to 1.6x, but only the 3.2 GB cold part is known fetched
+    v = compute_verdict(build(fs="nfs4", resident=800_000_000, ranks=2))
+    assert v.summary.startswith("storage-bound: reads fetched 3.20 GB at 1.60 GB/s vs 1.50 GB/s")
+    assert "the 2 ranks fetched up to 1.6x the checkpoint from storage" in v.summary
+    assert v.floor_s == 1.6  # 3.2 GB at the 2.0 GB/s N-stream ceiling
+    # on a local fs whose kernel counted nothing, the cold part is what was fetched
+    warm = compute_verdict(build(2.0, 0.1, 0.2, 0.2, resident=3 * GB))
+    assert warm.fetched_GBps == 0.4  # 1 GB in 2.5 s
+
+
+def test_a_warm_load_prices_its_remedies_from_its_compute() -> None:
+    v = compute_verdict(build(2.0, 0.1, 0.2, 0.2, resident=4 * GB))
+    # nothing to fetch: prefetch and no-mmap cost the 0.5 s of compute; the pool no faster than this load
+    assert [(p.strategy, p.predicted_s) for p in v.predictions] == [
+        ("prefetch", 0.5),
+        ("no-mmap", 0.5),
+        ("fastsafetensors", 2.08),
+        ("sglang-mt:num_threads=16", 2.5),
+    ]
+    # on nfs the page-cache-bound load still gets the local-copy advice; so does a skewed one
+    assert (
+        compute_verdict(build(2.0, 0.1, 0.2, 0.2, resident=4 * GB, fs="nfs4")).predictions[-1].strategy
+        is None
+    )
+    skewed = compute_verdict(build(ranks=3, slow=2.0, fs="nfs4"))
+    assert skewed.predictions[-1].flags.startswith("copy the checkpoint to local NVMe")
+    # with no stream count the prefetch remedy says "N streams"; three decimals of its time
+    odd = compute_verdict(build(ceilings={"storage_streams": None, "storage_read_n_streams_GBps": 3.0}))
+    prefetch = next(p for p in odd.predictions if p.strategy == "prefetch")
+    assert (prefetch.predicted_s, prefetch.why) == (
+        1.333,
+        "node-local ranks read disjoint files in parallel at ~3.00 GB/s (N streams) while the load runs",
+    )
+
+
+def test_remedies_are_slower_than_now_against_the_wall_to_the_millisecond() -> None:
+    # one rank's pool is priced at this load's own wall, rounded to milliseconds: never faster than now
+    v = compute_verdict(build(2.0, 0.1, 0.4, 0.1))  # 2.6 s
+    mt = next(p for p in v.predictions if p.strategy == "sglang-mt:num_threads=16")
+    assert (mt.predicted_s, mt.slower_than_now) == (2.6, True)
+    v = compute_verdict(build(2.0, 0.1, 0.4, 0.5004))  # 3.0004 s: the pool's 3.0 s equals now to the ms
+    mt = next(p for p in v.predictions if p.strategy == "sglang-mt:num_threads=16")
+    assert (mt.predicted_s, mt.slower_than_now) == (3.0, True)
+
+
+def test_ranks_sharing_gpus_get_no_fastsafetensors_price() -> None:
+    gloo = (
+        "not predicted: with 2 ranks sharing GPUs it hands every tensor to every rank through gloo, which no "
+        "ceiling measures (replay it: --strategy fastsafetensors)"
+    )
+    # the configured TP counts, not the ranks that reported
+    v = compute_verdict(build(config={"tp": 2, "ranks_share_devices": True}))
+    fst = next(p for p in v.predictions if p.strategy == "fastsafetensors")
+    assert (fst.flags, fst.predicted_s, fst.why) == ("--load-format fastsafetensors", None, gloo)
+    one = compute_verdict(build(config={"tp": 1, "ranks_share_devices": True}))
+    assert next(p for p in one.predictions if p.strategy == "fastsafetensors").predicted_s == 2.08
+    # copies bound with no storage ceiling: still not priced
+    h2d = compute_verdict(
+        build(
+            0.2,
+            0.1,
+            2.0,
+            0.2,
+            resident=4 * GB,
+            config={"tp": 2, "ranks_share_devices": True},
+            ceilings=NO_STORAGE_CEILINGS,
+        )
+    )
+    assert [p.why for p in h2d.predictions] == [gloo]
+    deser = compute_verdict(
+        build(
+            0.2,
+            2.0,
+            0.2,
+            0.1,
+            resident=4 * GB,
+            config={"tp": 2, "ranks_share_devices": True},
+            ceilings=NO_STORAGE_CEILINGS,
+        )
+    )
+    assert deser.predictions == ()
+    # 0.5.9 reads fastsafetensors; its sample without a rate says 0.00 GB/s
+    sample = {"fastsafetensors_sample": [[1 * GB, 1.0], [4 * GB, 2.0]], "fastsafetensors_sample_files": 2}
+    v = compute_verdict(build(config={"sglang_release": {"profile": "0.5.9"}}, ceilings=sample))
+    fst = next(p for p in v.predictions if p.strategy == "fastsafetensors")
+    assert fst.predicted_s == 2.0 and "SGLang does (0.00 GB/s over the sample)" in fst.why
+    # one rank is not bounded by the shared N-stream read; several without that ceiling are not either
+    slow_n = compute_verdict(build(ceilings={**sample, "storage_read_n_streams_GBps": 1.0}))
+    assert next(p for p in slow_n.predictions if p.strategy == "fastsafetensors").predicted_s == 2.0
+    four = compute_verdict(build(ranks=4, ceilings={**sample, **NO_STORAGE_CEILINGS}))
+    assert next(p for p in four.predictions if p.strategy == "fastsafetensors").predicted_s == 2.0
+
+
+def test_one_rank_writes_fresh_memory_at_its_own_rate_and_no_link_costs_nothing() -> None:
+    ceilings = {"fresh_write_GBps": 4.0, "fresh_write_n_threads_GBps": 3.0}
+    v = compute_verdict(build(ceilings=ceilings))
+    assert next(p for p in v.predictions if p.strategy == "no-mmap").predicted_s == round(
+        4 / 1.25 + 3 * 4 / 4.0 + 4 / 6.0, 3
+    )
+    bare = compute_verdict(build(ceilings={**ceilings, "h2d_pageable_GBps": None}))
+    assert next(p for p in bare.predictions if p.strategy == "no-mmap").predicted_s == round(
+        4 / 1.25 + 3.0, 3
+    )
+
+
+def test_the_storage_note_in_full_and_at_its_limits() -> None:
+    s = build()
+    s.ranks[0].models[0].faithful_wall_s = 0.8
+    v = compute_verdict(s)
+    assert v.storage_note == STORAGE_NOTE + "; SGLang's own sequence fetched 4.00 GB in 0.80 s (5.00 GB/s)"
+    assert v.summary.endswith(
+        "; storage was busy for 100% of SGLang's own load (faithful wall; decomposed storage time)"
+    )
+    # half the checkpoint cold is enough; reading at exactly 1.05x the ceiling is not above it
+    assert (
+        compute_verdict(build(resident=2 * GB, ceilings={"storage_read_GBps": 0.5})).storage_note is not None
+    )
+    exact = build(total=4_200_000_000, ceilings={"storage_read_GBps": 2.0})
+    assert compute_verdict(exact).read_GBps == 2.1 and compute_verdict(exact).storage_note is None
+    # a delta of exactly 5% says nothing; 49.4% is "49%"
+    s = build(21.0, 0.0, 0.0, 0.0)
+    s.ranks[0].models[0].faithful_wall_s = 20.0
+    assert compute_verdict(s).faithful_delta == 0.05 and compute_verdict(s).faithful_note is None
+    s.ranks[0].models[0].decomposed_walls = [29.88]
+    assert compute_verdict(s).faithful_note.startswith("the decomposed phases took 49% longer")  # type: ignore[union-attr]
+
+
+def test_cold_fraction_at_the_edges() -> None:
+    assert cold_fraction(build(resident=0)) == 1.0
+    empty = build()
+    empty.models[0].total_bytes = 0
+    empty.models[0].resident_bytes_before = 0
+    assert cold_fraction(empty) == 0.0
