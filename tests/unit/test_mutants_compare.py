@@ -134,7 +134,9 @@ def test_compare_lines_up_models_ranks_phases_and_verdicts() -> None:
     )
     assert [d.label for d in compare(listed, listed).models] == ["target", "draft"]
     # AND the new side's verdict is read the same way
-    assert compare(new, base).summaries == ("", "base words")
+    swapped = compare(new, base)
+    assert swapped.summaries == ("", "base words")
+    assert swapped.verdicts[0] == ("bottleneck", None, "storage")
 
 
 def test_config_and_host_differences_are_listed() -> None:
