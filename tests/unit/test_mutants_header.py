@@ -33,10 +33,11 @@ from ckptprof.errors import CheckpointError
 P = Path("shard.safetensors")
 
 
-def problem(call: object, *args: object) -> str:
-    """The problem text of the CheckpointError that ``call(*args)`` raises."""
+def problem(call: object, path: Path, *args: object) -> str:
+    """The problem text of the CheckpointError that ``call(path, *args)`` raises (which must name ``path``)."""
     with pytest.raises(CheckpointError) as info:
-        call(*args)  # type: ignore[operator]
+        call(path, *args)  # type: ignore[operator]
+    assert info.value.path == str(path)
     return info.value.problem
 
 
@@ -102,6 +103,9 @@ def test_the_parsed_header_is_capped_too(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_json_is_read_as_strictly_as_safetensors() -> None:
     assert problem(load_json_header, P, b'{"a": 1, "a": 2}') == (
+        "header names 'a' twice (a duplicate JSON key: which entry a reader gets depends on its parser)"
+    )
+    assert problem(load_json_header, P, b'{"b": 0, "a": 1, "c": 2, "a": 3}') == (
         "header names 'a' twice (a duplicate JSON key: which entry a reader gets depends on its parser)"
     )
     assert problem(load_json_header, P, b'{"a": NaN}') == "header is not valid UTF-8 JSON (ValueError)"
@@ -247,3 +251,37 @@ def test_special_files_are_named_by_kind(tmp_path: Path) -> None:
         assert os.read(fd, 1) == b"x"
     finally:
         os.close(fd)
+
+
+def test_the_span_is_the_entrys_own() -> None:
+    doc = {"a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}, "b": f32(8, 16, 3)}
+    assert parse_problem(doc, data=16) == "tensor 'b': shape [3] x F32 is 12 bytes but data_offsets span 8"
+
+
+class _Stat:
+    def __init__(self, mode: int, size: int) -> None:
+        self.st_mode, self.st_size = mode, size
+
+
+def test_a_file_that_changes_under_the_reader_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_fstat = os.fstat
+    path = tmp_path / "x.safetensors"
+
+    def grown(fd: int) -> _Stat:  # the file shrinks after fstat: fstat still says 100 bytes more
+        st = real_fstat(fd)
+        return _Stat(st.st_mode, st.st_size + 100)
+
+    monkeypatch.setattr(header_module.os, "fstat", grown)
+    path.write_bytes(struct.pack("<Q", 20) + b"{}")
+    assert problem(read_header, path) == "truncated: header says 20 bytes, read 2"
+    path.write_bytes(b"\x01\x02\x03")
+    assert problem(read_header, path) == "truncated: 3 bytes, a safetensors file needs at least 8"
+    monkeypatch.undo()
+    # a regular file swapped for a FIFO between the name's stat and the open: the descriptor's kind is checked
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(header_module.os, "stat", lambda p: _Stat(stat.S_IFREG | 0o644, 0))
+    assert problem(open_regular, fifo) == "is a FIFO, not a regular file"
+    assert problem(read_header, fifo) == "is a FIFO, not a regular file"
