@@ -267,10 +267,78 @@ def _run_pytest(work: Path, args: list[str]) -> str:
     return f"error (exit {code})"
 
 
+def _from_diffs(text: str) -> list[tuple[str, Mutant | None]]:
+    """The mutants of a survivors.txt (mutmut's per-function diffs) as text substitutions: (name, mutant or None
+    where the removed lines are not found exactly once in the source, methods' lines indented one level more)."""
+    out: list[tuple[str, Mutant | None]] = []
+    by_source = {t.source: name for name, t in TARGETS.items()}
+    for block in text.split("\n# ")[0:]:
+        lines = block.lstrip("# ").splitlines()
+        if not lines or " " not in lines[0]:
+            continue
+        where, name = lines[0].split()[:2]
+        module = by_source[where.split(":")[0]]
+        removed = [line[1:] for line in lines[1:] if line.startswith("-") and not line.startswith("---")]
+        added = [line[1:] for line in lines[1:] if line.startswith("+") and not line.startswith("+++")]
+        source = (REPO / TARGETS[module].source).read_text()
+        found = None
+        for indent in ("", "    "):
+            before = "\n".join(indent + line if line else line for line in removed) + "\n"
+            after = "\n".join(indent + line if line else line for line in added) + ("\n" if added else "")
+            if removed and source.count("\n" + before) == 1:
+                found = Mutant(module, "\n" + before, "\n" + after)
+                break
+        out.append((name, found))
+    return out
+
+
+def _recheck(path: Path) -> int:
+    """Apply each mutant of a survivors.txt to the source text and run its module's tests: mutmut cannot switch a
+    mutant on in a function that only runs while the module is imported (a check factory called at module level)."""
+    import hypothesis  # noqa: F401
+    import numpy  # noqa: F401
+    import pytest  # noqa: F401
+    import torch  # noqa: F401
+
+    mutants = _from_diffs(path.read_text())
+    with tempfile.TemporaryDirectory(prefix="ckptprof-mutation-recheck-") as tmp:
+        work = Path(tmp)
+        for part in ("ckptprof", "tests"):
+            shutil.copytree(REPO / part, work / part, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy2(REPO / "pyproject.toml", work / "pyproject.toml")
+        for module in dict.fromkeys(m.module for _, m in mutants if m is not None):
+            if _run_tests(work, module) != "passed":
+                print(f"{module}: the unmutated tests did not pass", file=sys.stderr)
+                return 1
+        sys.dont_write_bytecode = True
+        for name, mutant in mutants:
+            if mutant is None:
+                print(f"unmatched {name}", flush=True)
+                continue
+            target = work / TARGETS[mutant.module].source
+            original = target.read_text()
+            for pyc in (target.parent / "__pycache__").glob(f"{target.stem}.*.pyc"):
+                pyc.unlink()
+            target.write_text(original.replace(mutant.before, mutant.after))
+            try:
+                result = _run_tests(work, mutant.module)
+            finally:
+                target.write_text(original)
+            print(f"{result:8} {name}", flush=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("-k", default="", help="only the mutants whose label contains this text")
+    parser.add_argument(
+        "--survivors",
+        type=Path,
+        help="instead of the sample, re-run the mutants of a survivors.txt that scripts/mutation.py wrote (report only)",
+    )
     args = parser.parse_args()
+    if args.survivors:
+        return _recheck(args.survivors)
     chosen = [m for m in SAMPLE if args.k in m.label()]
     if not chosen:
         print(f"no sample mutant matches {args.k!r}", file=sys.stderr)

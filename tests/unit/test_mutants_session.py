@@ -234,3 +234,53 @@ def test_a_compressed_session_is_inflated_within_a_cap(
     plain.write_text("{}")
     with pytest.raises(SessionFileError, match=r"named \.gz but not a whole gzip file"):
         Session.load(plain)
+
+
+def test_rates_may_be_zero_or_fractional_and_odd_values_are_described() -> None:
+    validate_ceilings({"x_GBps": 0, "y_GBps": 0.5, "h2d_pinned_GBps": {"cuda:0": 0.0}})
+    # an int too large for a count is written in full where it is described as seconds
+    assert refusal(shard(read_s=MAX_COUNT)) == (
+        f"{WHERE}.read_s: expected a number of seconds >= 0, got 9223372036854775807"
+    )
+    # a value no JSON parser makes (a dict built in Python) is named by its type
+    assert refusal(shard(bytes=(1,))) == f"{WHERE}.bytes: expected a whole number >= 0, got tuple"
+    with pytest.raises(InvalidField, match=r"^ceilings: expected an object, got 5$"):
+        validate_ceilings(5)
+    assert (
+        refusal({"extra": {"py_spy_top_frames": 5}}) == "extra.py_spy_top_frames: expected an object, got 5"
+    )
+
+
+def load_problem(path: Path) -> str:
+    with pytest.raises(SessionFileError) as info:
+        Session.load(path)
+    assert info.value.path == str(path)
+    prefix = f"{path}: "
+    assert str(info.value).startswith(prefix)
+    return str(info.value)[len(prefix) :]
+
+
+def test_every_unreadable_session_file_is_named_with_its_problem(tmp_path: Path) -> None:
+    assert load_problem(tmp_path / "absent.json") == "no such file"
+    binary = tmp_path / "b.json"
+    binary.write_bytes(b"\xff\xfe\x00")
+    assert load_problem(binary) == "not a session JSON file (binary, not UTF-8 text)"
+    broken = tmp_path / "c.json"
+    broken.write_text("{")
+    assert load_problem(broken) == "not JSON (Expecting property name enclosed in double quotes at line 1)"
+    listed = write(tmp_path, [1], "d.json")
+    assert load_problem(listed) == "not a ckptprof session (top level is not an object)"
+    deep = tmp_path / "e.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert load_problem(deep) == "not a valid ckptprof session: nested too deeply"
+    huge = tmp_path / "f.json"
+    huge.write_text('{"schema_version": ' + "1" * 5000 + "}")
+    assert load_problem(huge).startswith("not a valid ckptprof session: Exceeds the limit (4300 digits)")
+    future = write(tmp_path, {"schema_version": 2}, "g.json")
+    assert (
+        load_problem(future)
+        == "not a valid ckptprof session: unsupported schema_version 2 (this ckptprof reads 1)"
+    )
+    torn = tmp_path / "h.json.gz"
+    torn.write_bytes(gzip.compress(b"{}")[:-6])
+    assert load_problem(torn).startswith("named .gz but not a whole gzip file (")
