@@ -6,6 +6,7 @@ Usage (from the repository root; mutmut is not a test dependency, install it by 
     python scripts/mutation.py                      # every module below, one after the other
     python scripts/mutation.py verdict compare      # only these modules
     python scripts/mutation.py --first-sight verdict  # the suite without the test_mutants_* files
+    python scripts/mutation.py --resume verdict   # only the last run's survivors, against today's tests
     python scripts/mutation.py --list               # the modules, their source and their tests
 
 Per module it prints the tool, the tests the mutants are run against, and the score
@@ -28,6 +29,7 @@ constants that matter by hand.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import shutil
@@ -151,25 +153,54 @@ def _mutmut() -> str:
     return found
 
 
-def run_target(name: str, target: Target, first_sight: bool = False) -> dict[str, object]:
+KILLED = ("killed", "timeout")
+
+
+def _statuses(work: Path, env: dict[str, str], target: Target) -> dict[str, str]:
+    """Every mutant of the target's scope and what became of it, from mutmut's cache in ``work``."""
+    listing = subprocess.run(
+        [_mutmut(), "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True, check=True
+    ).stdout
+    status: dict[str, str] = {}
+    for line in listing.splitlines():
+        key, sep, value = line.strip().rpartition(": ")
+        if sep and (not target.only or any(fnmatch.fnmatch(key, g) for g in target.only)):
+            status[key] = value
+    return status
+
+
+def run_target(
+    name: str, target: Target, first_sight: bool = False, resume: bool = False
+) -> dict[str, object]:
     tests = [t for t in target.tests if (REPO / t).exists()]
     # --first-sight: the score of the suite as it was before the mutation work (no test_mutants_* file).
     skip = ("__pycache__", "test_mutants_*") if first_sight else ("__pycache__",)
     if first_sight:
         tests = [t for t in tests if not Path(t).name.startswith("test_mutants_")]
     work = SCRATCH / name
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    shutil.copytree(REPO / "ckptprof", work / "ckptprof", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "tests", work / "tests", ignore=shutil.ignore_patterns(*skip))
-    (work / "pyproject.toml").write_text(_pyproject(target, tests))
     env = dict(os.environ)
     # mutmut puts its mutants/ copy first on sys.path; a PYTHONPATH naming the checkout would shadow it.
     env.pop("PYTHONPATH", None)
-    mutmut = _mutmut()
+    before: dict[str, str] = {}
+    if resume:
+        # --resume: only the mutants the last run left alive run again, against today's tests. A killed mutant
+        # stays killed: the tests that killed it are still there. (A new test file changes mutmut's test
+        # selection, which makes it forget every result; the merge below keeps the kills.)
+        if not (work / "mutants").is_dir():
+            raise SystemExit(f"{name}: nothing to resume in {work}; run without --resume first")
+        saved = work / "status.json"
+        before = json.loads(saved.read_text()) if saved.exists() else _statuses(work, env, target)
+        shutil.rmtree(work / "tests")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        shutil.copytree(REPO / "ckptprof", work / "ckptprof", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "tests", work / "tests", ignore=shutil.ignore_patterns(*skip))
+    (work / "pyproject.toml").write_text(_pyproject(target, tests))
+    names = sorted(k for k, v in before.items() if v not in KILLED) if resume else list(target.only)
     began = time.monotonic()
     run = subprocess.run(
-        [mutmut, "run", "--max-children", "1", *target.only],
+        [_mutmut(), "run", "--max-children", "1", *names],
         cwd=work,
         env=env,
         capture_output=True,
@@ -177,29 +208,22 @@ def run_target(name: str, target: Target, first_sight: bool = False) -> dict[str
     )
     elapsed = time.monotonic() - began
     (work / "run.log").write_text(run.stdout + run.stderr)
-    listing = subprocess.run(
-        [mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True, check=True
-    ).stdout
-    status: dict[str, str] = {}
-    for line in listing.splitlines():
-        key, sep, value = line.strip().rpartition(": ")
-        if sep:
-            status[key] = value
-    if target.only:
-        import fnmatch
-
-        status = {k: v for k, v in status.items() if any(fnmatch.fnmatch(k, g) for g in target.only)}
+    status = _statuses(work, env, target)
+    if resume:
+        status = {k: v if v in KILLED else status.get(k, v) for k, v in before.items()}
+    # The merged verdicts, for the next --resume (mutmut's own cache forgets the kills it did not re-run).
+    (work / "status.json").write_text(json.dumps(status, indent=0, sort_keys=True))
     if not status:
         print(run.stdout[-4000:], run.stderr[-4000:], sep="\n")
         raise SystemExit(f"{name}: mutmut produced no mutants (see {work / 'run.log'})")
-    killed = sum(1 for v in status.values() if v in ("killed", "timeout"))
-    survivors = sorted(k for k, v in status.items() if v not in ("killed", "timeout"))
+    killed = sum(1 for v in status.values() if v in KILLED)
+    survivors = sorted(k for k, v in status.items() if v not in KILLED)
     print(f"== {name}: {target.source}")
     print("   tool:  mutmut", _version(), "(--max-children 1)")
     print("   tests:", " ".join(tests), *(f"(less {d.split('::')[1]})" for d in target.deselect))
     print(f"   score: {killed}/{len(status)} killed = {100 * killed / len(status):.1f}%  ({elapsed:.0f} s)")
     shown = _diffs(work, env, target.source, {k: status[k] for k in survivors})
-    (work / "survivors.txt").write_text("\n".join(shown))
+    (work / ("survivors-first-sight.txt" if first_sight else "survivors.txt")).write_text("\n".join(shown))
     print("\n".join(shown))
     return {"module": name, "killed": killed, "total": len(status), "survivors": survivors}
 
@@ -251,6 +275,11 @@ def main() -> None:
     parser.add_argument(
         "--first-sight", action="store_true", help="leave out the tests/unit/test_mutants_*.py files"
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="run again only the mutants the last run of the module left alive",
+    )
     parser.add_argument("--list", action="store_true", help="print the modules and their tests")
     args = parser.parse_args()
     if args.list:
@@ -260,7 +289,7 @@ def main() -> None:
     unknown = sorted(set(args.modules) - set(TARGETS))
     if unknown:
         parser.error(f"unknown module(s) {unknown}; choose from {list(TARGETS)}")
-    summary = [run_target(n, TARGETS[n], args.first_sight) for n in (args.modules or TARGETS)]
+    summary = [run_target(n, TARGETS[n], args.first_sight, args.resume) for n in (args.modules or TARGETS)]
     print("\nmodule        killed/total  score")
     for s in summary:
         killed, total = int(str(s["killed"])), int(str(s["total"]))
