@@ -716,3 +716,34 @@ def test_cold_fraction_at_the_edges() -> None:
     empty.models[0].total_bytes = 0
     empty.models[0].resident_bytes_before = 0
     assert cold_fraction(empty) == 0.0
+
+
+def test_small_figures_keep_their_precision() -> None:
+    # no pinned ceiling for this device: no pinned note at all
+    assert compute_verdict(build(device="cuda:7")).summary == (
+        "storage-bound: reads fetched 4.00 GB at 2.00 GB/s vs 1.50 GB/s cold read ceiling on ext4 (133%); fetching "
+        "them took 67% of rank time; 1.33 GB/s overall (4.00 GB in 3.00 s, 1 rank(s))"
+    )
+    # page faults under a second still have a rate: 4 GB in 0.8 s
+    fast = compute_verdict(build(0.8, 0.05, 0.05, 0.1, resident=4 * GB))
+    assert "(5.00 GB/s through faults vs 8.00 GB/s plain page-cache reads)" in fast.summary
+    # a wall and a delta to the fifth decimal are kept to four
+    v = compute_verdict(build(2.0, 0.1, 0.4, 0.50004))
+    assert v.load_wall_s == 3.0
+    s = build(2.0, 0.1, 0.4, 0.5)
+    s.ranks[0].models[0].faithful_wall_s = 2.99997
+    assert compute_verdict(s).faithful_delta == 0.0
+    # two warm ranks: each rank's share of the copied bytes over its pinned link bounds the load
+    assert compute_verdict(build(2.0, 0.1, 0.2, 0.2, resident=4 * GB, ranks=2)).floor_s == round(
+        8 / 2 / 50, 4
+    )
+
+
+def test_the_faithful_storage_share_is_added_to_the_summary() -> None:
+    s = build()
+    s.ranks[0].models[0].faithful_wall_s = 2.5
+    assert compute_verdict(s).summary == (
+        "storage-bound: reads fetched 4.00 GB at 2.00 GB/s vs 1.50 GB/s cold read ceiling on ext4 (133%); fetching "
+        "them took 67% of rank time; pinned H2D would allow 50.00 GB/s; 1.33 GB/s overall (4.00 GB in 3.00 s, "
+        "1 rank(s)); storage was busy for 80% of SGLang's own load (faithful wall; decomposed storage time)"
+    )
