@@ -144,6 +144,8 @@ def test_nesting_is_limited_in_the_extra_fields_of_an_entry() -> None:
         as_dict = {"k": as_dict}
     assert "nests deeper" in parse_problem({"t": {**f32(0, 0, 0), "extra": as_dict}})
     assert "nests deeper" not in parse_problem({"t": {**f32(0, 0, 0), "shape": nested(MAX_HEADER_DEPTH)}})
+    # far deeper than the limit: the walk stops at the limit and still refuses
+    assert "nests deeper than 127" in parse_problem({"t": {**f32(0, 0, 0), "extra": nested(300)}})
     # a long but shallow list nests one level
     assert parse({"t": {**f32(0, 0, 0), "extra": [[1]] * 300}}).tensors["t"].shape == (0,)
 
@@ -279,9 +281,26 @@ def test_a_file_that_changes_under_the_reader_is_refused(
     path.write_bytes(b"\x01\x02\x03")
     assert problem(read_header, path) == "truncated: 3 bytes, a safetensors file needs at least 8"
     monkeypatch.undo()
-    # a regular file swapped for a FIFO between the name's stat and the open: the descriptor's kind is checked
+    # a regular file swapped for a FIFO between the name's stat and the open: the descriptor's kind is checked.
+    # A reader and a writer hold the FIFO open, so even an open without O_NONBLOCK returns here (never hangs).
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    monkeypatch.setattr(header_module.os, "stat", lambda p: _Stat(stat.S_IFREG | 0o644, 0))
-    assert problem(open_regular, fifo) == "is a FIFO, not a regular file"
-    assert problem(read_header, fifo) == "is a FIFO, not a regular file"
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    writer = os.open(fifo, os.O_WRONLY)
+    try:
+        monkeypatch.setattr(header_module.os, "stat", lambda p: _Stat(stat.S_IFREG | 0o644, 0))
+        assert problem(open_regular, fifo) == "is a FIFO, not a regular file"
+        assert problem(read_header, fifo) == "is a FIFO, not a regular file"
+    finally:
+        os.close(writer)
+        os.close(reader)
+    monkeypatch.undo()
+    # fstat failing on the open descriptor: the descriptor is closed and the error named with the file
+    regular = tmp_path / "r.safetensors"
+    regular.write_bytes(struct.pack("<Q", 2) + b"{}")
+
+    def failing(fd: int) -> _Stat:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(header_module.os, "fstat", failing)
+    assert problem(read_header, regular) == header_module.os_problem(OSError(5, "Input/output error"))
