@@ -262,6 +262,7 @@ def load_problem(path: Path) -> str:
 
 def test_every_unreadable_session_file_is_named_with_its_problem(tmp_path: Path) -> None:
     assert load_problem(tmp_path / "absent.json") == "no such file"
+    assert load_problem(tmp_path) == "is a directory, not a session JSON file"
     binary = tmp_path / "b.json"
     binary.write_bytes(b"\xff\xfe\x00")
     assert load_problem(binary) == "not a session JSON file (binary, not UTF-8 text)"
