@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from ckptprof.analysis.attribution import (
     PhaseTotals,
+    checkpoint_bytes,
     cold_share,
     faithful_delta,
+    faithful_load_wall,
+    load_wall,
     overlap_shares,
+    path_attribution,
     rank_skew,
+    rank_totals,
+    rank_walls,
+    run_totals,
+    sampled_attribution,
     shard_totals,
+    slowest_shards,
 )
 from ckptprof.session import RankModel, RankResult, Session, ShardTiming
 
@@ -92,3 +101,99 @@ def test_faithful_delta_compares_with_the_median_of_the_decomposed_passes() -> N
     assert faithful_delta(s) == 0.5
     s.ranks[0].models[0].decomposed_walls = [2.0, 2.5, 9.0]
     assert faithful_delta(s) == 0.25
+
+
+def test_phase_totals_add_field_by_field() -> None:
+    a = PhaseTotals(1.0, 2.0, 3.0, 4.0, 5.0, 6, 7, 8, 9, 10, 11, 12)
+    b = PhaseTotals(0.5, 0.25, 0.125, 2.0, 4.0, 100, 200, 300, 400, 500, 600, 700)
+    assert a + b == PhaseTotals(1.5, 2.25, 3.125, 6.0, 9.0, 106, 207, 308, 409, 510, 611, 712)
+
+
+def two_models() -> Session:
+    def model(role: str, wall: float, faithful: float | None = None) -> RankModel:
+        shard = ShardTiming(file=f"{role}.st", read_s=wall / 2, wall_s=wall, bytes=int(wall * 10))
+        return RankModel(role=role, wall_s=wall, shards=[shard], faithful_wall_s=faithful)
+
+    return Session(
+        ranks=[
+            RankResult(rank=0, device="cpu", models=[model("target", 4.0, 3.0), model("draft", 1.0, 0.5)]),
+            RankResult(rank=1, device="cpu", models=[model("target", 6.0, 2.0)]),
+            RankResult(rank=2, device="cpu", status="failed", models=[]),
+            RankResult(rank=3, device="cpu", status="failed", models=[model("target", 2.0)]),
+        ]
+    )
+
+
+def test_walls_and_totals_per_rank_and_role() -> None:
+    s = two_models()
+    # a failed rank with nothing recorded has no wall; one that recorded a model keeps it
+    assert rank_walls(s) == {0: 5.0, 1: 6.0, 3: 2.0}
+    assert rank_walls(s, "draft") == {0: 1.0, 1: 0.0, 3: 0.0}
+    assert (load_wall(s), load_wall(s, "draft"), load_wall(Session())) == (6.0, 1.0, 0.0)
+    assert rank_totals(s, 0) == PhaseTotals(read_s=2.5, wall_s=5.0, bytes=50, shards=2)
+    assert rank_totals(s, 0, "draft").wall_s == 1.0 and rank_totals(s, 1, "draft") == PhaseTotals()
+    assert run_totals(s, "target").wall_s == 12.0
+    # the slowest rank's faithful walls over its models
+    assert faithful_load_wall(s) == 3.5
+    assert faithful_load_wall(Session()) == 0.0
+    # slowest shards first, at most n
+    assert [(r, role, t.wall_s) for r, role, t in slowest_shards(s, 2)] == [
+        (1, "target", 6.0),
+        (0, "target", 4.0),
+    ]
+    assert len(slowest_shards(s)) == 4
+    assert checkpoint_bytes(Session()) == 0
+
+
+def faithful_session(busy: float | None, storage_read: float) -> Session:
+    shard = ShardTiming(
+        file="s", bytes=100, nonresident_bytes=100, read_s=storage_read, h2d_s=1.0, wall_s=storage_read + 2.0
+    )
+    model = RankModel(
+        role="t",
+        wall_s=storage_read + 2.0,
+        shards=[shard],
+        faithful_wall_s=4.0,
+        faithful_disk_busy_s=busy,
+        disk="vda",
+    )
+    return Session(ranks=[RankResult(rank=0, device="cpu", models=[model])])
+
+
+def test_path_attribution_credits_the_longer_storage_figure() -> None:
+    # the device was busy 3 s of the 4 s faithful wall, more than the decomposed 2 s of reads: its io_ticks win
+    shares, source = path_attribution(faithful_session(3.0, 2.0))
+    assert source == "io_ticks of vda"
+    assert shares is not None and shares["storage"] == 0.75
+    # the decomposed reads (3.5 s) said more than the device (1 s): they win, and the device's share is given
+    shares, source = path_attribution(faithful_session(1.0, 3.5))
+    assert source == "decomposed storage time, more than the io_ticks of vda (25% of the faithful wall)"
+    assert shares is not None and shares["storage"] == 3.5 / 4.0
+    # no device figure: the decomposed time
+    shares, source = path_attribution(faithful_session(None, 2.0))
+    assert source == "decomposed storage time" and shares is not None and shares["storage"] == 0.5
+    assert path_attribution(ranks(1.0)) == (None, None)
+
+
+def test_sampled_attribution_splits_the_running_time() -> None:
+    s = faithful_session(None, 2.0)
+    model = s.ranks[0].models[0]
+    model.deserialize_s = 0.0
+    model.shards[0].deserialize_s = 1.0
+    model.shards[0].wall_s = 4.0  # reads 2, deserialize 1, h2d 1: nothing outside the phases
+    model.wall_s = 4.0
+    model.faithful_sampled_shares = {"storage": 0.5, "page_cache": 0.1, "cpu": 0.3, "waiting": 0.1}
+    # without the copies' spans the running share splits as the decomposed pass timed deserialize : h2d (1 : 1)
+    assert sampled_attribution(s) == {
+        "storage": 0.5,
+        "page_cache": 0.1,
+        "deserialize": 0.15,
+        "h2d": 0.15,
+        "other": 0.3 - 0.15 - 0.15 + 0.1,
+    }
+    # with them, running and waiting inside the copies are h2d
+    model.faithful_sampled_copy_shares = {"cpu": 0.2, "waiting": 0.05}
+    shares = sampled_attribution(s)
+    assert shares is not None
+    assert (shares["deserialize"], shares["h2d"], shares["other"]) == (0.3 - 0.2, 0.2 + 0.05, 0.1 - 0.05)
+    assert sampled_attribution(ranks(1.0)) is None
