@@ -19,7 +19,7 @@ from ckptprof.analysis.attribution import (
     shard_totals,
     slowest_shards,
 )
-from ckptprof.session import RankModel, RankResult, Session, ShardTiming
+from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardTiming
 
 
 def ranks(*walls: float) -> Session:
@@ -197,3 +197,51 @@ def test_sampled_attribution_splits_the_running_time() -> None:
     assert shares is not None
     assert (shares["deserialize"], shares["h2d"], shares["other"]) == (0.3 - 0.2, 0.2 + 0.05, 0.1 - 0.05)
     assert sampled_attribution(ranks(1.0)) is None
+
+
+def test_per_role_and_per_rank_figures_pick_their_own() -> None:
+    s = two_models()
+    s.models = [
+        ModelInfo(role="target", path="/t", fs_type="ext4", total_bytes=100),
+        ModelInfo(role="draft", path="/d", fs_type="ext4", total_bytes=7),
+    ]
+    assert (checkpoint_bytes(s), checkpoint_bytes(s, "draft")) == (107, 7)
+    assert rank_totals(s, 1).wall_s == 6.0  # rank 0 is listed first: skipped, not the end of the search
+    # six shards: the default keeps the five slowest
+    many = ranks(*(float(w) for w in range(1, 7)))
+    for r in many.ranks:
+        r.models[0].shards = [ShardTiming(file="s", wall_s=r.models[0].wall_s)]
+    assert [t.wall_s for _, _, t in slowest_shards(many)] == [6.0, 5.0, 4.0, 3.0, 2.0]
+    # a faithful delta over two models adds both sides
+    s.ranks[0].models[1].decomposed_walls = None
+    assert faithful_delta(s) == ((4.0 + 1.0 + 6.0) - (3.0 + 0.5 + 2.0)) / (3.0 + 0.5 + 2.0)
+
+
+def test_path_attribution_for_one_role() -> None:
+    s = faithful_session(3.0, 2.0)
+    s.ranks[0].models.append(
+        RankModel(role="draft", wall_s=1.0, faithful_wall_s=1.0, faithful_disk_busy_s=0.0)
+    )
+    shares, source = path_attribution(s, "t")
+    assert source == "io_ticks of vda" and shares is not None and shares["storage"] == 0.75
+    assert path_attribution(s, "none") == (None, None)
+
+
+def test_sampled_attribution_of_a_rank_with_no_running_time() -> None:
+    s = faithful_session(None, 2.0)
+    model = s.ranks[0].models[0]
+    model.shards[0].h2d_s = 0.0
+    model.shards[0].wall_s = 2.0
+    model.wall_s = 2.0
+    model.faithful_sampled_shares = {"storage": 0.6, "page_cache": 0.1, "cpu": 0.2, "waiting": 0.1}
+    # nothing ran outside the reads in the decomposed pass: the sampled running time is all "other"
+    assert sampled_attribution(s) == {
+        "storage": 0.6,
+        "page_cache": 0.1,
+        "deserialize": 0.0,
+        "h2d": 0.0,
+        "other": 0.2 + 0.1,
+    }
+    model.faithful_sampled_copy_shares = {"cpu": 0.1, "waiting": 0.0}
+    copied = sampled_attribution(s)
+    assert copied is not None and (copied["storage"], copied["page_cache"]) == (0.6, 0.1)
