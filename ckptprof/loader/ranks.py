@@ -8,7 +8,6 @@ terminated (then killed) before the partial results are returned.
 from __future__ import annotations
 
 import os
-import queue as queue_mod
 import signal
 import sys
 import time
@@ -23,6 +22,8 @@ from ckptprof.loader.progress import ProgressFn
 from ckptprof.session import RankModel, RankResult, ShardTiming, rank_from_dict
 
 POLL_S = 0.2
+# How often the parent looks for the ranks' messages while it waits for them.
+READ_POLL_S = 0.005
 
 
 class Interrupted(Exception):
@@ -121,10 +122,10 @@ class _Collector:
             timeout = deadline - time.monotonic()
             if timeout <= 0:
                 return
-            try:
-                msg = results.get(timeout=timeout)
-            except queue_mod.Empty:
-                return
+            if results.empty():
+                time.sleep(min(timeout, READ_POLL_S))
+                continue
+            msg = results.get()
             self.last_progress = time.monotonic()
             if msg[0] == "shard":
                 _, rank, role, data = msg
@@ -179,7 +180,9 @@ def run_spawned(
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
-    results = ctx.Queue()
+    # A SimpleQueue writes each message to the pipe before put() returns (a Queue hands it to a feeder thread):
+    # a shard a rank reported survives the rank being killed the next instant (the OOM killer's SIGKILL).
+    results = ctx.SimpleQueue()
     barrier = ctx.Barrier(plan.tp)
     plan_dict = plan.to_dict()
     procs = [
@@ -197,8 +200,8 @@ def run_spawned(
                     on_start(rank, p.pid)
         _collect(procs, results, barrier, collector, plan.rank_timeout_s)
     except KeyboardInterrupt:
-        # The ranks ignore SIGINT and keep running a moment: what they finished but had not yet sent (a queue's
-        # feeder thread flushes in the background) arrives before they are stopped, then whatever was in flight.
+        # The ranks ignore SIGINT and keep running a moment: what they finish meanwhile arrives before they are
+        # stopped, then whatever was in flight.
         collector.drain(results, seconds=0.5)
         _stop(procs)
         collector.drain(results, seconds=0.2)
