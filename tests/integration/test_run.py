@@ -347,8 +347,8 @@ def test_a_server_log_that_shows_a_load_format_sets_the_replayed_path(
 def test_the_logged_loaders_pick_each_models_path(
     loaders: dict[str, str], has_draft: bool, expected: tuple[str | None, str | None]
 ) -> None:
-    from ckptprof.cli.run_cmd import logged_load_formats
     from ckptprof.results import ServerLog
+    from ckptprof.run.policy import logged_load_formats
 
     logged = ServerLog(path="boot.log", framework="sglang", state="ready", loaders=loaders)
     assert logged_load_formats(logged, has_draft) == expected

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from ckptprof.analysis.verdict import compute_verdict
-from ckptprof.cli.run_cmd import check_recommendations
 from ckptprof.results import Ceilings, Prediction
+from ckptprof.run.predictions import check_recommendations
 from ckptprof.session import ModelInfo, RankModel, RankResult, Session, ShardInfo, ShardTiming
 
 GB = 10**9
@@ -122,7 +122,7 @@ def test_the_storage_is_measured_again_on_the_checkpoints_own_files(tmp_path: An
     from pathlib import Path
 
     from ckptprof.checkpoint.synth import synthesize
-    from ckptprof.cli.run_cmd import storage_now
+    from ckptprof.run.predictions import storage_now
 
     ckpt = Path(tmp_path) / "ckpt"
     synthesize(ckpt, preset="eagle3-draft", shards=4, size=8_000_000, seed=3)

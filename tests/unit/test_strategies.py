@@ -508,7 +508,7 @@ def test_fastsafetensors_when_installed_loads_the_same_bytes(models: list[ModelP
 
 
 def test_peers_names_every_other_loader_beside_pipelined() -> None:
-    from ckptprof.cli.run_cmd import parse_strategies
+    from ckptprof.run.policy import parse_strategies
 
     specs = parse_strategies("peers", verify=True)
     assert specs[0] == ("sglang", {})  # --verify's reference

@@ -1,0 +1,258 @@
+"""One run from its resolved configuration to its sessions: the checkpoint, the probe (or a recent one reused),
+every strategy's replay, the notes the policy owes the reader, and the checked predictions.
+
+It prints nothing itself and writes no file: ``say`` gets the stages, ``progress`` draws the bars. The CLI saves
+and prints what comes back; the Python API returns it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ckptprof import interrupts
+from ckptprof.devices import default_device_spec, parse_devices
+from ckptprof.errors import CkptprofError
+from ckptprof.loader.options import DEFAULT_RANK_TIMEOUT_S, ReplayOptions
+from ckptprof.results import Ceilings
+from ckptprof.run.builtin import builtin_checkpoint
+from ckptprof.run.policy import Printer, RunConfig, Spec
+from ckptprof.run.request import RunRequest
+from ckptprof.session import Session
+from ckptprof.stage_hooks import stage_begins
+
+if TYPE_CHECKING:
+    from ckptprof.probe.reuse import Reused
+    from ckptprof.results import StrategyComparison
+
+
+@dataclass
+class RunOutcome:
+    """What one run produced. ``session`` is the first strategy's (the one the summary prints); ``sessions`` holds
+    every strategy's in the order replayed."""
+
+    sessions: list[Session]
+    comparison: StrategyComparison | None
+    interrupted: bool
+    is_rank0: bool
+
+    @property
+    def session(self) -> Session:
+        return self.sessions[0]
+
+
+def rank_timeout_s(request: RunRequest) -> float:
+    """The rank timeout in force: the request's, else ``$CKPTPROF_RANK_TIMEOUT_S``, else 1800 s (0: never). A hang
+    (a stuck NFS server, a wedged driver) must end the run, not the user's patience."""
+    if request.rank_timeout_s is not None:
+        return request.rank_timeout_s
+    return float(os.environ.get("CKPTPROF_RANK_TIMEOUT_S") or DEFAULT_RANK_TIMEOUT_S)
+
+
+def recent_probe(
+    request: RunRequest, target: str | Path, devices: str | tuple[str, ...]
+) -> tuple[dict[str, object] | None, Reused | None]:
+    """(the key this run's probe would be stored under, a reusable recent probe or None). No key when the
+    checkpoint cannot be listed here: the replay then reports that problem itself."""
+    from ckptprof.checkpoint.discovery import discover
+    from ckptprof.probe import reuse
+
+    try:
+        max_age = request.probe_max_age_s if request.probe_max_age_s is not None else reuse.max_age_from_env()
+        files = [f for p in (target, request.draft) if p for f in discover(Path(p)).files]
+        names = list(devices) if isinstance(devices, tuple) else parse_devices(devices)
+        key = reuse.probe_key(files, names, request.probe_sample_bytes)
+    except (CkptprofError, OSError, ValueError):
+        return None, None
+    if request.reprobe:
+        return key, None
+    found = reuse.lookup(key, max_age)
+    if found is None:
+        return key, None
+    reused = {"measured_at": found.measured_at, "age_s": round(found.age_s, 1), "max_age_s": max_age}
+    return key, dataclasses.replace(found, ceilings={**found.ceilings, "reused": reused})
+
+
+def vllm_strategies(
+    release: dict[str, object], target: str | Path, strategies: list[Spec], defaulted: bool
+) -> tuple[list[Spec], Callable[[list[Session]], str]]:
+    """vLLM's automatic-prefetch rule applied to this checkpoint here: the strategies to replay (without
+    --strategy: the path vLLM takes here, then the other side of the rule) and the note that says what it does.
+    The decision is written into ``release`` (it is saved with the session's config)."""
+    from ckptprof.checkpoint.discovery import discover
+    from ckptprof.engines import vllm
+
+    profile = vllm.profile_named(str(release.get("profile"))) or vllm.NEWEST
+    files = [Path(f) for f in discover(target).files]
+    decision = vllm.checkpoint_decision(profile, files)
+    release["prefetch_decision"] = decision.to_dict()
+    if defaulted:
+        reference = [item for item in strategies if item[0] == "sglang"]  # --verify's reference stays first
+        strategies = reference + vllm.default_strategies(decision)
+
+    def note(sessions: list[Session]) -> str:
+        walls = {
+            str(one.config.get("strategy")): one.verdict.load_wall_s
+            for one in sessions
+            if one.verdict is not None
+            and one.verdict.load_wall_s is not None
+            and not one.verdict.incomplete
+            and not one.config.get("strategy_params")
+        }
+        cache = str(sessions[0].config.get("cache", "as-is")) if sessions else "as-is"
+        return vllm.prefetch_note(profile, decision, walls, cache)
+
+    return strategies, note
+
+
+def execute(config: RunConfig, say: Printer | None = None, progress: bool = False) -> RunOutcome:
+    """Run what ``config`` resolved: every strategy in turn against one probe, then the checked predictions."""
+    from ckptprof import api
+    from ckptprof.run.predictions import check_recommendations
+
+    request = config.request
+    tell = say or (lambda _msg: None)
+    is_rank0 = config.is_rank0
+    target = request.target or builtin_checkpoint(request.synth_size, quiet=not progress or not is_rank0)
+    devices = request.devices or default_device_spec()
+    if request.py_spy_dir is not None:
+        from ckptprof.profiling.pyspy import check_available
+
+        check_available()
+    # What every replay of this run shares: the main strategies and the checked recommendations alike.
+    replay_options: dict[str, Any] = {
+        "tp": request.tp,
+        "devices": devices,
+        "cache": request.cache,
+        "order": config.order,
+        "allow_pickle": request.allow_pickle,
+        "faithful": request.faithful,
+        "faithful_rounds": request.faithful_rounds,
+        "engine_iterator": request.engine_iterator,
+        "sample_threads": request.sample_threads,
+        "draft_strategy": config.draft_spec[0] if config.draft_spec else None,
+        "draft_strategy_params": config.draft_spec[1] if config.draft_spec else None,
+        "expert_parallel": request.expert_parallel,
+        "rank_timeout_s": rank_timeout_s(request),
+    }
+    release = dict(config.release)
+    strategies = list(config.strategies)
+    vllm_rule = None
+    if config.engine == "vllm":
+        # Without --strategy (and no load format the server's log shows): both sides of vLLM's prefetch rule.
+        server_log = config.server_log
+        defaulted = not request.strategy and not (server_log is not None and server_log.strategy_from_log)
+        strategies, vllm_rule = vllm_strategies(release, target, strategies, defaulted)
+        tell(f"replaying {release['description']} (profile chosen by {release['why']})")
+    release_kwargs: dict[str, Any] = {"vllm_release" if vllm_rule is not None else "sglang_release": release}
+    probe_key = None
+    reused = None
+    if request.probe and is_rank0:
+        probe_key, reused = recent_probe(request, target, devices)
+
+    def keep_probe(ceilings: Ceilings) -> None:
+        if probe_key is not None:
+            from ckptprof.probe import reuse
+
+            reuse.store(probe_key, ceilings.to_dict())
+
+    py_spy = Path(request.py_spy_dir) if request.py_spy_dir is not None else None
+    runs = api.replay_strategies(
+        target,
+        request.draft,
+        strategies,
+        ceilings=Ceilings.from_dict(reused.ceilings) if reused is not None else None,
+        py_spy_dir=(lambda name: py_spy if len(strategies) == 1 else py_spy / f"py-spy-{name}")
+        if py_spy is not None
+        else None,
+        on_ceilings=keep_probe,
+        log=tell,
+        **replay_options,
+        verify=request.verify,
+        probe=request.probe,
+        probe_sample_bytes=request.probe_sample_bytes,
+        progress=progress and is_rank0,
+        **release_kwargs,
+    )
+    sessions, interrupted = runs.sessions, runs.interrupted
+    if vllm_rule is not None and sessions:
+        sessions[0].notes.append(vllm_rule(sessions))
+    if reused is not None:
+        for one in sessions:
+            one.notes.insert(
+                0,
+                f"ceilings reused from a probe {reused.describe()} of the same file system(s) and devices "
+                "(--reprobe measures them again)",
+            )
+    session = sessions[0]
+    session.server_log = config.server_log
+    if request.check_predictions and not interrupted:
+        replay_one = functools.partial(
+            api.replay,
+            target,
+            request.draft,
+            **release_kwargs,
+            progress=progress and is_rank0,
+            log=tell,
+            **replay_options,
+            ceilings=runs.ceilings,
+            probe=False,
+        )
+        try:
+            stage_begins("check")
+            check_recommendations(session, replay_one, tell)
+        except (api.InterruptedReplay, KeyboardInterrupt):
+            session.notes.append(
+                f"interrupted ({interrupts.description()}) while checking the predictions: not all were checked"
+            )
+            interrupted = True
+    return RunOutcome(
+        sessions=sessions, comparison=runs.comparison, interrupted=interrupted, is_rank0=is_rank0
+    )
+
+
+def run_request(
+    request: RunRequest | None = None,
+    *,
+    say: Printer | None = None,
+    progress: bool = False,
+    **fields: Any,
+) -> RunOutcome:
+    """``ckptprof run`` from Python, every strategy's session: the same policy, defaults and sessions as the
+    command line. ``request`` (or its fields as keywords, which win) says what to run; ``say`` gets the stages and
+    ``progress`` draws the bars. Nothing is printed or saved."""
+    from ckptprof.run.policy import resolve
+
+    asked = (request or RunRequest()).with_fields(**fields)
+    return execute(resolve(asked), say=say, progress=progress)
+
+
+def replay(
+    target: str | Path | None = None,
+    draft: str | Path | None = None,
+    options: ReplayOptions | None = None,
+    *,
+    say: Printer | None = None,
+    progress: bool = False,
+    **fields: Any,
+) -> Session:
+    """``ckptprof.replay("/data/eagle3", cache="cold", tp=8)``: the session ``ckptprof run /data/eagle3 --cache cold
+    --tp 8`` saves (the first strategy's, holding the side-by-side comparison when several ran).
+
+    The keywords are ``RunRequest``'s fields (``ckptprof/run/request.py``), spelled as the flags are:
+    ``strategy="sglang-mt:num_threads=16"``, ``server_log="server.log"``, ``faithful=True``. Left out, each takes
+    the command line's default (the installed or newest release's path and order, the page cache as it is,
+    cuda when present, a 1,800 s rank timeout). ``options``, a ``ReplayOptions``, is a complete set of choices
+    instead (its own defaults included: a warm cache, the ``sglang`` path); keywords still win over it. The stage
+    runner, which applies no policy at all, is ``ckptprof.api.replay``.
+    """
+    if options is not None:
+        asked = RunRequest.from_options(target, draft, options)
+    else:
+        asked = RunRequest(target=target, draft=draft)
+    return run_request(asked, say=say, progress=progress, **fields).session

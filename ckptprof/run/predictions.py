@@ -1,0 +1,54 @@
+"""``--check-predictions``: replay every flag set the verdict recommends and hold each prediction to the wall
+measured, re-priced with the storage measured just before (storage drifts between replays)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ckptprof.session import Session
+
+
+def check_recommendations(
+    session: Session, replay_one: Callable[..., Session], say: Callable[[str], None]
+) -> None:
+    """Replay each recommended flag set the verdict has a prediction and a strategy for; record predicted vs
+    measured in ``session.extra["prediction_check"]``."""
+    from ckptprof import api
+    from ckptprof.analysis.predictions import check_predictions
+    from ckptprof.loader.strategies import parse_spec
+
+    replays = []
+    ceilings_then: list[dict[str, Any]] = []
+    paths = api.checkpoint_files(session)  # listed once for every re-measure below
+    for prediction in session.verdict.predictions if session.verdict is not None else ():
+        spec = prediction.strategy
+        if not spec or prediction.predicted_s is None:
+            continue
+        name, params = parse_spec(spec)
+        say(f"checking the prediction for {prediction.flags} ({spec}) ...")
+        ceilings_then.append(storage_now(session, fastsafetensors=name == "fastsafetensors", paths=paths))
+        replays.append((prediction, replay_one(strategy=name, strategy_params=params)))
+    session.extra["prediction_check"] = check_predictions(session, replays, ceilings_then)
+
+
+def storage_now(session: Session, fastsafetensors: bool, paths: list[Path] | None = None) -> dict[str, Any]:
+    """The drifting ceilings measured again just before a checked replay (nothing when the run had no probe, or
+    the files cannot be read: the check then holds the first prediction alone). ``paths``: the session's files,
+    when the caller has listed them already."""
+    from ckptprof import api
+    from ckptprof.probe.run_probes import measure_storage_now
+
+    if not session.ceilings.storage_read_n_streams_GBps:
+        return {}
+    files = paths if paths is not None else api.checkpoint_files(session)
+    if files is None:
+        return {}
+    devices = [str(d) for d in session.config.get("devices") or []]
+    try:
+        return measure_storage_now(
+            files, devices, session.ceilings.storage_streams, fastsafetensors=fastsafetensors
+        )
+    except OSError:
+        return {}
