@@ -1,14 +1,17 @@
-"""Shard files that changed under a running replay: truncated, replaced by a shorter file, or removed.
+"""Shard files that changed under a running replay: truncated, replaced by a shorter or longer file, or removed.
 
 A memory-mapped file that shrinks leaves its mapping pointing past the new end: the kernel answers a touch of
-those pages with SIGBUS (the rank dies, naming nothing) and ``madvise`` with EFAULT (a raw errno). Both say
-nothing a user can act on, so whoever sees the failure - the rank for a shard error, the parent for a rank
-killed by a signal - compares each planned shard's size with what is on disk now and names the file.
+those pages with SIGBUS (the rank dies, naming nothing) and ``madvise`` with EFAULT (a raw errno). A file
+rewritten with other tensors (larger, or the same size) no longer fits the plan made from its old header: torch
+fails the copy with a raw shape mismatch. None of these says anything a user can act on, so whoever sees the
+failure - the rank for a shard error, the parent for a rank killed by a signal - compares each planned shard's
+size and modification time with what is on disk now and names the file.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 from ckptprof.loader.plan import ReplayPlan
@@ -20,51 +23,75 @@ class ChangedFile:
     path: str
     planned_bytes: int
     now_bytes: int | None  # None: the file is gone
+    planned_mtime_ns: int | None = None  # None: not known (the plan could not stat it)
+    now_mtime_ns: int | None = None
 
     @property
     def name(self) -> str:
         return os.path.basename(self.path)
 
+    @property
+    def shrunk(self) -> bool:
+        """Gone or shorter than planned: the only changes that leave a mapping past the end (SIGBUS, EFAULT)."""
+        return self.now_bytes is None or self.now_bytes < self.planned_bytes
+
     def cause(self) -> str:
         """'the file shrank while it was read (16.00 MB when the run started, 8.00 MB now)'."""
         if self.now_bytes is None:
             return f"the file was removed while it was read ({human_bytes(self.planned_bytes)} when the run started)"
+        if self.shrunk:
+            return (
+                f"the file shrank while it was read ({human_bytes(self.planned_bytes)} when the run started, "
+                f"{human_bytes(self.now_bytes)} now)"
+            )
         return (
-            f"the file shrank while it was read ({human_bytes(self.planned_bytes)} when the run started, "
-            f"{human_bytes(self.now_bytes)} now)"
+            f"the file changed since the run started ({human_bytes(self.planned_bytes)}, "
+            f"modified {_when(self.planned_mtime_ns)} when the run started; {human_bytes(self.now_bytes)}, "
+            f"modified {_when(self.now_mtime_ns)} now)"
         )
 
 
-def changed_file(path: str, planned_bytes: int) -> ChangedFile | None:
-    """The file if it is now shorter than planned or gone; None while it still holds every planned byte."""
+def _when(mtime_ns: int | None) -> str:
+    """A local time to the millisecond: two writes within a second must still read as different."""
+    if mtime_ns is None:
+        return "at an unknown time"
+    seconds, ns = divmod(mtime_ns, 10**9)
+    return f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(seconds))}.{ns // 10**6:03d}"
+
+
+def changed_file(path: str, planned_bytes: int, planned_mtime_ns: int | None = None) -> ChangedFile | None:
+    """The file if it is now gone, of another size, or (mtime known) rewritten; None while it is as planned."""
     try:
-        now = os.stat(path).st_size
+        st = os.stat(path)
     except FileNotFoundError:
-        return ChangedFile(path, planned_bytes, None)
+        return ChangedFile(path, planned_bytes, None, planned_mtime_ns)
     except OSError:
         return None  # unreadable now for another reason: the original error says more than a guess
-    return ChangedFile(path, planned_bytes, now) if now < planned_bytes else None
+    rewritten = planned_mtime_ns is not None and st.st_mtime_ns != planned_mtime_ns
+    if st.st_size != planned_bytes or rewritten:
+        return ChangedFile(path, planned_bytes, st.st_size, planned_mtime_ns, st.st_mtime_ns)
+    return None
 
 
 def changed_files(plan: ReplayPlan) -> list[ChangedFile]:
-    """Every planned shard that shrank or vanished since the plan was made, in plan order."""
+    """Every planned shard that shrank, vanished or was rewritten since the plan was made, in plan order."""
     out: list[ChangedFile] = []
     for model in plan.models:
         for shard in model.shards:
             if shard.error is not None:
                 continue  # unusable from the start (missing, invalid): nothing changed under the run
-            changed = changed_file(shard.path, shard.bytes)
+            changed = changed_file(shard.path, shard.bytes, shard.mtime_ns)
             if changed is not None:
                 out.append(changed)
     return out
 
 
 def explain_shard_error(plan: ReplayPlan, file: str, error: str) -> str:
-    """A failed shard's error, led by the cause when that shard's file shrank or vanished while it was read."""
+    """A failed shard's error, led by the cause when that shard's file shrank, vanished or was rewritten."""
     for model in plan.models:
         for shard in model.shards:
             if shard.name == file and shard.error is None:
-                changed = changed_file(shard.path, shard.bytes)
+                changed = changed_file(shard.path, shard.bytes, shard.mtime_ns)
                 if changed is not None and not error.startswith("the file "):
                     return f"{changed.cause()}: {error}"
     return error
@@ -74,7 +101,8 @@ def explain_signal_death(plan: ReplayPlan, reason: str, signal_name: str) -> str
     """A rank killed by SIGBUS: name the shard whose file shrank (the usual cause), or say what SIGBUS means."""
     if signal_name != "SIGBUS":
         return reason
-    changed = changed_files(plan)
+    # A file that grew or was rewritten in place leaves no mapping past its end: not a cause of SIGBUS.
+    changed = [c for c in changed_files(plan) if c.shrunk]
     if changed:
         files = "; ".join(f"{c.path}: {c.cause()}" for c in changed[:3])
         more = f" (and {len(changed) - 3} more)" if len(changed) > 3 else ""

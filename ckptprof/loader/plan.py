@@ -30,6 +30,9 @@ class ShardPlan:
     # name -> (safetensors dtype, shape); None when the header could not be read (the shard is then failed).
     tensors: dict[str, tuple[str, tuple[int, ...]]] | None
     error: str | None = None
+    # st_mtime_ns when the plan was made (None: unknown): with the size, how a failed shard is told apart from a
+    # file rewritten under the run
+    mtime_ns: int | None = None
 
     @property
     def name(self) -> str:
@@ -125,6 +128,7 @@ class ReplayPlan:
                     if s["tensors"] is None
                     else {k: (v[0], tuple(v[1])) for k, v in s["tensors"].items()},
                     error=s.get("error"),
+                    mtime_ns=s.get("mtime_ns"),
                 )
                 for s in m["shards"]
             ]
@@ -154,7 +158,7 @@ def plan_model(role: str, path: str | Path, order: str = "sorted", allow_pickle:
         except CheckpointError as exc:
             shards.append(ShardPlan(path=str(f), bytes=_size(f), tensors=None, error=exc.problem))
             continue
-        shards.append(ShardPlan(path=str(f), bytes=_size(f), tensors=tensors))
+        shards.append(ShardPlan(path=str(f), bytes=_size(f), tensors=tensors, mtime_ns=_mtime_ns(f)))
     # A file discovery matched but could not use (unreadable, a directory or a FIFO named *.safetensors, a link
     # loop) is a failed shard, named, as `inspect` names it: never silently dropped.
     for problem in ckpt.problems:
@@ -180,6 +184,13 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
+
+
+def _mtime_ns(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def _count_experts(shards: list[ShardPlan]) -> int:

@@ -280,3 +280,60 @@ def test_a_shard_truncated_while_it_is_read_is_named_with_the_cause(
         shards = [s for r in session.ranks for m in r.models for s in m.shards if s.status == "failed"]
         assert shards and all(s.file == victim.name and cause in (s.error or "") for s in shards)
     assert victim.name in err and cause in err
+
+
+def test_a_shard_that_grew_before_it_is_read_is_named_with_sizes_and_mtime(
+    small_draft: Path, tmp_path: Path
+) -> None:
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from ckptprof.units import human_bytes
+
+    # GIVEN a copy of the checkpoint, and a replacement for its last shard holding the same tensors twice as large
+    # in every dimension (a re-export over the old files): the plan made at the start no longer fits it (doubling
+    # only the split dimension would not show, as each rank cuts its slice where the plan says)
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(small_draft, ckpt)
+    victim = sorted(ckpt.glob("*.safetensors"))[-1]
+    size = victim.stat().st_size
+    grown = tmp_path / "grown.safetensors"
+    with safe_open(str(victim), framework="pt") as f:
+        names = f.keys()  # a safe_open handle is not iterable
+        bigger = {k: t.repeat(*[2] * t.dim()) for k in names for t in [f.get_tensor(k)]}
+        save_file(bigger, str(grown), metadata=f.metadata())
+    grown_size = grown.stat().st_size
+    assert grown_size > size
+    # WHEN the shard is replaced after the plan was made (headers read, sizes taken) and before the replay starts:
+    # the replay stage is held until the test has replaced it (a window, not a timing claim: the test replaces the
+    # file as soon as the stage's mark appears, and the hold only has to outlast that)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {
+        **os.environ,
+        "CKPTPROF_FAULT_MARK_DIR": str(out),
+        "CKPTPROF_FAULT_HOLD_STAGE": "replay",
+        "CKPTPROF_FAULT_HOLD_S": "5",
+        "OMP_NUM_THREADS": "1",
+    }
+    cmd = [sys.executable, "-m", "ckptprof", "run", str(ckpt), "--tp", "2", "--devices", "cpu", "--no-probe"]
+    cmd += ["-q", "-o", str(out)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60  # a hang guard for the wait
+    while not (out / "stage-replay").exists():
+        assert time.monotonic() < deadline and proc.poll() is None, "the replay stage never began"
+        time.sleep(0.02)
+    os.replace(grown, victim)
+    _, err = proc.communicate(timeout=120)
+    # THEN the run fails (exit 2) and the shard's failure says the file changed since the run started, with its
+    # size then and now and its modification time, before any raw tensor-shape error from torch
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err
+    session = Session.load(out / "session.json")
+    shards = [s for r in session.ranks for m in r.models for s in m.shards if s.status == "failed"]
+    assert shards and all(s.file == victim.name for s in shards)
+    for s in shards:
+        error = s.error or ""
+        assert error.startswith("the file changed since the run started"), error
+        assert human_bytes(size) in error and human_bytes(grown_size) in error and "modified" in error, error
+    assert victim.name in err and "changed since the run started" in err

@@ -46,7 +46,8 @@ class StrategyUnavailable(RuntimeError):
 def nonresident(path: str, size: int) -> int:
     """Bytes of the file not in the page cache now (0 when residency cannot be read)."""
     try:
-        return size - fs.resident_bytes(path)
+        # Never below 0: a file that grew since the plan can have more bytes cached than the plan knew of.
+        return max(0, size - fs.resident_bytes(path))
     except OSError:
         return 0
 

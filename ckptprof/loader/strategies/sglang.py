@@ -27,10 +27,11 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
-from ckptprof.checkpoint import fs, pickled
+from ckptprof.checkpoint import pickled
 from ckptprof.loader.plan import ModelPlan, UnreadableShard
 from ckptprof.loader.recorder import Recorder
 from ckptprof.loader.strategies.base import LoadContext, Strategy, replay_tensor
+from ckptprof.loader.strategies.base import nonresident as nonresident_now
 from ckptprof.loader.touch import fault_in, read_header_region
 from ckptprof.session import ShardTiming
 
@@ -65,10 +66,7 @@ class SGLangMmap(Strategy):
                 else None
             )
             for shard in model.shards:
-                try:
-                    nonresident = shard.bytes - fs.resident_bytes(shard.path)
-                except OSError:
-                    nonresident = 0
+                nonresident = nonresident_now(shard.path, shard.bytes)
                 try:
                     with rec.shard(os.path.basename(shard.path), nonresident_bytes=nonresident) as timing:
                         if shard.error is not None:
