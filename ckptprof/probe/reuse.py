@@ -10,6 +10,7 @@ another tenant on the PCIe switch) is the price of reuse, which is why the age i
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -110,11 +111,15 @@ def store(key: dict[str, Any], ceilings: dict[str, Any], base: Path | None = Non
         "measured_at": dt.datetime.fromtimestamp(now, dt.timezone.utc).isoformat(timespec="seconds"),
         "ceilings": {k: v for k, v in ceilings.items() if k != "reused"},
     }
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(doc, allow_nan=False), encoding="utf-8")
         os.replace(tmp, path)
     except (OSError, ValueError):
+        # A full disk (ENOSPC) fails the write part-way or the rename: the temp file must go, or every run leaves
+        # one more in the directory that is already full.
+        with contextlib.suppress(OSError):  # the directory itself unusable: nothing was left in it
+            tmp.unlink(missing_ok=True)
         return None
     return path

@@ -125,6 +125,41 @@ def test_a_cache_path_that_is_a_file_only_costs_the_reuse(
     assert first.ceilings.reused is None and second.ceilings.reused is None
 
 
+@pytest.mark.parametrize("fails_in", ["write", "rename"])
+def test_a_full_cache_disk_leaves_no_temp_file_and_the_run_goes_on(
+    small_draft: Path, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, fails_in: str
+) -> None:
+    import errno
+
+    # GIVEN a cache disk that is full: writing a probe's temp file stops part-way, or (its data already in the page
+    # cache) the rename that publishes it fails - only for the probe cache, the session still goes to its own disk
+    real_write, real_replace = Path.write_text, os.replace
+
+    def in_probes(path: str | os.PathLike[str]) -> bool:
+        return Path(path).parent == cache / "probes"
+
+    def write_text(self: Path, data: str, *args: object, **kwargs: object) -> int:
+        if fails_in == "write" and in_probes(self):
+            real_write(self, data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+        return real_write(self, data, *args, **kwargs)  # type: ignore[arg-type]
+
+    def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str], **kwargs: object) -> None:
+        if fails_in == "rename" and in_probes(dst):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
+        real_replace(src, dst, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    monkeypatch.setattr(os, "replace", replace)
+    # WHEN two runs probe and try to keep the result
+    first, _ = run(small_draft, tmp_path / "a")
+    second, _ = run(small_draft, tmp_path / "b")
+    # THEN both ran to the end (run() checks exit 0) and measured (reuse is best-effort), and no temp file was
+    # left behind: one per run would pile up in the full directory
+    assert first.ceilings.reused is None and second.ceilings.reused is None
+    assert sorted(p.name for p in (cache / "probes").iterdir()) == []
+
+
 def test_the_key_names_the_file_systems_and_devices(small_draft: Path) -> None:
     files = sorted(small_draft.glob("*.safetensors"))
     key = reuse.probe_key(files, ["cpu"], 4_000_000)
