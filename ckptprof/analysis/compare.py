@@ -16,7 +16,33 @@ from ckptprof.results import Verdict
 from ckptprof.session import Session
 
 # Config keys whose difference makes two runs measure different things; listed so a reader is warned.
-CONFIG_KEYS = ("tp", "devices", "cache", "strategy", "order", "faithful", "expert_parallel", "launcher")
+CONFIG_KEYS = (
+    "tp",
+    "devices",
+    "cache",
+    "strategy",
+    "strategy_params",
+    "draft_strategy",
+    "draft_strategy_params",
+    "order",
+    "faithful",
+    "expert_parallel",
+    "launcher",
+)
+# Of those, the ones that move the load wall itself (the ranks' count and devices, what the page cache holds, the
+# loading path): a regression gate across them would rule on unlike walls, so it refuses unless told to accept.
+# The host is left out on purpose: CI runners of one pool have different names and the same hardware.
+WALL_KEYS = (
+    "tp",
+    "devices",
+    "cache",
+    "strategy",
+    "strategy_params",
+    "draft_strategy",
+    "draft_strategy_params",
+)
+# Parameters a session may leave out when there are none (older versions did): absent and empty are the same.
+_OPTIONAL_PARAMS = ("strategy_params", "draft_strategy_params")
 # Verdict fields shown side by side: (label with its unit, the field).
 VERDICT_FIELDS: tuple[tuple[str, Callable[[Verdict], object]], ...] = (
     ("bottleneck", lambda v: v.bottleneck),
@@ -73,6 +99,15 @@ class Comparison:
     # Why BASE and NEW did not load the same checkpoint(s) (None: the same, or neither session lists them).
     checkpoint_diff: str | None = None
 
+    @property
+    def unlike(self) -> list[tuple[str, Any, Any]]:
+        """The configuration differences that make the two load walls unlike (``WALL_KEYS``), as listed."""
+        return [d for d in self.config_diffs if d[0] in WALL_KEYS]
+
+    def unlike_words(self) -> str:
+        """'tp: BASE 1, NEW 2; cache: BASE cold, NEW warm' - each unlike setting with its two values."""
+        return "; ".join(f"{k}: BASE {setting_words(b)}, NEW {setting_words(n)}" for k, b, n in self.unlike)
+
     def regressed(self, fail_above_pct: float) -> bool:
         """NEW is slower than BASE by more than ``fail_above_pct`` percent of BASE's load wall."""
         pct = self.wall.pct
@@ -97,6 +132,7 @@ class Comparison:
             "verdicts": [{"label": k, "base": b, "new": n} for k, b, n in self.verdicts],
             "summaries": {"base": self.summaries[0], "new": self.summaries[1]},
             "config_diffs": [{"key": k, "base": b, "new": n} for k, b, n in self.config_diffs],
+            "unlike": [k for k, _, _ in self.unlike],
             "checkpoint_diff": self.checkpoint_diff,
         }
 
@@ -145,11 +181,25 @@ def phase_deltas(base: Session, new: Session) -> list[Delta]:
     ]
 
 
+def setting_words(value: Any) -> str:
+    """A config value in a one-line message: lists space-separated, parameters as key=value, absent as 'none'."""
+    if value is None or value == [] or value == {}:
+        return "none"
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in sorted(value.items()))
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value)
+    return str(value)
+
+
+def _setting(session: Session, key: str) -> Any:
+    value = session.config.get(key)
+    return (value or None) if key in _OPTIONAL_PARAMS else value
+
+
 def config_diffs(base: Session, new: Session) -> list[tuple[str, Any, Any]]:
     diffs = [
-        (k, base.config.get(k), new.config.get(k))
-        for k in CONFIG_KEYS
-        if base.config.get(k) != new.config.get(k)
+        (k, _setting(base, k), _setting(new, k)) for k in CONFIG_KEYS if _setting(base, k) != _setting(new, k)
     ]
     hosts = (base.environment.get("host"), new.environment.get("host"))
     if hosts[0] != hosts[1]:

@@ -16,11 +16,14 @@ The load wall is the slowest rank's summed model walls (what a server waits for)
 command exits 1 when NEW's load wall is more than PCT percent above BASE's (or NEW has failed ranks), else 0;
 2 when a session cannot be read or the gate cannot rule: BASE is not a complete run (failed ranks or shards,
 no timings), NEW has no timings, the two sessions loaded different checkpoints (model paths, shards or total
-bytes), or a load-wall figure is not a finite number.
+bytes) or were run with settings that move the wall (tp, devices, cache, strategy and its parameters; the
+error names each with both values) - unless --allow-different-config accepts that - or a load-wall figure is
+not a finite number. Without --fail-above such differences are shown with a warning line.
 
 examples:
   ckptprof compare runs/before/session.json runs/after/session.json
   ckptprof compare base.json new.json --fail-above 10 --format md >> $GITHUB_STEP_SUMMARY
+  ckptprof compare tp8.json tp4.json --fail-above 10 --allow-different-config
 """
 
 
@@ -42,16 +45,25 @@ def gate(cmp: Comparison, base: Session, new: Session, args: argparse.Namespace)
     base_problem = incomplete(base)
     if base_problem:
         raise SessionFileError(args.base, f"{base_problem}: BASE is not a complete run to compare against")
-    if cmp.checkpoint_diff:
+    # Unlike runs fail closed too: a TP 4 run is not a regression of a TP 8 one. Accepting the difference is the
+    # user's call (the same model moved to a new path, a deliberate change of strategy), never the default.
+    allowed = getattr(args, "allow_different_config", False)  # API callers' Namespaces may lack the flag
+    if cmp.checkpoint_diff and not allowed:
         raise UsageError(
             f"{args.base} and {args.new} loaded different checkpoints ({cmp.checkpoint_diff}): "
-            "their load walls cannot be compared"
+            "their load walls cannot be compared (--allow-different-config gates them anyway)"
         )
     new_problem = incomplete(new)  # a NEW that is "faster" because a rank died is a regression (exit 1)
     if new_problem:
         raise RegressionFound(f"{args.new}: {new_problem}: NEW is not a complete run")
     if cmp.wall.new is None or cmp.wall.new <= 0:
         raise SessionFileError(args.new, "no rank timings: NEW has no load wall to compare")
+    # After NEW's own problems: a failed or untimed NEW says more than its settings do.
+    if cmp.unlike and not allowed:
+        raise UsageError(
+            f"{args.base} and {args.new} were run with different settings ({cmp.unlike_words()}): their load "
+            "walls are not like for like; pass --allow-different-config to gate them anyway"
+        )
     nonfinite = cmp.nonfinite()
     if nonfinite:
         raise UsageError(f"{args.base} vs {args.new}: {nonfinite}: not a finite figure, the gate cannot rule")
@@ -78,6 +90,12 @@ class CompareCommand:
             help="exit 1 when NEW's load wall is more than PCT%% slower than BASE's",
         )
         parser.add_argument(
+            "--allow-different-config",
+            action="store_true",
+            help="let --fail-above rule on sessions of different checkpoints or wall-moving settings (tp, "
+            "devices, cache, strategy and its parameters), which it otherwise refuses with exit 2",
+        )
+        parser.add_argument(
             "-f", "--format", choices=("table", "md", "json"), default="table", help="output (default table)"
         )
 
@@ -88,10 +106,19 @@ class CompareCommand:
             print(dumps_strict({"base": args.base, "new": args.new, **cmp.to_dict()}, indent=1))
         else:
             print(render_comparison(cmp, args.base, args.new, markdown=args.format == "md"), end="")
+        if args.fail_above is None or args.allow_different_config:
+            # Shown, not refused: say on stderr (the output may be JSON or a step summary) what makes them unlike.
+            if cmp.checkpoint_diff:
+                print(
+                    f"ckptprof compare: warning: different checkpoints ({cmp.checkpoint_diff})",
+                    file=sys.stderr,
+                )
+            if cmp.unlike:
+                print(
+                    f"ckptprof compare: warning: different settings ({cmp.unlike_words()}): the load walls are "
+                    "not like for like",
+                    file=sys.stderr,
+                )
         if args.fail_above is not None:
             gate(cmp, base, new, args)
-        elif cmp.checkpoint_diff:
-            print(
-                f"ckptprof compare: warning: different checkpoints ({cmp.checkpoint_diff})", file=sys.stderr
-            )
         return 0

@@ -292,3 +292,62 @@ def test_gate_refuses_a_new_run_without_timings(tmp_path: Path, capsys: pytest.C
     new = save(tmp_path, "new", Session(ranks=[RankResult(rank=0, device="cpu")]))
     assert main(["compare", base, new, "--fail-above", "10"]) == 2
     assert "no rank timings" in one_line(capsys.readouterr().err)
+
+
+# -- unlike runs: the gate refuses settings that move the wall unless the difference is accepted -------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"cache": "warm"}, "cache: BASE cold, NEW warm"),
+        ({"devices": ["cuda:0", "cuda:1"]}, "devices: BASE cuda:0, NEW cuda:0 cuda:1"),
+        ({"strategy": "sglang-mt"}, "strategy: BASE sglang, NEW sglang-mt"),
+        ({"strategy_params": {"num_threads": 16}}, "strategy_params: BASE none, NEW num_threads=16"),
+    ],
+    ids=["cache", "devices", "strategy", "strategy-params"],
+)
+def test_gate_refuses_settings_that_move_the_wall(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict[str, object], words: str
+) -> None:
+    # GIVEN BASE and a NEW run that differ in one setting that moves the load wall
+    settings: dict[str, object] = {"devices": ["cuda:0"], "strategy": "sglang", "strategy_params": {}}
+    base_run, new_run = run_of({0: {"target": 10.0}}), run_of({0: {"target": 10.0}})
+    base_run.config.update(settings)
+    new_run.config.update({**settings, **change})
+    base, new = save(tmp_path, "base", base_run), save(tmp_path, "new", new_run)
+    # WHEN gated THEN exit 2 with one line naming the setting and both values, and the flag that accepts it
+    assert main(["compare", base, new, "--fail-above", "10"]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert words in err and "--allow-different-config" in err
+    # AND accepted, the gate rules on the walls (equal here: 0), with the difference in a warning
+    assert main(["compare", base, new, "--fail-above", "10", "--allow-different-config"]) == 0
+    assert words in capsys.readouterr().err
+    # AND the JSON names which differences make the walls unlike
+    assert main(["compare", base, new, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unlike"] == [words.split(":")[0]]
+
+
+def test_settings_that_do_not_move_the_wall_and_absent_parameters_are_not_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN an older BASE that recorded no strategy parameters, and a NEW with none, in another file order
+    base = save(tmp_path, "base", run_of({0: {"target": 10.0}}, order="sorted"))
+    new = save(tmp_path, "new", run_of({0: {"target": 10.5}}, order="glob", strategy_params={}))
+    # THEN the gate rules on the walls as usual (the order is listed, not refused)
+    assert main(["compare", base, new, "--fail-above", "1"]) == 1
+    assert "+5.0%" in one_line(capsys.readouterr().err)
+
+
+def test_allow_different_config_also_accepts_another_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN the same model moved to another path (refused by default)
+    base = save(tmp_path, "base", with_checkpoint(run_of({0: {"target": 10.0}})))
+    new = save(tmp_path, "new", with_checkpoint(run_of({0: {"target": 12.0}}), "/data/moved"))
+    assert main(["compare", base, new, "--fail-above", "10"]) == 2
+    assert "--allow-different-config" in one_line(capsys.readouterr().err)
+    # WHEN accepted THEN the walls are gated: 20% slower fails --fail-above 10, and the difference is warned about
+    assert main(["compare", base, new, "--fail-above", "10", "--allow-different-config"]) == 1
+    err = capsys.readouterr().err
+    assert "warning: different checkpoints" in err and "+20.0%" in err
