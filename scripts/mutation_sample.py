@@ -193,6 +193,18 @@ SAMPLE: tuple[Mutant, ...] = (
         "            return shift_timestamp(record.timestamp, elapsed_s)",
     ),
     Mutant("phases", "STALL_AFTER_S = 120.0", "STALL_AFTER_S = 600.0"),
+    # the earlier audit's planted bug: a phase with no logged end runs to the log's last line, not to ready
+    Mutant(
+        "phases",
+        "        until_s = timestamp_seconds(ready_at) if ready_at else now_s",
+        "        until_s = now_s",
+    ),
+    Mutant(
+        "phases",
+        '        if not (before.isalnum() or before == "_"):',
+        "        if not before.isalnum():",
+    ),
+    Mutant("phases", "if not 1 <= index <= self._boots:", "if not 1 < index <= self._boots:"),
 )
 
 
