@@ -143,7 +143,11 @@ def _ready_summary(context: SummaryContext) -> str:
     text = "ready: the server reported ready"
     if total is not None:
         text += f" {format_duration(total)} after the first log record"
-    boot = [phase_report(track, context.now_s) for track in context.tracks if track.name != "ready"]
+    # A phase whose end was never logged ended, at the latest, when the server said it was ready: the phase table
+    # times it so, and the longest phase named here must agree with it (not run on to the log's last line).
+    ready_s = timestamp_seconds(ready_at) if ready_at else None
+    until_s = ready_s if ready_s is not None else context.now_s
+    boot = [phase_report(track, until_s) for track in context.tracks if track.name != "ready"]
     timed = [phase for phase in boot if phase.seconds is not None]
     if timed:
         longest = max(timed, key=lambda phase: phase.seconds or 0.0)

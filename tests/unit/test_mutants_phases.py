@@ -75,6 +75,8 @@ def test_a_phase_left_open_on_one_rank_lasts_until_the_server_was_ready_not_unti
     ]
     assert report.last_timestamp == "2025-11-29 10:05:00"
     assert report.warnings == ()
+    # the summary names the same 56 s as the table (it said 4m56s: timed to the log's last line)
+    assert report.summary.endswith("; longest phase: load-weights (target) 56.0 s"), report.summary
 
 
 # ----------------------------------------------------------------------------------------- several boots
