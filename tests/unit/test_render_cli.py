@@ -193,10 +193,20 @@ def test_the_content_checks_see_what_a_session_holds(saved: Path, capsys: pytest
             assert_renders_hold(session, {**out, fmt: out[fmt].replace(old, new)})
 
 
-@pytest.mark.parametrize("path", committed_sessions(), ids=lambda p: p.parent.name + "/" + p.name)
+COMMITTED = committed_sessions()
+# Encoding the HTML's PNGs is most of a committed session's render time (matplotlib's savefig, about a second
+# each): every session still builds its figures, and one in PNG_EVERY, spread over the reports, also encodes them.
+PNG_EVERY = 5
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.parent.name + "/" + p.name)
 def test_every_committed_session_renders_in_every_format(
-    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from ckptprof.render import plots
+
+    if COMMITTED.index(path) % PNG_EVERY:
+        monkeypatch.setattr(plots, "_png", lambda fig: "")
     for fmt in FORMATS:
         assert main(["report", str(path), "--format", fmt, "-o", str(tmp_path / f"out.{fmt}")]) == 0, fmt
     capsys.readouterr()
@@ -324,10 +334,19 @@ MUTATIONS: list[Any] = [float("nan"), float("inf"), -1, "3.5", None, [], {}, Tru
 
 
 def test_no_corruption_of_any_field_gives_a_traceback_or_non_json(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every field of a session with models, ceilings, a verdict and strategies, set to each bad value in turn:
     `report` (every format) and `compare` exit 0 with strict JSON or 2 with one line, never a traceback."""
+    from ckptprof.render import plots
+
+    # The HTML's plots are drawn from the ranks' timings and the ceilings alone: a corrupted field elsewhere draws
+    # the same pictures as the intact session, so only those corruptions pay for encoding the PNGs (three quarters
+    # of this test's time otherwise); every figure is still built from the corrupted session.
+    encode = plots._png
+    plotted = {"ranks", "ceilings"}
+    drawn: list[bool] = [True]
+    monkeypatch.setattr(plots, "_png", lambda fig: encode(fig) if drawn[0] else "")
     shard = ShardTiming(file="a.safetensors", bytes=10**9, read_s=0.5, deserialize_s=0.1, h2d_s=0.2, wall_s=1.0,
                         nonresident_bytes=10**9, storage_bytes=10**9, h2d_bytes=10**9, tensors=2)  # fmt: skip
     model = RankModel(role="target", wall_s=1.0, shards=[shard], faithful_wall_s=0.9, faithful_walls=[0.9, 1.0],
@@ -351,6 +370,7 @@ def test_no_corruption_of_any_field_gives_a_traceback_or_non_json(
     doc = json.loads(Path(base).read_text())
     bad = tmp_path / "bad.json"
     for path in leaf_paths(doc):
+        drawn[0] = path[0] in plotted
         for value in MUTATIONS:
             mutated = json.loads(Path(base).read_text())
             node = mutated
