@@ -198,7 +198,8 @@ class RunCommand:
             "--check-predictions",
             action="store_true",
             help="replay every flag the verdict recommends (same cache mode, same ceilings) and print its "
-            "predicted vs measured wall, and the prediction re-priced with the storage measured just before",
+            "predicted vs measured wall, and the prediction re-priced with the storage measured just before; exit 1, "
+            "saying why, when there is nothing to check",
         )
         parser.add_argument(
             "--engine",
@@ -300,6 +301,13 @@ class RunCommand:
             )
         if outcome.interrupted or interrupts.received():
             return 130
+        if outcome.unchecked is not None:
+            # A check was asked for and none could run: a script gating on it must not read success.
+            print(
+                f"ckptprof run: --check-predictions: nothing was checked: {outcome.unchecked}",
+                file=sys.stderr,
+            )
+            return code or 1
         return code
 
     def _report(

@@ -40,6 +40,8 @@ class RunOutcome:
     comparison: StrategyComparison | None
     interrupted: bool
     is_rank0: bool
+    unchecked: str | None = None
+    """Why ``check_predictions`` was asked for and nothing could be checked (None: it was not asked, or it ran)."""
 
     @property
     def session(self) -> Session:
@@ -113,7 +115,7 @@ def vllm_strategies(
 def execute(config: RunConfig, say: Printer | None = None, progress: bool = False) -> RunOutcome:
     """Run what ``config`` resolved: every strategy in turn against one probe, then the checked predictions."""
     from ckptprof import api
-    from ckptprof.run.predictions import check_recommendations
+    from ckptprof.run.predictions import check_recommendations, nothing_to_check
 
     request = config.request
     tell = say or (lambda _msg: None)
@@ -191,6 +193,7 @@ def execute(config: RunConfig, say: Printer | None = None, progress: bool = Fals
             )
     session = sessions[0]
     session.server_log = config.server_log
+    unchecked = None
     if request.check_predictions and not interrupted:
         replay_one = functools.partial(
             api.replay,
@@ -205,14 +208,22 @@ def execute(config: RunConfig, say: Printer | None = None, progress: bool = Fals
         )
         try:
             stage_begins("check")
-            check_recommendations(session, replay_one, tell)
+            unchecked = nothing_to_check(session)
+            if unchecked is not None:
+                session.notes.append(f"--check-predictions: nothing was checked: {unchecked}")
+            else:
+                check_recommendations(session, replay_one, tell)
         except (api.InterruptedReplay, KeyboardInterrupt):
             session.notes.append(
                 f"interrupted ({interrupts.description()}) while checking the predictions: not all were checked"
             )
-            interrupted = True
+            unchecked, interrupted = None, True
     return RunOutcome(
-        sessions=sessions, comparison=runs.comparison, interrupted=interrupted, is_rank0=is_rank0
+        sessions=sessions,
+        comparison=runs.comparison,
+        interrupted=interrupted,
+        is_rank0=is_rank0,
+        unchecked=unchecked,
     )
 
 

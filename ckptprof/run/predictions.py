@@ -52,3 +52,16 @@ def storage_now(session: Session, fastsafetensors: bool, paths: list[Path] | Non
         )
     except OSError:
         return {}
+
+
+def nothing_to_check(session: Session) -> str | None:
+    """Why ``--check-predictions`` could replay nothing for this session, or None when there is a flag to check."""
+    predictions = session.verdict.predictions if session.verdict is not None else ()
+    priced = [p for p in predictions if p.predicted_s is not None]
+    if any(p.strategy for p in priced):
+        return None
+    if not session.ceilings.storage_read_n_streams_GBps and not predictions:
+        return "no ceilings were measured (--no-probe), so the verdict priced no flag"
+    if not priced:
+        return "the verdict recommends no flag with a predicted wall for this load"
+    return "no flag the verdict prices has a path ckptprof can replay"

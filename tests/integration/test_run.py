@@ -401,11 +401,13 @@ def test_check_predictions_replays_each_recommended_flag_set(
     """GIVEN a cold run with ceilings WHEN --check-predictions THEN every recommendation that has a prediction and
     a replayable strategy is replayed, its measured wall set beside the predicted one."""
     argv = ["run", str(small_draft), "-q", "--cache", "cold", "--probe-sample", "16MB", "--check-predictions"]
-    assert main([*argv, "--json", "-", "-o", str(tmp_path / "a")]) == 0
+    code = main([*argv, "--json", "-", "-o", str(tmp_path / "a")])
     data = json.loads(capsys.readouterr().out)
     predicted = [p for p in data["verdict"]["predictions"] if p["predicted_s"] is not None and p["strategy"]]
-    checks = data["extra"]["prediction_check"]
+    checks = data["extra"].get("prediction_check") or []
     assert [c["strategy"] for c in checks] == [p["strategy"] for p in predicted]
+    # a check asked for that found nothing to replay is not a success
+    assert code == (0 if predicted else 1)
     if not checks:
         # A 16 MB cold read on a fast disk can leave no storage-bound share, hence no prediction to replay; the
         # replaying itself is checked deterministically in tests/unit/test_predictions_check.py.
@@ -417,11 +419,38 @@ def test_check_predictions_replays_each_recommended_flag_set(
         assert check["error"] == pytest.approx(check["predicted_s"] / check["measured_s"] - 1, abs=0.02)
         assert check["within_tolerance"] == (abs(check["error"]) <= 0.2)
     # the terminal summary prints the checks (a second cold run on this noisy VM may earn no prediction to check)
-    assert main([*argv, "-o", str(tmp_path / "b")]) == 0
+    second_code = main([*argv, "-o", str(tmp_path / "b")])
     printed = capsys.readouterr().out
     second = Session.load(tmp_path / "b" / "session.json")
+    assert second_code == (0 if second.extra.get("prediction_check") else 1)
     heading = "predictions checked: each recommended flag set replayed in the same cache mode"
     assert (heading in printed) == bool(second.extra.get("prediction_check")), printed
+
+
+def test_check_predictions_with_nothing_to_check_says_why_and_is_not_a_success(
+    small_draft: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GIVEN --check-predictions without a probe (so the verdict prices no flag) THEN the run says that nothing was
+    checked and why, in the terminal and in the session's notes, and exits 1 instead of 0."""
+    out = tmp_path / "run"
+    argv = [
+        "run",
+        str(small_draft),
+        "-q",
+        "--no-probe",
+        "--devices",
+        "cpu",
+        "--check-predictions",
+        "-o",
+        str(out),
+    ]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    why = "--check-predictions: nothing was checked: no ceilings were measured (--no-probe), so the verdict priced no flag"
+    assert f"ckptprof run: {why}\n" in err
+    session = Session.load(out / "session.json")
+    assert why in session.notes
+    assert "prediction_check" not in session.extra
 
 
 def test_a_strategy_whose_package_is_missing_is_unavailable_not_failed(

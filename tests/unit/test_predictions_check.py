@@ -91,6 +91,24 @@ def test_a_recommendation_without_a_prediction_or_a_strategy_is_not_replayed() -
     assert session.extra["prediction_check"] == []
 
 
+def test_nothing_to_check_says_why_for_each_way_a_check_can_find_nothing() -> None:
+    from ckptprof.run.predictions import nothing_to_check
+
+    session = storage_bound(3.0)
+    assert session.verdict is not None and nothing_to_check(session) is None  # a priced, replayable flag
+    priced_elsewhere = Prediction(flags="--a", strategy=None, predicted_s=1.0, why="")
+    unpriced = Prediction(flags="--b", strategy="prefetch", predicted_s=None, why="")
+    session.verdict = replace(session.verdict, predictions=(priced_elsewhere, unpriced))
+    assert nothing_to_check(session) == "no flag the verdict prices has a path ckptprof can replay"
+    session.verdict = replace(session.verdict, predictions=(unpriced,))
+    assert nothing_to_check(session) == "the verdict recommends no flag with a predicted wall for this load"
+    session.verdict = replace(session.verdict, predictions=())
+    session.ceilings = Ceilings()
+    assert (
+        nothing_to_check(session) == "no ceilings were measured (--no-probe), so the verdict priced no flag"
+    )
+
+
 def test_each_check_is_also_repriced_with_the_storage_measured_just_before_its_replay() -> None:
     # GIVEN a storage that lost half its rate between the probe and the replay (a cloud volume out of burst
     # credits: the H200 x2 box went from 2.31 to 1.62 GB/s within four minutes)
