@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ckptprof import interrupts
 from ckptprof.checkpoint.discovery import ORDERS
 from ckptprof.cli.outputs import DEFAULT_PARENT, check_output_file, claim_run_dir, release_run_dir
-from ckptprof.run.request import CACHE_MODES
+from ckptprof.run.request import CACHE_MODES, DEFAULT_PROBE_SAMPLE_BYTES, DEFAULT_SYNTH_SIZE
 from ckptprof.session import Session
 from ckptprof.stage_hooks import stage_begins
 from ckptprof.units import parse_size
@@ -148,7 +148,7 @@ class RunCommand:
         parser.add_argument(
             "--probe-sample",
             type=_size,
-            default=parse_size("2GB"),
+            default=DEFAULT_PROBE_SAMPLE_BYTES,
             help="bytes each cold storage read of the probe reads; the 1-stream and N-stream reads take disjoint "
             "halves of up to twice this, so a smaller checkpoint is read once (default 2GB)",
         )
@@ -167,7 +167,7 @@ class RunCommand:
             "the summary prints the reused probe's age",
         )
         parser.add_argument(
-            "--synth-size", type=_size, default=parse_size("512MB"), help="size of the built-in checkpoint"
+            "--synth-size", type=_size, default=DEFAULT_SYNTH_SIZE, help="size of the built-in checkpoint"
         )
         parser.add_argument("--json", metavar="PATH", help="also write the session JSON here ('-' prints it)")
         parser.add_argument(

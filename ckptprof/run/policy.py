@@ -18,7 +18,7 @@ from ckptprof.errors import UsageError
 from ckptprof.loader import launch
 from ckptprof.loader.launch import Launch
 from ckptprof.results import ServerLog
-from ckptprof.run.request import RunRequest
+from ckptprof.run.request import RunRequest, spec_text
 
 Printer = Callable[[str], None]
 Spec = tuple[str, dict[str, object]]
@@ -198,7 +198,7 @@ def default_strategy_spec(release: dict[str, object]) -> str:
     """'sglang-mt:num_threads=8' for a release whose default is the multithread loader."""
     params = release.get("default_params") or {}
     assert isinstance(params, dict)
-    return ":".join([str(release["default_strategy"]), *(f"{key}={value}" for key, value in params.items())])
+    return spec_text(str(release["default_strategy"]), params)
 
 
 def resolve(request: RunRequest) -> RunConfig:
