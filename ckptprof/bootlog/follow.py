@@ -3,6 +3,11 @@
 
 Polling with a short sleep is enough: the parser reads far faster than a server writes, so whenever data is
 waiting it is read straight away and the sleep only happens once the reader has caught up.
+
+Like ``tail -F``, the follower follows the name, not the file: once it has read the open file to its end and the
+name now holds another file (logrotate renamed the log away and the server opened a new one), it reads the new
+one, carrying on with the same boot; a file truncated in place (copytruncate, a restarted server) is read again
+from the start. Either is said on the status stream when it is seen, and kept in ``FollowOutcome.rotations``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ class FollowOutcome:
     exit_code: int  # 0 ready, 1 failed, timed out, or the input ended before the server was ready
     reason: str  # "ready", "failed", "timeout" or "ended"
     report: BootReport
+    rotations: tuple[str, ...] = ()  # what happened to the file while it was followed, as said at the time
 
 
 class StatusLine:
@@ -58,6 +64,12 @@ class StatusLine:
             self._stream.write(text + "\n")
         self._stream.flush()
 
+    def notice(self, text: str) -> None:
+        """A line that stays (the status line is redrawn below it)."""
+        self._stream.write(("\r" + text + "\x1b[K\n") if self._tty else text + "\n")
+        self._last_text = ""  # a terminal's status line was overwritten: draw it again
+        self._stream.flush()
+
     def close(self) -> None:
         if self._tty and self._last_text:
             self._stream.write("\n")
@@ -77,15 +89,15 @@ def follow_log(
     """Follow ``path`` ("-": standard input, read until it ends) until the server is ready or has failed."""
     stream = open_log(path)
     status_line = StatusLine(status if status is not None else sys.stderr, clock)
+    follower = _Follower(stream, path, stall_after_s, status_line, clock)
     try:
-        follower = _Follower(stream, path, stall_after_s, status_line, clock)
         return follower.run(timeout_s, poll_s, sleep)
     except OSError as exc:
         raise LogInputError(path, exc.strerror or str(exc)) from None
     finally:
         status_line.close()
         if path != "-":
-            stream.close()
+            follower.close()
 
 
 class _Follower:
@@ -98,7 +110,9 @@ class _Follower:
         clock: Callable[[], float],
     ) -> None:
         self._stream = stream
+        self._path = path
         self._is_file = path != "-"
+        self._rotations: list[str] = []
         self._stall_after_s = stall_after_s
         self._status_line = status_line
         self._clock = clock
@@ -131,6 +145,8 @@ class _Follower:
                 self._stream.seek(0)
                 self._reset()
                 continue
+            if self._renamed():
+                continue
             self._feed(self._splitter.take_bar_frame())
             report = self._analyzer.report()
             self._status_line.draw(_status_text(report))
@@ -157,16 +173,61 @@ class _Follower:
             self._analyzer.feed_block(block)
 
     def _truncated(self) -> bool:
-        """The file shrank under us (log rotation, a restarted server truncating it): start over."""
+        """The file shrank under us (copytruncate rotation, a restarted server truncating it): start over."""
         try:
-            return os.fstat(self._stream.fileno()).st_size < self._stream.tell()
+            size, read = os.fstat(self._stream.fileno()).st_size, self._stream.tell()
         except (OSError, ValueError):
             return False
+        if size >= read:
+            return False
+        self._say(
+            f"{self._name()} was truncated ({read:,} -> {size:,} bytes): reading it again from the start"
+        )
+        return True
+
+    def _renamed(self) -> bool:
+        """The name now holds another file (rename rotation): switch to it, once the old one is read to its end.
+
+        The caller has just read the open file to its end; a line written to it between that read and the switch
+        is read here first. While the name holds nothing (renamed, the new file not made yet) the old file is
+        followed, as ``tail -F`` does."""
+        try:
+            now = os.stat(self._path)
+            held = os.fstat(self._stream.fileno())
+        except (OSError, ValueError):
+            return False
+        if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+            return False
+        try:
+            fresh = open(self._path, "rb")  # noqa: SIM115 - kept open until the next rotation or the end
+        except OSError:
+            return False  # gone again, or not readable yet: keep the old file and look again at the next poll
+        while data := self._stream.read(CHUNK_BYTES):
+            self._feed(self._splitter.feed(data))
+        self._stream.close()
+        self._stream = fresh
+        self._say(
+            f"{self._name()} was rotated (renamed away, a new file at its name): following the new file"
+        )
+        return True
+
+    def _name(self) -> str:
+        return os.path.basename(self._path)
+
+    def _say(self, what: str) -> None:
+        when = time.strftime("%H:%M:%S")
+        log_clock = self._analyzer.report().last_timestamp
+        text = f"{when}: {what}" + (f" (the log's clock: {log_clock})" if log_clock else "")
+        self._rotations.append(text)
+        self._status_line.notice(f"ckptprof log: {text}")
+
+    def close(self) -> None:
+        self._stream.close()
 
     def _outcome(self, code: int, reason: str) -> FollowOutcome:
         report = self._analyzer.report()
         self._status_line.draw(_status_text(report))
-        return FollowOutcome(code, reason, report)
+        return FollowOutcome(code, reason, report, tuple(self._rotations))
 
 
 def _status_text(report: BootReport) -> str:

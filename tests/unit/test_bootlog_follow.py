@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ckptprof.bootlog import follow_log
-from ckptprof.bootlog.follow import StatusLine
+from ckptprof.bootlog.follow import FollowOutcome, StatusLine
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 READY = b"[2025-11-29 10:03:00] The server is fired up and ready to roll!\n"
@@ -153,3 +155,104 @@ def test_status_line_on_a_pipe_writes_only_changes() -> None:
     line.draw("a")
     line.draw("b")
     assert stream.getvalue() == "a\nb\n"
+
+
+# -- rotation and a fast writer in another process (#31 item 6) -------------------------------------------------
+
+WRITER = r"""
+import os, sys, time
+path, rate, seconds, rotate_at, mode = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+head = open(sys.argv[6], "rb").read()
+ready = b"[2025-11-29 10:09:00] The server is fired up and ready to roll!\n"
+line = b"[2025-11-29 10:02:%02d TP0] Decode batch. #running-req: 12, #token: 34567, token usage: 0.12, gen throughput (token/s): 1234.56\n"
+log = open(path, "ab")
+log.write(head)
+log.flush()
+start = time.monotonic()
+written = 0
+rotated = False
+while True:
+    now = time.monotonic() - start
+    if not rotated and now >= rotate_at:
+        rotated = True
+        if mode == "rename":
+            log.close()
+            os.rename(path, path + ".1")
+            log = open(path, "ab")
+        elif mode == "truncate":
+            log.truncate(0)
+            log.seek(0)
+            log.write(head)
+    if now >= seconds:
+        break
+    due = int(now * rate)
+    if due > written:
+        log.write(b"".join(line % ((written + i) // rate % 60) for i in range(due - written)))
+        log.flush()
+        written = due
+    time.sleep(0.002)
+log.write(ready)
+log.flush()
+print(repr(time.monotonic()), written, flush=True)
+log.close()
+"""
+
+
+def start_writer(path: Path, rate: int, seconds: float, rotate_at: float, mode: str) -> subprocess.Popen[str]:
+    """A server writing ``rate`` lines a second for ``seconds``, then `ready`; it prints the monotonic time (one
+    clock for every process on Linux) at which `ready` was written."""
+    head = (LOGS / "sglang_tp8_ready.log").read_bytes().replace(b"The server is fired up", b"Warmup done,")
+    head_path = path.with_name("head.log")
+    head_path.write_bytes(head)
+    argv = [
+        sys.executable,
+        "-c",
+        WRITER,
+        str(path),
+        str(rate),
+        str(seconds),
+        str(rotate_at),
+        mode,
+        str(head_path),
+    ]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+
+
+def follow_lag(
+    path: Path, writer: subprocess.Popen[str], status: io.StringIO, timeout_s: float
+) -> tuple[float, object]:
+    # (timeout_s is a hang guard: a follower that never sees `ready` ends with "timeout" and fails the test)
+    outcome = follow_log(str(path), timeout_s=timeout_s, status=status)
+    seen_at = time.monotonic()
+    out, _ = writer.communicate(timeout=60)
+    written_at = float(out.split()[0])
+    return seen_at - written_at, outcome
+
+
+@pytest.mark.parametrize("mode", ["rename", "truncate"])
+def test_follow_follows_the_name_through_rotation_and_says_so(growing_log: Path, mode: str) -> None:
+    """GIVEN a server whose log is rotated while it boots (renamed away and a new file opened at the name, as
+    logrotate does; or truncated in place, as copytruncate does) and which says `ready` in the new file
+    WHEN followed (the CLI's poll interval) THEN the follower reports `ready` and said when the log was rotated."""
+    writer = start_writer(growing_log, rate=500, seconds=2.0, rotate_at=1.0, mode=mode)
+    status = io.StringIO()
+    _, outcome = follow_lag(growing_log, writer, status, timeout_s=20)
+    assert isinstance(outcome, FollowOutcome)
+    assert (outcome.exit_code, outcome.reason) == (0, "ready"), status.getvalue()[-2000:]
+    assert len(outcome.rotations) == 1, outcome.rotations
+    said = "renamed" if mode == "rename" else "truncated"
+    assert said in outcome.rotations[0]
+    assert any(said in line for line in status.getvalue().splitlines()), status.getvalue()[-2000:]
+
+
+def test_follow_keeps_up_with_5000_lines_a_second(growing_log: Path) -> None:
+    """GIVEN a writer in another process adding 5,000 serving lines a second for 8 s, then `ready`
+    WHEN followed with the CLI's settings THEN the follower reports `ready` within a second of its being written.
+
+    A real-time bound, because keeping up is the behaviour asked for (#31 item 6: 4.7 s late); it is generous:
+    a follower that keeps up sees the line within one poll (0.2 s) plus the time to parse what it already had."""
+    writer = start_writer(growing_log, rate=5000, seconds=8.0, rotate_at=1e9, mode="none")
+    lag, outcome = follow_lag(growing_log, writer, io.StringIO(), timeout_s=60)
+    assert isinstance(outcome, FollowOutcome)
+    assert outcome.reason == "ready"
+    assert lag < 1.0, f"`ready` reported {lag:.2f} s after it was written"
