@@ -28,7 +28,6 @@ FIRST_SIGHT_WRONG = {
     "vllm-eks-blueprints-multi-node",
     "vllm-marin-2350",
     "vllm-vllm-11348",
-    "vllm-vllm-14095",
     "vllm-vllm-21713",
     "vllm-vllm-ascend-19",
 }
