@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from ckptprof import interrupts
 from ckptprof.cli.base import Command
+from ckptprof.cli.parser import CliParser
 from ckptprof.errors import CkptprofError
 from ckptprof.version import __version__
 
@@ -32,8 +33,8 @@ def _commands() -> list[Command]:
     return registry.all_commands()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> CliParser:
+    parser = CliParser(
         prog="ckptprof", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("-V", "--version", action="version", version=f"ckptprof {__version__}")
@@ -46,15 +47,18 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         command.prepare_parser(p)
-        p.set_defaults(_command=command)
+        p.set_defaults(_command=command, _parser=p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            # Refused by the subcommand's parser, which knows its flags (the closest one is suggested).
+            getattr(args, "_parser", parser).refuse_unrecognized(extras)
+    except SystemExit as exc:  # 2 on usage errors (one line and a hint, ckptprof.cli.parser), 0 on --help
         return int(exc.code) if isinstance(exc.code, int) else 2
     command: Command | None = getattr(args, "_command", None)
     if command is None:

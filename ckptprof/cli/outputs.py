@@ -18,17 +18,27 @@ def _problem(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def claim_run_dir(requested: str | None, now: dt.datetime | None = None) -> Path:
+def _made(path: Path) -> list[Path]:
+    """The folders ``path.mkdir(parents=True)`` would create, deepest first."""
+    return [p for p in (path, *path.parents) if not p.exists()]
+
+
+def claim_run_dir(
+    requested: str | None, now: dt.datetime | None = None, created: list[Path] | None = None
+) -> Path:
     """The run directory, created and claimed (an exclusive lock file) before the run starts.
 
     ``-o DIR`` that already holds a session is refused, never overwritten; without ``-o`` a fresh
-    ``ckptprof-runs/<timestamp>`` is made, with a suffix when another run took that second.
+    ``ckptprof-runs/<timestamp>`` is made, with a suffix when another run took that second. The folders this made
+    are appended to ``created`` (deepest first), for ``release_run_dir`` to remove if the run wrote nothing.
     """
+    made = created if created is not None else []
     if requested is not None:
         path = Path(requested)
         if path.exists() and not path.is_dir():
             raise UsageError(f"-o {path}: exists and is not a directory")
         try:
+            made.extend(_made(path))
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"-o {path}: cannot create the run directory ({_problem(exc)})") from None
@@ -41,6 +51,7 @@ def claim_run_dir(requested: str | None, now: dt.datetime | None = None) -> Path
         return path
     stamp = (now or dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
     try:
+        parents = _made(DEFAULT_PARENT)
         DEFAULT_PARENT.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(
@@ -56,6 +67,7 @@ def claim_run_dir(requested: str | None, now: dt.datetime | None = None) -> Path
             raise UsageError(
                 f"{path.resolve()}: cannot create the run directory ({_problem(exc)}); use -o DIR"
             ) from None
+        made.extend([path, *parents])
         _lock(path, "run directory")
         return path
     raise UsageError(f"{DEFAULT_PARENT.resolve()}: no free run directory for {stamp}; use -o DIR")
@@ -75,10 +87,17 @@ def _lock(path: Path, what: str) -> None:
         fh.write(f"{os.getpid()}\n")
 
 
-def release_run_dir(path: Path) -> None:
-    # The session is written; a stale lock would only refuse a later run into the same folder, by name.
+def release_run_dir(path: Path, created: list[Path] | None = None) -> None:
+    """Unlock the run directory; the folders the claim made (``created``) that the run left empty - a run
+    refused before it wrote anything - are removed, so a refusal leaves nothing behind."""
+    # A stale lock would only refuse a later run into the same folder, by name.
     with contextlib.suppress(OSError):
         (path / LOCK_NAME).unlink()
+    for folder in created or []:
+        try:
+            folder.rmdir()  # only an empty folder goes: one that holds anything stays as it is
+        except OSError:
+            break
 
 
 def check_output_file(flag: str, value: str | None) -> None:

@@ -272,12 +272,17 @@ class RunCommand:
         # Every place this run writes is checked before the minutes of probing and replay; rank 0 writes them.
         for flag, value in (("--json", args.json), ("--html", args.html), ("--trace", args.trace)):
             check_output_file(flag, value)
-        out_dir = claim_run_dir(args.out) if is_rank0 else Path(args.out or DEFAULT_PARENT / "rank-output")
+        created: list[Path] = []
+        out_dir = (
+            claim_run_dir(args.out, created=created)
+            if is_rank0
+            else Path(args.out or DEFAULT_PARENT / "rank-output")
+        )
         try:
             return self._run(args, config, out_dir)
         finally:
             if is_rank0:
-                release_run_dir(out_dir)
+                release_run_dir(out_dir, created)
 
     def _run(self, args: argparse.Namespace, config: RunConfig, out_dir: Path) -> int:
         from ckptprof.run import execute

@@ -225,7 +225,8 @@ def choose_profile(
         return by_log, f"the server log's bar `{bar}`", None
     return (
         NEWEST,
-        f"the newest profile (read from sglang {NEWEST_READ}): no version given, none installed",
+        # Read after "profile chosen by": the reason, not the profile again.
+        f"default, the newest line read (sglang {NEWEST_READ}): no version given, none installed",
         None,
     )
 

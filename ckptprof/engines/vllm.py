@@ -119,8 +119,8 @@ def choose_profile(
     log names, else the newest line."""
     for given, why in (
         (version, f"--vllm-version {version}"),
-        (installed, f"vllm {installed} is installed here"),
-        (logged, f"the server's log names vLLM {logged}"),
+        (installed, f"the installed vllm {installed}"),
+        (logged, f"the vLLM release the server's log names ({logged})"),
     ):
         if given is not None:
             profile = profile_for_version(given)
@@ -129,7 +129,8 @@ def choose_profile(
             return profile, why, given
     return (
         NEWEST,
-        f"the newest profile (read from vllm {NEWEST.first}): no version given, none installed",
+        # Read after "profile chosen by": the reason, not the profile again.
+        f"default, the newest line read (vllm {NEWEST.first}): no version given, none installed",
         None,
     )
 

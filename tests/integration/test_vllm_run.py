@@ -194,7 +194,7 @@ def test_a_vllm_servers_log_picks_the_engine_and_the_release(
     assert "--log is a vLLM server's: replaying vLLM's loading (--engine vllm)" in capsys.readouterr().err
     release = json.loads((out / "session.json").read_text())["config"]["vllm_release"]
     assert (release["profile"], release["version"]) == ("0.19", "0.19.0")
-    assert release["why"] == "the server's log names vLLM 0.19.0"
+    assert release["why"] == "the vLLM release the server's log names (0.19.0)"
     sglang_log = logs / "sglang_tp8_eagle3_cut_loading_draft.log"
     argv = ["run", str(small_draft), "--log", str(sglang_log), "--no-probe", "-q", "-o", str(tmp_path / "s")]
     assert main(argv) == 0

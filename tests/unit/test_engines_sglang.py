@@ -100,7 +100,7 @@ def test_a_server_log_picks_the_line_by_its_loaders_bar(log: str, profile: str, 
 def test_with_nothing_to_go_by_the_newest_profile_is_used_and_says_so() -> None:
     profile, why, version = choose_profile()
     assert profile is NEWEST and version is None
-    assert why.startswith("the newest profile (read from sglang 0.5.23)")
+    assert why.startswith("default, the newest line read (sglang 0.5.23)")
 
 
 def test_multithread_flags_are_spelled_as_each_line_accepts_them() -> None:

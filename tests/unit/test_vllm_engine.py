@@ -207,10 +207,11 @@ def test_the_log_is_read_in_chunks_and_its_last_banner_wins(
 
 def test_the_profile_is_chosen_by_flag_then_install_then_log() -> None:
     assert vllm.choose_profile("0.20.0", "0.33.0", "0.18.0")[1] == "--vllm-version 0.20.0"
-    assert vllm.choose_profile(None, "0.33.0", "0.18.0")[1] == "vllm 0.33.0 is installed here"
+    assert vllm.choose_profile(None, "0.33.0", "0.18.0")[1] == "the installed vllm 0.33.0"
     profile, why, version = vllm.choose_profile(None, None, "0.9.2")
     assert profile.name == "0.10.2 - 0.16" and version == "0.9.2"
     assert (
-        why == "the server's log names vLLM 0.9.2; older than any release read, replayed as the oldest line"
+        why
+        == "the vLLM release the server's log names (0.9.2); older than any release read, replayed as the oldest line"
     )
     assert vllm.choose_profile(None, None, None)[0] is vllm.NEWEST
