@@ -64,6 +64,13 @@ class ShardTiming:
     tensors: int = 0
     status: str = "ok"
     error: str | None = None
+    # A shard worked on by several threads (a pool opens it, the rank's thread copies it) spends part of its wall
+    # waiting: for a free thread, or in the window until the rank's thread takes it up. work_s is the wall-clock
+    # time some thread worked on it (the union of its phases and of each thread's stretch on it), queued_s the rest
+    # of its wall; threads names the threads that worked on it, in order. None: an older session.
+    work_s: float | None = None
+    queued_s: float | None = None
+    threads: list[str] | None = None
 
 
 @dataclass
@@ -103,6 +110,13 @@ class RankModel:
     # One faithful pass's copy spans (start, end), offsets from the rank's start like start_s: carried from the rank
     # to the sampler in the parent, never saved.
     copy_spans: list[tuple[float, float]] | None = field(default=None, repr=False)
+    # Wall-clock seconds of the decomposed pass in which each phase ran on some thread ("read", "deserialize",
+    # "h2d"; "any": some phase), so overlapping threads count once: what rates divide bytes by. None: an older
+    # session, or a pass that timed no phase.
+    busy_s: dict[str, float] | None = None
+    # The model's wall cut into "read", "deserialize", "h2d" and "other" (no phase running), adding up to wall_s:
+    # each instant goes to the phases running then, split evenly where several threads ran different ones at once.
+    wall_parts_s: dict[str, float] | None = None
 
 
 @dataclass
@@ -458,6 +472,7 @@ _BY_ANNOTATION: dict[str, Check] = {
     "int | None": _optional(_count),
     "float | None": _optional(_seconds),
     "list[float] | None": _optional(_list_of(_seconds)),
+    "list[str] | None": _optional(_list_of(_text)),
     "dict[str, str] | None": _optional(_map_of(_text)),
     "dict[str, float] | None": _optional(_map_of(_nonnegative)),
 }

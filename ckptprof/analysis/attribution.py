@@ -25,6 +25,19 @@ class PhaseTotals:
     major_faults: int = 0
     shards: int = 0
     failed_shards: int = 0
+    # Wall-clock seconds in which some thread read (copied): a second two threads both spent counts once, so bytes
+    # over it is the rate they moved at. Summed over models and ranks like the rest. None: no model had them (older
+    # sessions), and read_busy / h2d_busy are the phase seconds themselves.
+    read_busy_s: float | None = None
+    h2d_busy_s: float | None = None
+
+    @property
+    def read_busy(self) -> float:
+        return self.read_s if self.read_busy_s is None else self.read_busy_s
+
+    @property
+    def h2d_busy(self) -> float:
+        return self.h2d_s if self.h2d_busy_s is None else self.h2d_busy_s
 
     @property
     def other_s(self) -> float:
@@ -59,6 +72,12 @@ class PhaseTotals:
             major_faults=self.major_faults + other.major_faults,
             shards=self.shards + other.shards,
             failed_shards=self.failed_shards + other.failed_shards,
+            read_busy_s=None
+            if self.read_busy_s is None and other.read_busy_s is None
+            else self.read_busy + other.read_busy,
+            h2d_busy_s=None
+            if self.h2d_busy_s is None and other.h2d_busy_s is None
+            else self.h2d_busy + other.h2d_busy,
         )
 
 
@@ -117,11 +136,29 @@ def shard_totals(s: ShardTiming) -> PhaseTotals:
 
 
 def model_totals(m: RankModel) -> PhaseTotals:
-    """A rank's totals for one model; the wall is the model's wall (it includes time between shards)."""
+    """A rank's totals for one model; the wall is the model's wall (it includes time between shards).
+
+    Where the recorder cut the wall into parts (``wall_parts_s``), the phase seconds are those parts: wall-clock
+    time that adds up to the wall however many threads ran at once, the read part split into storage and page
+    cache in the proportions of the shards' own read times. Otherwise (older sessions) the shards' summed phase
+    seconds, which are thread-seconds where threads overlapped."""
     total = PhaseTotals()
     for s in m.shards:
         total = total + shard_totals(s)
-    return PhaseTotals(**{**total.__dict__, "wall_s": m.wall_s})
+    fields = {**total.__dict__, "wall_s": m.wall_s}
+    busy = m.busy_s or {}
+    if "read" in busy and "h2d" in busy:
+        fields.update(read_busy_s=busy["read"], h2d_busy_s=busy["h2d"])
+    parts = m.wall_parts_s
+    if parts and all(k in parts for k in ("read", "deserialize", "h2d")):
+        cold = total.storage_read_s / total.read_s if total.read_s > 0 else 0.0
+        fields.update(
+            read_s=parts["read"],
+            storage_read_s=parts["read"] * cold,
+            deserialize_s=parts["deserialize"],
+            h2d_s=parts["h2d"],
+        )
+    return PhaseTotals(**fields)
 
 
 def rank_totals(session: Session, rank: int, role: str | None = None) -> PhaseTotals:
@@ -193,9 +230,16 @@ def faithful_delta(session: Session) -> float | None:
     return (decomposed - faithful) / faithful if faithful > 0 else None
 
 
+def shard_work_s(s: ShardTiming) -> float:
+    """The wall-clock time threads worked on the shard: its wall less the time it queued for a thread (its wall in
+    sessions from before queued time was kept)."""
+    return s.wall_s if s.work_s is None else s.work_s
+
+
 def slowest_shards(session: Session, n: int = 5) -> list[tuple[int, str, ShardTiming]]:
+    """The ``n`` shards threads worked on longest: a small shard that only waited its turn is not slow."""
     rows = [(r.rank, m.role, s) for r in session.ranks for m in r.models for s in m.shards]
-    rows.sort(key=lambda x: -x[2].wall_s)
+    rows.sort(key=lambda x: -shard_work_s(x[2]))
     return rows[:n]
 
 

@@ -139,7 +139,8 @@ def compute_verdict(session: Session) -> Verdict:
     # Bytes that came from storage: the checkpoint's cold part, or more where the kernel counted every rank's.
     fetched = max(ckpt * cold, (amplification or 0.0) * ckpt if exact else 0.0)
     fetch_rate = fetched / wall / 1e9 if wall > 0 else 0.0
-    h2d_rate = totals.h2d_bytes / totals.h2d_s / 1e9 if totals.h2d_s > 0 else None
+    # Rates are bytes over the wall-clock time in which they moved (threads copying at once count that time once).
+    h2d_rate = totals.h2d_bytes / totals.h2d_busy / 1e9 if totals.h2d_busy > 0 else None
     phase = max(shares, key=lambda k: shares[k])
     close = close_phases(shares)
 
@@ -161,7 +162,8 @@ def compute_verdict(session: Session) -> Verdict:
     if stand_in:
         pinned_note += " (no CUDA device: 'h2d' is a host-copy stand-in)"
     # The read phase of the slowest-reading rank is when the unique bytes came in (ranks share the page cache).
-    read_wall = max((run_totals(Session(ranks=[r])).read_s for r in session.ranks), default=0.0)
+    # Wall-clock: 16 reader threads reading for the same second read for one second, not sixteen.
+    read_wall = max((run_totals(Session(ranks=[r])).read_busy for r in session.ranks), default=0.0)
     read_rate = fetched / read_wall / 1e9 if read_wall > 0 else 0.0
     if bottleneck == "storage":
         summary = (
@@ -176,7 +178,7 @@ def compute_verdict(session: Session) -> Verdict:
                 "(the page cache did not serve them all from one read)"
             )
     elif bottleneck == "page-cache":
-        fault_rate = totals.bytes / totals.read_s / 1e9 if totals.read_s > 0 else 0.0
+        fault_rate = totals.bytes / totals.read_busy / 1e9 if totals.read_busy > 0 else 0.0
         # SGLang's mmap paths bring cached bytes in by page faults; the others read them (pread, read()).
         faults = session.config.get("strategy", "sglang") in MMAP_STRATEGIES
         how, via = ("mmap page faults", "through faults") if faults else ("reads from the page cache", "read")

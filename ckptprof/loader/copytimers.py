@@ -11,7 +11,7 @@ class CopyTimer(Protocol):
     """Times copies into device memory.
 
     ``start()`` / ``stop(token)`` bracket one copy; ``stop`` returns a span. ``seconds(spans)`` waits for those
-    copies and returns their summed seconds (what the recorder uses, per shard).
+    copies and returns their summed seconds; ``durations(spans)`` each one's (what the recorder uses, per shard).
     """
 
     label: str
@@ -21,6 +21,14 @@ class CopyTimer(Protocol):
     def stop(self, token: Any) -> Any: ...
 
     def seconds(self, spans: list[Any]) -> float: ...
+
+    def durations(self, spans: list[Any]) -> list[float]: ...
+
+
+def durations_of(timer: Any, spans: list[Any]) -> list[float]:
+    """Each copy's seconds; a timer without ``durations`` (a test's) gives their sum as one."""
+    each = getattr(timer, "durations", None)
+    return list(each(spans)) if each is not None else [float(timer.seconds(spans))]
 
 
 class HostCopyTimer:
@@ -39,6 +47,9 @@ class HostCopyTimer:
 
     def seconds(self, spans: list[Any]) -> float:
         return float(sum(spans))
+
+    def durations(self, spans: list[Any]) -> list[float]:
+        return [float(span) for span in spans]
 
 
 class CudaCopyTimer:
@@ -67,9 +78,11 @@ class CudaCopyTimer:
         return (token, ev)
 
     def seconds(self, spans: list[Any]) -> float:
-        total_ms = 0.0
-        for span in spans:
-            start, end = span
+        return sum(self.durations(spans))
+
+    def durations(self, spans: list[Any]) -> list[float]:
+        out = []
+        for start, end in spans:
             end.synchronize()  # only this copy: other streams' work goes on
-            total_ms += start.elapsed_time(end)
-        return total_ms / 1e3
+            out.append(start.elapsed_time(end) / 1e3)
+        return out

@@ -9,7 +9,12 @@ Concurrent strategies (reader threads, background prefetchers) open shards expli
 is taken under one lock. A phase recorded from a thread that does not own the shard counts that thread's own
 major faults and storage bytes (``RUSAGE_THREAD``, ``/proc/thread-self/io``), so concurrent shards do not take
 each other's counters. Such a shard's phase seconds are what each phase took in its thread (they may add up to
-more than its wall when phases overlap); its wall spans its first to its last event.
+more than its wall when phases overlap); its wall spans its first to its last event, and the part of it no thread
+worked on it is its queued time (a pool thread opened it, then it waited for the rank's thread).
+
+Every phase's interval is kept until its model ends, then the model gets wall-clock figures that count a second
+two threads both spent once: each phase's busy time (what rates divide bytes by) and its wall cut into parts that
+add up to it (``busy_s``, ``wall_parts_s``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ckptprof.loader.copytimers import CopyTimer
+from ckptprof.intervals import Interval, split_wall, union_seconds
+from ckptprof.loader.copytimers import CopyTimer, durations_of
 from ckptprof.loader.counters import Counters, ProcessCounters
 from ckptprof.loader.plan import UnreadableShard
 from ckptprof.session import RankModel, ShardTiming
@@ -51,6 +57,18 @@ class _ShardState:
     spans: list[Any] = field(default_factory=list)
     first: float | None = None  # clock at the start of the first phase
     last: float | None = None  # clock at the end of the last phase
+    # (start, end, kind) of every phase, in the order recorded; an h2d one's end is stretched to its copy's own
+    # time when the shard closes (a copy on a side stream ends after the host issued it).
+    phases: list[tuple[float, float, str]] = field(default_factory=list)
+    # Each thread's stretch of work on the shard (``use_shard`` blocks): its time between phases is work too.
+    stretches: list[Interval] = field(default_factory=list)
+    # The names of the threads that worked on it, in the order they joined (a dict as an ordered set; by name, as a
+    # finished thread's id is given to the next one started).
+    threads: dict[str, None] = field(default_factory=dict)
+
+
+def _thread_name() -> str:
+    return threading.current_thread().name
 
 
 _PHASE_FIELDS = {"read": "read_s", "deserialize": "deserialize_s", "h2d": "h2d_s"}
@@ -77,6 +95,8 @@ class Recorder:
     _done_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _local: threading.local = field(default_factory=threading.local, repr=False)
     _open: dict[int, _ShardState] = field(default_factory=dict, repr=False)
+    # Per open model (id of its RankModel): its closed shards' phase intervals by kind.
+    _intervals: dict[int, dict[str, list[Interval]]] = field(default_factory=dict, repr=False)
 
     def start(self) -> None:
         """Mark the rank's replay start (after the barrier); timeline offsets are relative to it."""
@@ -97,11 +117,17 @@ class Recorder:
         rm = RankModel(role=role, start_s=self._now(), copy_spans=[] if self.keeps_copy_spans else None)
         self.models.append(rm)
         self._model = rm
+        intervals: dict[str, list[Interval]] = {kind: [] for kind in _PHASE_FIELDS}
+        self._intervals[id(rm)] = intervals
         try:
             yield rm
         finally:
             rm.wall_s = self._now() - rm.start_s
             self._model = None
+            with self._lock:
+                self._intervals.pop(id(rm), None)
+            if any(intervals.values()):
+                _wall_clock_figures(rm, intervals, (self._origin or 0.0) + rm.start_s)
 
     # -- counters ----------------------------------------------------------------------------------------------
     def _thread_counts(self) -> tuple[int, int]:
@@ -130,6 +156,8 @@ class Recorder:
         state = _ShardState(
             timing=timing, model=self._model, t0=t0, owner=owner, faults0=faults0, storage0=storage0
         )
+        if owner is not None:
+            state.threads[_thread_name()] = None
         with self._lock:
             self._open[id(timing)] = state
         return state
@@ -141,11 +169,12 @@ class Recorder:
                 return  # closed already
             spans = list(state.spans)
         # Outstanding device copies belong to this shard: wait for them before closing its wall time.
-        h2d_s = self.copy_timer.seconds(spans) if spans else 0.0
+        copies = durations_of(self.copy_timer, spans) if spans else []
         t1 = self.clock()
         counts = self._thread_counts() if state.owner is not None else None
         with self._lock:
-            timing.h2d_s += h2d_s
+            timing.h2d_s += sum(copies)
+            phases = _stretched(state.phases, copies)
             if error is not None:
                 timing.status = "failed"
                 timing.error = (
@@ -157,14 +186,33 @@ class Recorder:
                 )
             if state.owner is not None or state.first is None or state.last is None:
                 timing.wall_s = t1 - state.t0
+                begin = state.t0
             else:
                 # Phases from several threads: the shard lasted from its first to its last event.
+                begin = state.first
                 timing.start_s = self._offset(state.first)
                 timing.wall_s = state.last - state.first
+            if state.owner is not None:
+                work = timing.wall_s  # one thread held it from open to close
+            elif phases or state.stretches:
+                end = begin + timing.wall_s
+                work = union_seconds(
+                    [(max(a, begin), min(b, end)) for a, b, _ in phases]
+                    + [(max(a, begin), min(b, end)) for a, b in state.stretches]
+                )
+            else:
+                work = timing.wall_s
+            timing.work_s = min(work, timing.wall_s)
+            timing.queued_s = timing.wall_s - timing.work_s
+            timing.threads = list(state.threads)
             if counts is not None:
                 timing.major_faults += counts[0] - state.faults0
                 timing.storage_bytes += max(0, counts[1] - state.storage0)
             state.model.shards.append(timing)
+            intervals = self._intervals.get(id(state.model))
+            if intervals is not None:
+                for a, b, kind in phases:
+                    intervals[kind].append((a, b))
         if self.on_shard_done is not None:
             with self._done_lock:  # callers' callbacks need not be thread-safe
                 self.on_shard_done(state.model.role, timing)
@@ -208,19 +256,26 @@ class Recorder:
         previous = getattr(self._local, "state", None)
         nested = me in state.users or state.owner == me
         c0 = None if nested else self._thread_counts()
+        began = None if nested else self.clock()
         with self._lock:
             state.users.add(me)
+            state.threads.setdefault(_thread_name(), None)
         self._local.state = state
         try:
             yield shard
         finally:
             self._local.state = previous
-            if c0 is not None:
+            if c0 is not None and began is not None:
+                ended = self.clock()
                 c1 = self._thread_counts()
                 with self._lock:
                     state.users.discard(me)
                     state.timing.major_faults += c1[0] - c0[0]
                     state.timing.storage_bytes += max(0, c1[1] - c0[1])
+                    # The stretch is the shard's time too: its wall spans it, its work includes it.
+                    state.stretches.append((began, ended))
+                    state.first = began if state.first is None else min(state.first, began)
+                    state.last = ended if state.last is None else max(state.last, ended)
 
     def _state(self, shard: ShardTiming | None) -> _ShardState:
         if shard is None:
@@ -274,7 +329,10 @@ class Recorder:
         c1: tuple[int, int] | None,
     ) -> None:
         t = state.timing
+        name = _thread_name()
         with self._lock:
+            state.threads.setdefault(name, None)
+            state.phases.append((t0, t1, kind))
             if kind == "h2d":
                 state.spans.append(span)  # seconds come from the copy timer when the shard closes
                 t.h2d_bytes += nbytes
@@ -421,3 +479,22 @@ class WallOnlyRecorder(Recorder):
             yield
         finally:
             self.copy_ended(began)
+
+
+def _stretched(phases: list[tuple[float, float, str]], copies: list[float]) -> list[tuple[float, float, str]]:
+    """The phases with each h2d interval lasting at least its copy's own time (``copies``, in the order the copies
+    were recorded): a copy issued on a side stream returns at once and runs on."""
+    out = []
+    copy = iter(copies)
+    for a, b, kind in phases:
+        if kind == "h2d":
+            b = max(b, a + next(copy, 0.0))
+        out.append((a, b, kind))
+    return out
+
+
+def _wall_clock_figures(rm: RankModel, intervals: dict[str, list[Interval]], start: float) -> None:
+    """Set the model's per-phase busy time and its wall cut into parts, from its phases' intervals."""
+    rm.busy_s = {kind: union_seconds(ivs) for kind, ivs in intervals.items()}
+    rm.busy_s["any"] = union_seconds(iv for ivs in intervals.values() for iv in ivs)
+    rm.wall_parts_s = split_wall(intervals, start, start + rm.wall_s)

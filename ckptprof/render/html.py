@@ -18,7 +18,9 @@ from ckptprof.render.rows import (
     MODEL_HEADERS,
     PY_SPY_HEADERS,
     RANK_HEADERS,
+    RANK_NOTE,
     SLOWEST_HEADERS,
+    SLOWEST_NOTE,
     ceiling_header,
     ceiling_rows,
     headline,
@@ -209,10 +211,10 @@ def render(session: Session, with_plots: bool | None = None, slowest: int = 10) 
         _section(
             "Per-shard throughput vs ceilings",
             svg.throughput_svg(session),
-            "Bytes a rank materialised from a shard / the shard's wall. Ranks load at the same time, so their "
+            "Bytes a rank materialised from a shard / the wall-clock time threads worked on it (not the time it queued for a thread). Ranks load at the same time, so their "
             "rates share the storage and the copy links. Dashed lines: the ceilings measured in this run.",
         ),
-        _section("Per rank", html_table(RANK_HEADERS, rank_rows(session))),
+        _section("Per rank", html_table(RANK_HEADERS, rank_rows(session)) + f"<p>{escape(RANK_NOTE)}</p>"),
     ]
     srows = strategy_rows(session)
     if srows and session.strategies is not None:
@@ -225,7 +227,12 @@ def render(session: Session, with_plots: bool | None = None, slowest: int = 10) 
         )
     rows = slowest_rows(session, slowest)
     if rows:
-        sections.append(_section(f"{len(rows)} slowest shards", html_table(SLOWEST_HEADERS, rows)))
+        sections.append(
+            _section(
+                f"{len(rows)} slowest shards",
+                html_table(SLOWEST_HEADERS, rows) + f"<p>{escape(SLOWEST_NOTE)}</p>",
+            )
+        )
     sections.append(
         _section(
             ceiling_header(session.ceilings, heading=True),

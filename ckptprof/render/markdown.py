@@ -14,7 +14,9 @@ from ckptprof.render.rows import (
     MODEL_HEADERS,
     PY_SPY_HEADERS,
     RANK_HEADERS,
+    RANK_NOTE,
     SLOWEST_HEADERS,
+    SLOWEST_NOTE,
     ceiling_header,
     ceiling_rows,
     headline,
@@ -79,10 +81,17 @@ def render(session: Session, slowest: int = 10) -> str:
     if checked:
         out += ["### Predictions checked", "", f"> {prediction_heading(session)}", ""]
         out += [md_table(prediction_headers(session), checked), ""]
-    out += ["### Per rank", "", md_table(RANK_HEADERS, rank_rows(session)), ""]
+    out += ["### Per rank", "", md_table(RANK_HEADERS, rank_rows(session)), "", f"_{RANK_NOTE}_", ""]
     rows = slowest_rows(session, slowest)
     if rows:
-        out += [f"### {len(rows)} slowest shards", "", md_table(SLOWEST_HEADERS, rows), ""]
+        out += [
+            f"### {len(rows)} slowest shards",
+            "",
+            md_table(SLOWEST_HEADERS, rows),
+            "",
+            f"_{SLOWEST_NOTE}_",
+            "",
+        ]
     crows = ceiling_rows(session.ceilings)
     out += [f"### {ceiling_header(session.ceilings, heading=True)}", ""]
     out += [md_table(["ceiling", "measured"], crows) if crows else "_not measured_", ""]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ckptprof.analysis.attribution import shard_work_s
 from ckptprof.session import RankModel, RankResult, Session, ShardTiming, dumps_strict
 from ckptprof.units import gbps
 
@@ -79,7 +80,7 @@ def tid_stride(session: Session) -> int:
 def _shard_args(s: ShardTiming) -> dict[str, Any]:
     args: dict[str, Any] = {
         "bytes": s.bytes,
-        "GB/s": round(gbps(s.bytes, s.wall_s), 4),
+        "GB/s": round(gbps(s.bytes, shard_work_s(s)), 4),
         "storage_bytes": s.storage_bytes,
         "nonresident_bytes": s.nonresident_bytes,
         "major_faults": s.major_faults,
@@ -89,6 +90,8 @@ def _shard_args(s: ShardTiming) -> dict[str, Any]:
         "deserialize_s": s.deserialize_s,
         "h2d_s": s.h2d_s,
         "wall_s": s.wall_s,
+        "work_s": shard_work_s(s),
+        "queued_s": s.queued_s,
         "status": s.status,
     }
     if s.error:

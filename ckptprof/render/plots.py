@@ -11,7 +11,7 @@ import base64
 import io
 from typing import Any
 
-from ckptprof.analysis.attribution import rank_totals
+from ckptprof.analysis.attribution import rank_totals, shard_work_s
 from ckptprof.render.svg import PHASE_COLORS, ceiling_lines
 from ckptprof.session import Session
 from ckptprof.units import gbps
@@ -73,11 +73,11 @@ def phase_seconds_figure(session: Session) -> str | None:
 def throughput_histogram_figure(session: Session) -> str | None:
     """How shard throughputs are distributed, against the ceilings: a long slow tail shows up here."""
     rates = [
-        gbps(s.bytes, s.wall_s)
+        gbps(s.bytes, shard_work_s(s))
         for r in session.ranks
         for m in r.models
         for s in m.shards
-        if s.wall_s > 0 and s.bytes
+        if shard_work_s(s) > 0 and s.bytes
     ]
     if not rates:
         return None

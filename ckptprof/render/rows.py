@@ -11,6 +11,7 @@ from ckptprof.analysis.attribution import (
     load_wall,
     model_totals,
     run_totals,
+    shard_work_s,
     slowest_shards,
 )
 from ckptprof.analysis.memory import memory_summary
@@ -272,6 +273,8 @@ SLOWEST_HEADERS = [
     "rank",
     "model",
     "shard",
+    "work s",
+    "queued s",
     "wall s",
     "read s",
     "deser s",
@@ -280,6 +283,17 @@ SLOWEST_HEADERS = [
     "GB/s",
     "status",
 ]
+
+# What the per-rank and slowest-shard columns are, said under each table: wall-clock parts and thread-seconds are
+# different quantities and are never mixed in one column.
+RANK_NOTE = (
+    "read / deser / h2d / other: parts of the model's wall, adding up to it; where threads ran different phases at "
+    "once that time is split between them, and other is time in which no phase ran"
+)
+SLOWEST_NOTE = (
+    "ranked by work: wall-clock time some thread worked on the shard; queued: the rest of its wall, waiting for a "
+    "thread; read / deser / h2d s: thread-seconds, summed over the threads that did them; GB/s: bytes over work"
+)
 
 
 MODEL_HEADERS = ["model", "path", "fs", "shards", "size", "page cache before"]
@@ -499,13 +513,16 @@ def no_recommendation(session: Session) -> str:
 def slowest_rows(session: Session, n: int = 10) -> list[list[Any]]:
     rows = []
     for rank, role, s in slowest_shards(session, n):
-        rate = s.bytes / s.wall_s / 1e9 if s.wall_s > 0 else 0.0
+        work = shard_work_s(s)
+        rate = s.bytes / work / 1e9 if work > 0 else 0.0
         status = s.status + (f": {s.error}" if s.error else "")
         rows.append(
             [
                 rank,
                 role,
                 s.file,
+                f"{work:.3f}",
+                "-" if s.queued_s is None else f"{s.queued_s:.3f}",
                 f"{s.wall_s:.3f}",
                 f"{s.read_s:.3f}",
                 f"{s.deserialize_s:.3f}",

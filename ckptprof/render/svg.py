@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from html import escape
 
+from ckptprof.analysis.attribution import shard_work_s
 from ckptprof.render.perfetto import phase_segments
 from ckptprof.results import slowest_device
 from ckptprof.session import RankResult, Session, ShardTiming
@@ -106,8 +107,10 @@ def _timeline_end(session: Session) -> float:
 
 def _shard_tooltip(rank: int, role: str, s: ShardTiming) -> str:
     text = (
-        f"rank {rank} {role}: {s.file}\n{human_bytes(s.bytes)} in {s.wall_s:.3f} s "
-        f"({gbps(s.bytes, s.wall_s):.2f} GB/s)\nread {s.read_s:.3f} s, deserialize {s.deserialize_s:.3f} s, "
+        f"rank {rank} {role}: {s.file}\n{human_bytes(s.bytes)} in {shard_work_s(s):.3f} s of work "
+        f"({gbps(s.bytes, shard_work_s(s)):.2f} GB/s)"
+        + (f", {s.queued_s:.3f} s queued" if s.queued_s else "")
+        + f"\nread {s.read_s:.3f} s, deserialize {s.deserialize_s:.3f} s, "
         f"h2d {s.h2d_s:.3f} s\n{s.major_faults} major faults, {human_bytes(s.storage_bytes)} from storage"
     )
     if s.status != "ok":
@@ -290,11 +293,11 @@ def throughput_svg(session: Session, width: int = 1160, height: int = 360) -> st
     pos = _shard_positions(session)
     roles = _roles(session)
     points = [
-        (pos[(m.role, s.file)], gbps(s.bytes, s.wall_s), r.rank, m.role, s)
+        (pos[(m.role, s.file)], gbps(s.bytes, shard_work_s(s)), r.rank, m.role, s)
         for r in session.ranks
         for m in r.models
         for s in m.shards
-        if s.wall_s > 0
+        if shard_work_s(s) > 0
     ]
     if not points:
         return empty_svg("no shard timings in this session", width)
@@ -330,7 +333,7 @@ def throughput_svg(session: Session, width: int = 1160, height: int = 360) -> st
         # Area follows the shard's bytes: a 4 kB map at 0.001 GB/s is overhead, a 4 GB shard is the load.
         radius = 1.5 + 3.5 * math.sqrt(s.bytes / biggest)
         color = FAILED_COLOR if s.status != "ok" else MODEL_COLORS[roles.index(role) % len(MODEL_COLORS)]
-        tip = f"rank {rank} {role}: {s.file}: {rate:.2f} GB/s ({human_bytes(s.bytes)} in {s.wall_s:.3f} s)"
+        tip = f"rank {rank} {role}: {s.file}: {rate:.2f} GB/s ({human_bytes(s.bytes)} in {shard_work_s(s):.3f} s of work)"
         out.append(
             f'<circle cx="{_coord(x(i))}" cy="{_coord(scale.y(rate))}" r="{_coord(radius)}" fill="{color}" fill-opacity="0.65">'
             f"<title>{escape(tip)}</title></circle>"

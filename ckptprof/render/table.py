@@ -8,7 +8,9 @@ from ckptprof.analysis.memory import memory_summary
 from ckptprof.render.rows import (
     PY_SPY_HEADERS,
     RANK_HEADERS,
+    RANK_NOTE,
     SLOWEST_HEADERS,
+    SLOWEST_NOTE,
     ceiling_header,
     ceiling_rows,
     faithful_source_line,
@@ -52,6 +54,7 @@ def render(session: Session, slowest: int = 5) -> str:
         out.append(
             tabulate(rank_rows(session), headers=RANK_HEADERS, tablefmt="simple", disable_numparse=True)
         )
+        out.append(RANK_NOTE)
     else:
         out.append("no rank replayed anything")
     out.append("")
@@ -59,6 +62,7 @@ def render(session: Session, slowest: int = 5) -> str:
     if rows:
         out.append(f"{len(rows)} slowest shards")
         out.append(tabulate(rows, headers=SLOWEST_HEADERS, tablefmt="simple", disable_numparse=True))
+        out.append(SLOWEST_NOTE)
         out.append("")
     ceiling_table = ceiling_rows(session.ceilings)
     if ceiling_table:
