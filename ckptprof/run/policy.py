@@ -205,6 +205,12 @@ def resolve(request: RunRequest) -> RunConfig:
     """Every choice of the run, from the request alone (the server's log is read here: a bad path fails first)."""
     request.check()
     joined = launch.from_environment()
+    if joined is None:
+        # Spawned ranks: refuse a count this machine cannot hold before the first one starts (a torchrun launch
+        # has already started its processes).
+        from ckptprof.run.capacity import check_spawn
+
+        check_spawn(request.tp, request.devices)
     if request.check_predictions and joined is not None:
         # Only rank 0 holds the verdict whose flags are replayed: the other ranks could not follow.
         raise UsageError("--check-predictions runs with spawned ranks (--tp N), not under torchrun")
