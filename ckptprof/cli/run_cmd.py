@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -263,12 +263,10 @@ class RunCommand:
 
         # Every choice is made (and a typo refused) before anything slow: the built-in checkpoint, the probe.
         config = resolve(request_from_args(args))
-        if config.engine_from_log and not args.quiet:
-            print(
-                "ckptprof run: --log is a vLLM server's: replaying vLLM's loading (--engine vllm)",
-                file=sys.stderr,
-            )
         is_rank0 = config.is_rank0
+        if config.from_log and is_rank0:
+            # The first line of the run, -q or not: the log, not the defaults, decided what is measured.
+            print(log_choice_line(args.log, config.from_log), file=sys.stderr)
         # Every place this run writes is checked before the minutes of probing and replay; rank 0 writes them.
         for flag, value in (("--json", args.json), ("--html", args.html), ("--trace", args.trace)):
             check_output_file(flag, value)
@@ -391,6 +389,13 @@ class RunCommand:
             print("ckptprof run: --verify: a strategy loaded different values than sglang", file=sys.stderr)
             return 1
         return 2 if failed else 0
+
+
+def log_choice_line(log: str, chosen: Sequence[tuple[str, str]]) -> str:
+    """``--log`` chose the engine, the release or the path: what, and the flags that choose otherwise."""
+    what = "; ".join(item for item, _ in chosen)
+    flags = "/".join(dict.fromkeys(flag for _, flag in chosen))
+    return f"ckptprof run: --log {log} chose what is replayed: {what} ({flags} to choose otherwise)"
 
 
 def request_from_args(args: argparse.Namespace) -> RunRequest:

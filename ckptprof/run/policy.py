@@ -69,6 +69,10 @@ class RunConfig:
     joined: Launch | None = None
     """This process's place in a torchrun launch; None when the run spawns its own ranks."""
 
+    from_log: tuple[tuple[str, str], ...] = ()
+    """What the server's log chose instead of the default, as (what, the flag that chooses otherwise): the engine,
+    the release profile, the target's and the draft's paths. The CLI says so on the run's first line."""
+
     @property
     def is_rank0(self) -> bool:
         """Whether this process owns the session (spawned ranks, or torchrun's rank 0): it probes and writes."""
@@ -225,9 +229,13 @@ def resolve(request: RunRequest) -> RunConfig:
         if request.sglang_version:
             raise UsageError("--sglang-version goes with --engine sglang")
         release = choose_vllm_release(request.vllm_version, request.server_log)
+        release_from_log = request.server_log is not None and release != choose_vllm_release(
+            request.vllm_version, None
+        )
         default_spec = "vllm"
     else:
         release = choose_release(request.sglang_version, server_log)
+        release_from_log = server_log is not None and release != choose_release(request.sglang_version, None)
         # A pickle checkpoint (--allow-pickle) has one replayed path, `sglang`'s torch.load; the release's
         # default multithread path reads safetensors only.
         default_spec = "sglang" if request.allow_pickle else default_strategy_spec(release)
@@ -238,14 +246,28 @@ def resolve(request: RunRequest) -> RunConfig:
         server_log = dataclasses.replace(server_log, strategy_from_log=logged_target)
     if server_log is not None and logged_draft and not request.draft_strategy:
         server_log = dataclasses.replace(server_log, draft_strategy_from_log=logged_draft)
+    strategies = parse_strategies(request.strategy or logged_target or default_spec, request.verify)
+    from_log: list[tuple[str, str]] = []
+    if engine_from_log:
+        from_log.append(("vLLM's loading", "--engine"))
+    if release_from_log:
+        name, flag = ("vLLM", "--vllm-version") if engine == "vllm" else ("SGLang", "--sglang-version")
+        from_log.append((f"{name} profile {release.get('profile')} ({release.get('why')})", flag))
+    if not request.strategy and (logged_target or (release_from_log and engine == "sglang")):
+        # The load format the log shows, or the default path of the release it shows (vLLM's paths are chosen
+        # later, by its prefetch rule on this checkpoint).
+        from_log.append((f"strategy {spec_text(*strategies[-1])}", "--strategy"))
+    if logged_draft and not request.draft_strategy:
+        from_log.append((f"draft strategy {logged_draft}", "--draft-strategy"))
     return RunConfig(
         request=request,
         engine=engine,
         release=release,
-        strategies=parse_strategies(request.strategy or logged_target or default_spec, request.verify),
+        strategies=strategies,
         draft_spec=parse_draft_strategy(request.draft_strategy or logged_draft, request.draft, default_spec),
         server_log=server_log,
         order=request.order or release_order(release),
         engine_from_log=engine_from_log,
         joined=joined,
+        from_log=tuple(from_log),
     )

@@ -191,7 +191,9 @@ def test_a_vllm_servers_log_picks_the_engine_and_the_release(
     out = tmp_path / "run"
     argv = ["run", str(small_draft), "--strategy", "vllm", "--no-probe", "-o", str(out)]
     assert main([*argv, "--log", str(logs / "real" / "vllm-agentic-ai-eks-qwen72b-tp4.log")]) == 0
-    assert "--log is a vLLM server's: replaying vLLM's loading (--engine vllm)" in capsys.readouterr().err
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("ckptprof run: --log ") and "chose what is replayed: vLLM's loading;" in first
+    assert "--engine/--vllm-version" in first
     release = json.loads((out / "session.json").read_text())["config"]["vllm_release"]
     assert (release["profile"], release["version"]) == ("0.19", "0.19.0")
     assert release["why"] == "the vLLM release the server's log names (0.19.0)"
