@@ -15,13 +15,17 @@ from typing import Any
 from ckptprof.analysis.attribution import checkpoint_bytes, load_wall, run_totals
 from ckptprof.analysis.verdict import cold_fraction, compute_verdict
 from ckptprof.engines import flags
+from ckptprof.engines import vllm as vllm_engine
+from ckptprof.engines.sglang import MT_DEFAULT_THREADS
 from ckptprof.results import StrategyComparison, StrategyRow, positive
 from ckptprof.session import Session
 
 REFERENCE = "sglang"
-# The SGLang flags of each strategy at its default parameters; a session's config["strategy_flags"] wins.
+NO_FLAGS = "(default: no flags)"
+# The SGLang flags of each strategy at its default parameters, for sessions without a release profile; a session's
+# config["strategy_flags"] wins, and the release profile in force over both (release_flags).
 DEFAULT_FLAGS = {
-    "sglang": "(default: no flags)",
+    "sglang": NO_FLAGS,
     "sglang-mt": flags.multithread(8),
     "sglang-mt-completed": flags.multithread(8) + " (releases that yield in completion order)",
     "no-mmap": flags.DISABLE_MMAP,
@@ -62,6 +66,63 @@ def strategy_label(config: dict[str, Any]) -> str:
 
 def _spell(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def release_flags(config: dict[str, Any]) -> tuple[str, bool] | None:
+    """(the flags that select the session's strategy on the release it replays, whether that is the release's
+    default path), from the release profile recorded in the session; None where none is recorded or the profile
+    does not describe the strategy (its own flags stand)."""
+    name = str(config.get("strategy", ""))
+    params = dict(config.get("strategy_params") or {})
+    vllm = config.get("vllm_release")
+    if isinstance(vllm, dict):
+        return _vllm_flags(vllm, name, params)
+    sglang = config.get("sglang_release")
+    if isinstance(sglang, dict):
+        return _sglang_flags(sglang, name, params)
+    return None
+
+
+def _sglang_flags(release: dict[str, Any], name: str, params: dict[str, Any]) -> tuple[str, bool] | None:
+    # On a line whose default is the multithread loader (0.5.10 on) the extra config's enable_multithread_load
+    # defaults to true: one thread is what takes a flag, and more threads only num_threads.
+    mt_default = bool(release.get("multithread_default"))
+    profile = release.get("profile", "?")
+    if name == "sglang" and not params:
+        if mt_default:
+            return flags.extra_config({"enable_multithread_load": False}), False
+        return NO_FLAGS, True
+    if name not in ("sglang-mt", "sglang-mt-completed"):
+        return None
+    multithread = release.get("multithread_strategy")
+    if multithread is None:
+        return f"not on SGLang {profile}: it has no multithread loader", False
+    if multithread != name:
+        return f"not on SGLang {profile}: its multithread loader is {multithread}", False
+    threads = params.get("num_threads", MT_DEFAULT_THREADS)
+    defaults = release.get("default_params") or {}
+    default = (
+        mt_default
+        and release.get("default_strategy") == name
+        and threads == defaults.get("num_threads", MT_DEFAULT_THREADS)
+    )
+    if default:
+        return NO_FLAGS, True
+    return flags.multithread(int(threads), opt_in=not mt_default), False
+
+
+def _vllm_flags(release: dict[str, Any], name: str, params: dict[str, Any]) -> tuple[str, bool] | None:
+    profile = vllm_engine.profile_named(str(release.get("profile", "")))
+    if profile is None or name != "vllm-prefetch":
+        return None
+    if "prefetch" not in profile.strategies:
+        return (
+            f"not on vLLM {profile.name}: its {vllm_engine.LOAD_STRATEGY} takes {', '.join(profile.strategies)}",
+            False,
+        )
+    threads = int(params.get("num_threads", vllm_engine.PREFETCH_THREADS))
+    block = int(params.get("block_mib", vllm_engine.PREFETCH_BLOCK_BYTES >> 20)) << 20
+    return vllm_engine.prefetch_flags(profile, threads, block), False
 
 
 def floor_seconds(session: Session) -> float | None:
@@ -126,10 +187,15 @@ def _row(session: Session, reference: Session | None) -> StrategyRow:
     config = session.config or {}
     name = str(config.get("strategy", "?"))
     status, error = session_status(session)
+    selected = str(config.get("strategy_flags") or DEFAULT_FLAGS.get(name, ""))
+    by_release = release_flags(config)
+    if by_release is not None:
+        # The draft's own load format, when it had one, still follows.
+        selected = " ".join(f for f in (by_release[0], config.get("draft_strategy_flags")) if f)
     row = StrategyRow(
         strategy=name,
         params=dict(config.get("strategy_params") or {}),
-        flags=str(config.get("strategy_flags") or DEFAULT_FLAGS.get(name, "")),
+        flags=selected,
         status=status,
         error=error,
         label=strategy_label(config),
@@ -203,13 +269,27 @@ def compare_strategies(sessions: list[Session]) -> StrategyComparison:
     for r in rows:
         if r.verify == "differs":
             warnings.append(f"{r.label} loaded different parameter values than {REFERENCE}")
+    # The release's default path among the rows (None: no release recorded, the reference stands for it; "": the
+    # release's default was not replayed).
+    default: str | None = None
+    if engine == "sglang" and any(isinstance(s.config.get("sglang_release"), dict) for s in sessions):
+        default = next(
+            (
+                r.label
+                for s, r in zip(sessions, rows, strict=True)
+                if (release_flags(s.config) or ("", False))[1]
+            ),
+            "",
+        )
     return StrategyComparison(
         rows=tuple(rows),
         fastest=None if fastest is None else fastest.label,
         fastest_flags=None if fastest is None else fastest.flags,
         fastest_sglang=None if fastest_sglang is None else fastest_sglang.label,
         floor_s=floor,
-        summary=_summary(rows, fastest, fastest_sglang, floor, "vLLM" if engine == "vllm" else "SGLang"),
+        summary=_summary(
+            rows, fastest, fastest_sglang, floor, "vLLM" if engine == "vllm" else "SGLang", default
+        ),
         warnings=tuple(warnings),
     )
 
@@ -220,21 +300,27 @@ def _summary(
     fastest_sglang: StrategyRow | None,
     floor: float | None,
     engine: str = "SGLang",
+    default: str | None = None,
 ) -> str:
     if fastest is None:
         return "no strategy completed"
     parts = [f"fastest: {fastest.label} {fastest.wall_s:.3f} s ({fastest.GBps or 0.0:.2f} GB/s)"]
     if fastest.x_floor is not None and floor is not None:
         parts[0] += f", {fastest.x_floor:.2f}x the {floor:.3f} s floor"
+    base_name = "the default"
     if engine == "vLLM":  # the values' reference is sglang's, the default path to beat is vLLM's own
         base = next((r for r in rows if r.label == "vllm"), None)
+        base_name = "vLLM's default"
+    elif default:  # the release's default path, replayed
+        base = next((r for r in rows if r.label == default), None)
     else:
         base = next((r for r in rows if r.verify == "reference"), None) or next(
             (r for r in rows if r.label == REFERENCE), None
         )
+        if default == "" and base is not None:  # the release's default was not replayed: name what was
+            base_name = base.label
     if base is not None and base is not fastest and base.wall_s and fastest.wall_s:
-        default = "vLLM's default" if engine == "vLLM" else "the default"
-        parts.append(f"{base.wall_s / fastest.wall_s:.2f}x faster than {default} ({base.wall_s:.3f} s)")
+        parts.append(f"{base.wall_s / fastest.wall_s:.2f}x faster than {base_name} ({base.wall_s:.3f} s)")
     if fastest_sglang is not None and fastest_sglang is not fastest:
         parts.append(
             f"fastest with {engine} flags: {fastest_sglang.label} ({fastest_sglang.flags}) {fastest_sglang.wall_s:.3f} s"
