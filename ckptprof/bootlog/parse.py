@@ -72,9 +72,13 @@ class Bar(NamedTuple):
 
 # ASCII-only digit classes: int() must never see a Unicode digit, and bounded repeats keep int() and the
 # regex engine cheap on hostile input.
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>78]")
+# Colour codes, also as pastes mangle them: the escape byte replaced by U+FFFD, or written out as "#033"
+# (CloudWatch) or "^[" (a terminal's caret notation).
+_ANSI_RE = re.compile(r"(?:\x1b|\ufffd|#033|\^\[)\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>78]")
+_MANGLED_ESCAPES = ("\ufffd[", "#033[", "^[[")
+# SGLang's record prefix; releases before 0.4 wrote the time without the date ("[17:43:23 TP6]").
 _SGLANG_PREFIX_RE = re.compile(
-    r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?)((?: [A-Z][A-Z_]{0,15}\d{1,6})*)\] ?", re.ASCII
+    r"\[((?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)((?: [A-Z][A-Z_]{0,15}\d{1,6})*)\] ?", re.ASCII
 )
 # vLLM's multiprocess workers prefix every line: "(VllmWorker rank=3 pid=123) ", "(Worker_TP3 pid=1) ".
 _WORKER_PREFIX_RE = re.compile(
@@ -103,12 +107,14 @@ _TEXT_BYTES = bytes(
 )
 # Finds the timestamp a line starts with, in bytes (used while scanning backwards through a block).
 _LINE_TIMESTAMP_RE = re.compile(
-    rb"(?:\x1b\[[0-9;]*m)*(?:\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?)[ \]]"
+    rb"[ \t]*(?:\x1b\[[0-9;]*m)*(?:\[((?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)[ \]]"
     rb"|(?:\([^()\n]{1,90}\)(?:\x1b\[[0-9;]*m)* )?(?:\x1b\[[0-9;]*m)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
     rb"(?:\x1b\[[0-9;]*m)*"
     rb" (\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) )"
 )
-_TIMESTAMP_RE = re.compile(r"(?:(\d{4})-)?(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?", re.ASCII)
+_TIMESTAMP_RE = re.compile(
+    r"(?:(?:(\d{4})-)?(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?", re.ASCII
+)
 # vLLM prints no year; any leap year keeps 02-29 valid. Spans across New Year are not worth more.
 _YEARLESS = 2000
 
@@ -275,7 +281,35 @@ def first_timestamp(block: bytes, max_lines: int = TIMESTAMP_LOOKBACK_LINES) -> 
 
 
 def strip_ansi(text: str) -> str:
-    return _ANSI_RE.sub("", text) if "\x1b" in text else text
+    if "\x1b" in text or any(escape in text for escape in _MANGLED_ESCAPES):
+        return _ANSI_RE.sub("", text)
+    return text
+
+
+# What can stand before a record without being part of it: indentation (a quoted or pytest-captured paste), a
+# NUL or its caret form "^@" (a terminal's), colour codes.
+_DECORATION_FIRST = frozenset(" \t\x00^#\ufffd")
+_LEVEL_WORDS = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")
+
+
+def undecorate(text: str) -> str:
+    """``text`` without the decoration a paste or terminal put before its record.
+
+    Indentation is taken off only when a record's own prefix follows it (a bracket, a process tag or a level
+    word): an indented traceback or code line keeps it."""
+    if text[:1] not in _DECORATION_FIRST:
+        return text
+    if any(escape in text for escape in _MANGLED_ESCAPES):
+        text = _ANSI_RE.sub("", text)
+    stripped = text.lstrip(" \t\x00")
+    while stripped.startswith("^@"):
+        stripped = stripped[2:].lstrip(" \t\x00")
+    removed = text[: len(text) - len(stripped)]
+    if not removed:
+        return text
+    if stripped[:1] in "[(" or stripped.startswith(_LEVEL_WORDS) or "\x00" in removed or "^@" in removed:
+        return stripped
+    return text
 
 
 def split_line(line: str) -> Iterator[Record | Bar]:
@@ -301,6 +335,7 @@ def split_line(line: str) -> Iterator[Record | Bar]:
 
 def parse_record(text: str) -> Record:
     """A record from one segment (ANSI codes already removed); unknown shapes become style "plain"."""
+    text = undecorate(text)
     first = text[:1]
     if first == "[":
         match = _SGLANG_PREFIX_RE.match(text)
@@ -309,8 +344,15 @@ def parse_record(text: str) -> Record:
     rank = ""
     worker = _WORKER_PREFIX_RE.match(text) if first == "(" else None
     if worker is not None:
-        rank = worker_rank_label(worker.group(1), worker.group(2))
+        # Launchers nest process tags (Ray's task, then vLLM's engine core): the innermost names the process.
+        name, pid = worker.group(1), worker.group(2)
         text = text[worker.end() :]
+        while text[:1] == "(":
+            inner = _WORKER_PREFIX_RE.match(text)
+            if inner is None:
+                break
+            name, pid, text = inner.group(1), inner.group(2), text[inner.end() :]
+        rank = worker_rank_label(name, pid)
     elif text.startswith("[rank"):
         # torch.distributed's own prefix on every line a rank prints while it dies: "[rank3]: Traceback ..."
         torch_rank = _TORCH_RANK_RE.match(text)
@@ -397,7 +439,12 @@ def timestamp_seconds(timestamp: str) -> float | None:
     year, month, day, hour, minute, second, fraction = match.groups()
     try:
         moment = dt.datetime(
-            int(year) if year else _YEARLESS, int(month), int(day), int(hour), int(minute), int(second)
+            int(year) if year else _YEARLESS,
+            int(month) if month else 1,  # a time without a date (SGLang before 0.4)
+            int(day) if day else 1,
+            int(hour),
+            int(minute),
+            int(second),
         )
     except ValueError:
         return None
@@ -414,7 +461,9 @@ def shift_timestamp(timestamp: str, delta_s: float) -> str:
         moment = _EPOCH + dt.timedelta(seconds=base + delta_s)
     except (OverflowError, ValueError):
         return timestamp
-    text = moment.strftime("%Y-%m-%d %H:%M:%S" if match.group(1) else "%m-%d %H:%M:%S")
+    text = moment.strftime(
+        "%Y-%m-%d %H:%M:%S" if match.group(1) else "%m-%d %H:%M:%S" if match.group(2) else "%H:%M:%S"
+    )
     fraction = match.group(7)
     if fraction:
         text += timestamp[match.start(7) - 1] + f"{moment.microsecond:06d}"[: len(fraction)]

@@ -130,6 +130,7 @@ class BootLogAnalyzer:
         self._now: str | None = None  # the latest timestamp read so far: the log's clock
         self._now_s = float("-inf")
         self._year: str | None = None  # of the last dated timestamp, lent to vLLM's year-less ones
+        self._day: str | None = None  # likewise the last date, lent to time-only stamps
         self._boots = 1
         self._seq = 0
         self._early_boots: list[dict[str, object]] = []
@@ -326,10 +327,17 @@ class BootLogAnalyzer:
     def _with_year(self, timestamp: str) -> str:
         """vLLM prints no year: next to SGLang's or Ray's dated records it borrows theirs, so the clock compares."""
         if timestamp[4:5] == "-":  # a dated stamp
-            self._year = timestamp[:4]
+            self._year, self._day = timestamp[:4], timestamp[:10]
             return timestamp
-        if self._year is not None and timestamp[2:3] == "-":
+        if timestamp[2:3] == "-":
+            if self._year is None:
+                self._day = timestamp[:5]
+                return timestamp
+            self._day = f"{self._year}-{timestamp[:5]}"
             return f"{self._year}-{timestamp}"
+        if timestamp[2:3] == ":" and self._day is not None:
+            # A time without a date (SGLang before 0.4) happened on the day of the records around it.
+            return f"{self._day} {timestamp}"
         return timestamp
 
     def _on_record(self, record: Record) -> None:

@@ -25,7 +25,6 @@ FIRST_SIGHT_WRONG = {
     "sglang-sglang-4895",
     "sglang-sglang-6083",
     "sglang-sglang-7482",
-    "vllm-eks-blueprints-multi-node",
     "vllm-marin-2350",
     "vllm-vllm-11348",
     "vllm-vllm-21713",
