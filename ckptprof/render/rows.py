@@ -373,12 +373,21 @@ def engine_output_text(session: Session) -> str:
 
 
 def headline(session: Session) -> str:
-    bottleneck = session.verdict.bottleneck if session.verdict is not None else None
-    if not bottleneck:
+    """The badge: the words the verdict's summary starts with, so the two never name one bottleneck twice."""
+    verdict = session.verdict
+    bottleneck = verdict.bottleneck if verdict is not None else None
+    if verdict is None or not bottleneck:
         return "no verdict"
     if bottleneck == "unknown":
         return "no timings"
-    return "no single bottleneck" if bottleneck == "mixed" else f"{bottleneck}-bound"
+    if bottleneck == "mixed":
+        return "no single bottleneck"
+    if bottleneck == "rank-skew":
+        return "rank-skew"
+    if bottleneck == "h2d" and verdict.h2d_stand_in:
+        # No CUDA device: the copies are host memcpys standing in for H2D (the JSON keeps its word, "h2d").
+        return "host-copy-bound"
+    return f"{bottleneck}-bound"
 
 
 def key_metrics(session: Session) -> list[tuple[str, str]]:
