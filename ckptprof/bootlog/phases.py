@@ -145,6 +145,7 @@ class BootLogAnalyzer:
         """Forget everything about the previous boot: a log that a restarted server appends to holds several."""
         self._evidence = {engine.name: 0 for engine in ENGINES}
         self._styles = {engine.name: 0 for engine in ENGINES}
+        self._module_frames = {engine.name: 0 for engine in ENGINES}
         self._phases: dict[PhaseKey, PhaseTrack] = {}
         self._ranks: dict[str, RankState] = {}
         self._bars: list[BarTrack] = []
@@ -657,6 +658,9 @@ class BootLogAnalyzer:
         return max(tracks, key=lambda track: track.order).key if tracks else None
 
     def _on_frame(self, record: Record) -> None:
+        for engine in ENGINES:
+            if any(path in record.message for path in engine.module_paths):
+                self._module_frames[engine.name] += 1
         engines = [engine for engine in ENGINES if engine.name == self.framework()] or list(ENGINES)
         frames = [frame for engine in engines for frame in engine.frames]
         self._failures.on_frame(record, frames, lambda: self._where(record))
@@ -709,7 +713,8 @@ class BootLogAnalyzer:
     # -------------------------------------------------------------------------------------------- report
 
     def framework(self) -> str:
-        for counts in (self._evidence, self._styles):
+        # Records that only an engine writes first, then its record prefixes, then its modules in tracebacks.
+        for counts in (self._evidence, self._styles, self._module_frames):
             best = max(counts, key=lambda name: counts[name])
             if counts[best] > 0:
                 return best
@@ -897,6 +902,7 @@ _ENGINES_READING = {
 _BOOT_STATE = (
     "_evidence",
     "_styles",
+    "_module_frames",
     "_phases",
     "_ranks",
     "_bars",

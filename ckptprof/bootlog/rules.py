@@ -123,3 +123,6 @@ class Engine:
     size_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # A load record that names a draft architecture belongs to the draft, whatever the n-th rule says.
     draft_pattern: re.Pattern[str] | None = None
+    # Where the engine's own modules live: a traceback frame in one of them is evidence of the engine (weighed
+    # after its records and prefixes, which a paste of a traceback alone does not hold).
+    module_paths: tuple[str, ...] = ()

@@ -100,7 +100,11 @@ FRAMES: tuple[FrameRule, ...] = (
     FrameRule("speculative/multi_layer_eagle", None, "draft", "draft worker init"),
     FrameRule("speculative/standalone_worker", None, "draft", "draft worker init"),
     FrameRule("draft_worker", None, "draft", "draft worker init"),
+    # Any other frame of SGLang's: says only that SGLang was running (the module path is the evidence).
+    FrameRule("/sglang/srt/", None, None, None),
 )
+
+MODULE_PATHS = ("/sglang/srt/",)
 
 ENGINE = Engine(
     name="sglang",
@@ -111,6 +115,7 @@ ENGINE = Engine(
     size_keys={"tp": ("tp_size",), "pp": ("pp_size",), "dp": ("dp_size",)},
     # `Load weight end. type=LlamaForCausalLMEagle3`: the architecture names the draft.
     draft_pattern=re.compile(r"\btype=\w*(?:Eagle|NextN|MTP)", re.ASCII),
+    module_paths=MODULE_PATHS,
 )
 
 # In ServerArgs(...): DP attention ranks split one TP group, so the world is not tp * dp.

@@ -94,7 +94,12 @@ FRAMES: tuple[FrameRule, ...] = (
     FrameRule("spec_decode/", None, "draft", "drafter"),
     FrameRule("in load_drafter", None, "draft", "drafter load"),
     FrameRule("drafter", None, "draft", "drafter"),
+    # Any other frame of vLLM's or of a platform plugin's: says only that vLLM was running.
+    FrameRule("/vllm/", None, None, None),
+    FrameRule("/vllm_ascend/", None, None, None),
 )
+
+MODULE_PATHS = ("/vllm/", "/vllm_ascend/")
 
 ENGINE = Engine(
     name="vllm",
@@ -107,4 +112,5 @@ ENGINE = Engine(
         "pp": ("pipeline_parallel_size", "pp_size"),
         "dp": ("data_parallel_size", "dp_size"),
     },
+    module_paths=MODULE_PATHS,
 )

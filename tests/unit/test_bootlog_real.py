@@ -23,10 +23,8 @@ FIRST_SIGHT_WRONG = {
     "sglang-MI300-testing-bench-latency",
     "sglang-sglang-1467",
     "sglang-sglang-4895",
-    "sglang-sglang-6083",
     "sglang-sglang-7482",
     "vllm-marin-2350",
-    "vllm-vllm-11348",
     "vllm-vllm-21713",
     "vllm-vllm-ascend-19",
 }

@@ -1,0 +1,35 @@
+"""Which engine wrote a log is decided from what the log holds, not only from record prefixes (#33 item 1): a
+paste that is only a traceback still names the engine's modules."""
+
+from __future__ import annotations
+
+from ckptprof.bootlog import analyze_bytes
+
+SGLANG_FAULT = b"""Current thread 0x000079795dbe4740 (most recent call first):
+  File "/env/lib/python3.12/site-packages/sglang/srt/layers/linear.py", line 1254 in weight_loader
+  File "/env/lib/python3.12/site-packages/sglang/srt/models/qwen3.py", line 318 in load_weights
+"""
+VLLM_TORCH_RANK_TRACEBACK = b"""[rank0]:   File "/env/lib/python3.10/site-packages/vllm/engine/async_llm_engine.py", line 642, in from_engine_args
+[rank0]:     engine = cls(
+[rank0]:   File "/env/lib/python3.10/site-packages/vllm/engine/llm_engine.py", line 271, in __init__
+[rank0]:     self.model_executor = executor_class(vllm_config=vllm_config, )
+"""
+
+
+def test_a_traceback_alone_names_its_engine_by_its_module_paths() -> None:
+    assert analyze_bytes(SGLANG_FAULT).framework == "sglang"
+    report = analyze_bytes(VLLM_TORCH_RANK_TRACEBACK)
+    # AND the engine's own frames are a failure even when none of them says which phase it was in
+    assert (report.framework, report.state) == ("vllm", "failed")
+
+
+def test_module_paths_do_not_outweigh_the_records_of_the_other_engine() -> None:
+    # GIVEN an SGLang boot whose traceback runs through vLLM's modules (SGLang 0.3 imported vLLM's layers)
+    log = b"""[2024-10-10 22:30:32 TP0] Load weight begin. avail mem=191.33 GB
+Traceback (most recent call last):
+  File "/env/vllm/model_executor/layers/linear.py", line 10, in weight_loader
+  File "/env/vllm/model_executor/layers/linear.py", line 11, in weight_loader
+  File "/env/vllm/model_executor/layers/linear.py", line 12, in weight_loader
+AssertionError
+"""
+    assert analyze_bytes(log).framework == "sglang"
