@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import dataclasses
 import errno
 import mmap
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -307,3 +309,130 @@ def warm_cache(paths: Iterable[Path]) -> int:
                     break
                 total += n
     return total
+
+
+# -- which mount ------------------------------------------------------------------------------------------------
+
+MOUNTINFO = Path("/proc/self/mountinfo")
+_STATX_MNT_ID_UNIQUE = 0x4000  # Linux 6.8+: a mount id never reused until reboot
+_AT_STATX_DONT_SYNC = 0x4000  # never ask a network server for this: only the mount id is wanted
+_STATX_MNT_ID_OFFSET = 0x90
+_STATX_SIZE = 0x100
+
+
+@dataclass(frozen=True)
+class MountIdentity:
+    """One mount, as /proc/self/mountinfo and statx(2) name it: a new mount at the same mount point (a remount
+    after a network change, another server) differs in ``unique_id`` (Linux 6.8+) and usually in ``mount_id``,
+    even where the device number (``st_dev``) is reused."""
+
+    mount_id: int
+    unique_id: int | None  # statx's STATX_MNT_ID_UNIQUE; None on older kernels
+    device: str  # major:minor
+    root: str  # the mounted file system's directory that appears at the mount point
+    mount_point: str
+    fs_type: str
+    source: str
+    options: str  # per-mount options, then the file system's own (super) options
+
+    def to_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+    def describe(self) -> str:
+        """'fuse.sshfs mount 45 of user@host:/data at /mnt/ckpt'."""
+        return f"{self.fs_type} mount {self.mount_id} of {self.source} at {self.mount_point}"
+
+
+def mount_identity(path: str | Path, mountinfo: str | None = None) -> MountIdentity | None:
+    """The mount holding ``path``; None where /proc/self/mountinfo cannot be read or lists no mount for it.
+
+    The mount is the one statx reports for the path when the kernel can say (Linux 5.8+), else the entry whose
+    mount point is the longest prefix of the resolved path (the last one listed, the one on top, on a tie).
+    """
+    if mountinfo is None:
+        try:
+            mountinfo = MOUNTINFO.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+    ids = _statx_mount_ids(path)
+    entries = [entry for entry in (_mountinfo_entry(line) for line in mountinfo.splitlines()) if entry]
+    chosen = None
+    if ids is not None:
+        chosen = next((e for e in entries if e.mount_id == ids[0]), None)
+    if chosen is None:
+        real = os.path.realpath(os.fspath(path))
+        best = -1
+        for entry in entries:
+            mount = entry.mount_point.rstrip("/") or "/"
+            if _is_under(real, mount) and len(mount) >= best:
+                chosen, best = entry, len(mount)
+    if chosen is None:
+        return None
+    unique = ids[1] if ids is not None else None
+    return dataclasses.replace(chosen, unique_id=unique)
+
+
+def _mountinfo_entry(line: str) -> MountIdentity | None:
+    # 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue  (proc(5))
+    fields = line.split()
+    try:
+        dash = fields.index("-")
+        return MountIdentity(
+            mount_id=int(fields[0]),
+            unique_id=None,
+            device=fields[2],
+            root=_unescape(fields[3]),
+            mount_point=_unescape(fields[4]),
+            fs_type=fields[dash + 1],
+            source=_unescape(fields[dash + 2]),
+            options=f"{fields[5]};{fields[dash + 3] if len(fields) > dash + 3 else ''}",
+        )
+    except (ValueError, IndexError):
+        return None
+
+
+def _unescape(field: str) -> str:
+    """mountinfo writes a space, tab, newline or backslash in a path as an octal escape (\\040 ...)."""
+    if "\\" not in field:
+        return field
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _statx_mount_ids(path: str | Path) -> tuple[int, int | None] | None:
+    """(the mount id, the unique mount id or None) that statx(2) reports for ``path``; None where it cannot."""
+    statx = getattr(_LIBC, "statx", None)
+    if statx is None:
+        return None
+    buf = ctypes.create_string_buffer(_STATX_SIZE)
+    mask = 0x1000 | _STATX_MNT_ID_UNIQUE  # STATX_MNT_ID, and the unique one where the kernel has it
+    at_fdcwd = -100
+    ret = statx(
+        ctypes.c_int(at_fdcwd),
+        os.fsencode(os.fspath(path)),
+        ctypes.c_int(_AT_STATX_DONT_SYNC),
+        ctypes.c_uint(mask),
+        buf,
+    )
+    if ret != 0:
+        return None
+    got = int.from_bytes(buf.raw[0:4], "little")
+    mnt_id = int.from_bytes(buf.raw[_STATX_MNT_ID_OFFSET : _STATX_MNT_ID_OFFSET + 8], "little")
+    if got & _STATX_MNT_ID_UNIQUE:
+        # The unique id is not the number mountinfo lists; ask again for the old one to find the entry.
+        old = ctypes.create_string_buffer(_STATX_SIZE)
+        if (
+            statx(
+                ctypes.c_int(at_fdcwd),
+                os.fsencode(os.fspath(path)),
+                ctypes.c_int(_AT_STATX_DONT_SYNC),
+                ctypes.c_uint(0x1000),
+                old,
+            )
+            != 0
+        ):
+            return None
+        old_id = int.from_bytes(old.raw[_STATX_MNT_ID_OFFSET : _STATX_MNT_ID_OFFSET + 8], "little")
+        return old_id, mnt_id
+    if got & 0x1000:
+        return mnt_id, None
+    return None

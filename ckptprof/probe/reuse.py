@@ -6,6 +6,16 @@ each probe's result (in the cache directory) and a later run on the same host, t
 devices and the same sample size reuses it while it is younger than a maximum age (one hour by default). The
 session says so, with the age; ``--reprobe`` measures again. What could have changed since (a busier NFS server,
 another tenant on the PCIe switch) is the price of reuse, which is why the age is printed.
+
+A probe stands only for what it measured, so its key holds:
+- each file system's mount as /proc/self/mountinfo and statx(2) name it (the unique mount id, mount id, source,
+  type and options) and this boot: a new sshfs mount at the same mount point reused the device number (st_dev)
+  of the fast mount before it, and was quoted its 0.149 GB/s where it read 0.042 GB/s;
+- the size class of the sample it read (a power of two): a 0.26 GB sample of a small checkpoint does not stand
+  for a 2.8 GB one;
+- for a cold load, the checkpoint's own files (path, size, mtime): the cold figure is the files' own storage.
+A probe measured under contention (other ckptprof runs in progress, a busy device: probe/contention.py) is never
+kept. A reused probe is described by its age and origin, never as measured in this run.
 """
 
 from __future__ import annotations
@@ -24,11 +34,13 @@ from typing import Any
 
 from ckptprof.cachedir import cache_dir
 from ckptprof.checkpoint import fs
+from ckptprof.probe import contention
 from ckptprof.units import age_words
 from ckptprof.version import __version__
 
 DEFAULT_MAX_AGE_S = 3600.0
-FORMAT = 1
+FORMAT = 2
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
 def max_age_from_env() -> float:
@@ -43,18 +55,49 @@ def max_age_from_env() -> float:
     return max(0.0, value)
 
 
-def probe_key(files: Sequence[Path], devices: Sequence[str], sample_bytes: int) -> dict[str, Any]:
-    """What must match for a probe to stand for this run: host, file systems (device ids and types), devices,
-    sample size and ckptprof version (a newer probe may measure differently)."""
+def probe_key(
+    files: Sequence[Path], devices: Sequence[str], sample_bytes: int, cache: str | None = None
+) -> dict[str, Any]:
+    """What must match for a probe to stand for this run: host and boot, file systems (device ids, types and
+    mounts), devices, sample size and the size class of the sample actually read, the checkpoint's files when the
+    load is cold (``cache``), and ckptprof version (a newer probe may measure differently)."""
     filesystems = sorted({(os.stat(f).st_dev, fs.fs_type(f)) for f in files})
-    return {
+    mounts = {
+        json.dumps(m.to_dict(), sort_keys=True): m.to_dict()
+        for m in (fs.mount_identity(f) for f in files)
+        if m is not None
+    }
+    total = sum(os.stat(f).st_size for f in files)
+    key: dict[str, Any] = {
         "format": FORMAT,
         "ckptprof": __version__,
         "host": socket.gethostname(),
+        "boot": _boot_id(),
         "filesystems": [[dev, kind] for dev, kind in filesystems],
+        "mounts": [mounts[k] for k in sorted(mounts)],
         "devices": list(devices),
         "sample_bytes": sample_bytes,
+        # The storage probe reads up to twice the sample (two disjoint halves): what it read is this, in powers of 2.
+        "sample_class": min(2 * sample_bytes, total).bit_length(),
     }
+    if cache == "cold":
+        key["checkpoint"] = _files_digest(files)
+    return key
+
+
+def _boot_id() -> str:
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
+
+
+def _files_digest(files: Sequence[Path]) -> str:
+    h = hashlib.sha256()
+    for f in sorted(files):
+        st = os.stat(f)
+        h.update(f"{os.path.realpath(f)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:20]
 
 
 def _path_for(key: dict[str, Any], base: Path | None = None) -> Path:
@@ -68,10 +111,19 @@ class Reused:
     measured_at: str
     age_s: float
     path: Path
+    origin: str = ""  # what the probe read: 'a 16.0 MB sample of /data/ckpt (fuse.sshfs mount 45 ...)'
 
     def describe(self) -> str:
         """'12 min ago' - how old the reused ceilings are."""
         return f"{age_words(self.age_s)} ago"
+
+    def note(self) -> str:
+        """The session's note: the age and origin of the figures, never 'measured in this run'."""
+        origin = f" by a run that read {self.origin}" if self.origin else ""
+        return (
+            f"ceilings reused, not measured in this run: probed {self.describe()} ({self.measured_at}){origin}, "
+            "on the same mount(s), devices and sample size class (--reprobe measures them again)"
+        )
 
 
 def lookup(key: dict[str, Any], max_age_s: float, base: Path | None = None) -> Reused | None:
@@ -97,18 +149,25 @@ def lookup(key: dict[str, Any], max_age_s: float, base: Path | None = None) -> R
         validate_ceilings(doc["ceilings"])
     except InvalidField:
         return None
-    return Reused(doc["ceilings"], str(doc.get("measured_at", "")), age, path)
+    if contention.is_contended(doc["ceilings"].get("notes") or ()):
+        return None  # kept by an older ckptprof that did not know: measured while others used the hardware
+    return Reused(doc["ceilings"], str(doc.get("measured_at", "")), age, path, str(doc.get("origin", "")))
 
 
-def store(key: dict[str, Any], ceilings: dict[str, Any], base: Path | None = None) -> Path | None:
+def store(
+    key: dict[str, Any], ceilings: dict[str, Any], base: Path | None = None, origin: str = ""
+) -> Path | None:
     """Keep a fresh probe's ceilings for later runs; None when the cache directory cannot be written (the run
-    goes on: reuse is an optimisation)."""
+    goes on: reuse is an optimisation) or when the probe was taken under contention (it is no ceiling)."""
+    if contention.is_contended(ceilings.get("notes") or ()):
+        return None
     path = _path_for(key, base)
     now = time.time()
     doc = {
         "key": key,
         "measured_unix": now,
         "measured_at": dt.datetime.fromtimestamp(now, dt.timezone.utc).isoformat(timespec="seconds"),
+        "origin": origin,
         "ceilings": {k: v for k, v in ceilings.items() if k != "reused"},
     }
     tmp = path.with_suffix(f".tmp{os.getpid()}")

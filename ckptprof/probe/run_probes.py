@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ckptprof import inprogress
 from ckptprof.devices import default_device_spec, parse_devices
 from ckptprof.errors import CheckpointError, os_problem
-from ckptprof.probe import loader_rate, memcpy, storage, transfer, warm_pipeline
+from ckptprof.probe import contention, loader_rate, memcpy, storage, transfer, warm_pipeline
 
 _RANGE = re.compile(r"^(\d+)-(\d+)$")
 
@@ -30,7 +31,26 @@ def measure_ceilings(
 
     ``notes`` collects every caveat (drop not verified, no CUDA, ...); ``probe_s`` is how long probing took.
     ``into`` receives each ceiling as soon as it is measured, so an interrupted probe still leaves the finished ones.
+    Other ckptprof runs in progress meanwhile (or a device busy with others' reads) are noted as contention.
     """
+    with inprogress.registered("probe", paths):
+        started = time.time()
+        out = _measure(paths, devices, sample_bytes, streams, progress, transfer_bytes, into)
+        crowded = contention.other_runs_note(started)
+        if crowded:
+            out["notes"].append(crowded)
+        return out
+
+
+def _measure(
+    paths: list[Path],
+    devices: list[str],
+    sample_bytes: int,
+    streams: int | None,
+    progress: bool,
+    transfer_bytes: int,
+    into: dict[str, Any] | None,
+) -> dict[str, Any]:
     log = _stderr_log if progress else None
     t0 = time.perf_counter()
     out: dict[str, Any] = {} if into is None else into

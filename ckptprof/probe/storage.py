@@ -23,8 +23,9 @@ from typing import Any
 
 import psutil
 
-from ckptprof.checkpoint import fs
+from ckptprof.checkpoint import diskstats, fs
 from ckptprof.fstypes import is_network_fs
+from ckptprof.probe import contention
 from ckptprof.probe.parallel import (
     CANCEL,
     MOST_REPEATS,
@@ -221,10 +222,19 @@ def measure_storage(
         notes.append(f"{why_not} on {fstype}: buffered reads after dropping the page cache")
 
     first, second = disjoint_halves(regions)
+    # Every process's reads count in the device's counters: more than the probe's own means it was not alone.
+    device = diskstats.device_for(regions[0].path)
+    device_before = diskstats.sample(device) if device else None
     say(f"storage: cold read, 1 stream, {sum(r.length for r in first) / GB:.2f} GB")
     one = cold_read(first, 1, block, direct, clock)
     say(f"storage: cold read, {n} streams, {sum(r.length for r in second) / GB:.2f} GB")
     many = cold_read(second, n, block, direct, clock)
+    if device:
+        busy = contention.device_busy_note(
+            device, device_before, diskstats.sample(device), one.nbytes + many.nbytes
+        )
+        if busy:
+            notes.append(busy)
     drops = [one.drop, many.drop]
     verified = direct or all(d.ok for d in drops)
     storage_method = _method_name(direct, verified)

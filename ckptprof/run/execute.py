@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ckptprof import interrupts
+from ckptprof import inprogress, interrupts
 from ckptprof.devices import default_device_spec, parse_devices
 from ckptprof.errors import CkptprofError
 from ckptprof.loader.options import DEFAULT_RANK_TIMEOUT_S, ReplayOptions
@@ -68,7 +68,7 @@ def recent_probe(
         max_age = request.probe_max_age_s if request.probe_max_age_s is not None else reuse.max_age_from_env()
         files = [f for p in (target, request.draft) if p for f in discover(Path(p)).files]
         names = list(devices) if isinstance(devices, tuple) else parse_devices(devices)
-        key = reuse.probe_key(files, names, request.probe_sample_bytes)
+        key = reuse.probe_key(files, names, request.probe_sample_bytes, cache=request.cache)
     except (CkptprofError, OSError, ValueError):
         return None, None
     if request.reprobe:
@@ -78,6 +78,19 @@ def recent_probe(
         return key, None
     reused = {"measured_at": found.measured_at, "age_s": round(found.age_s, 1), "max_age_s": max_age}
     return key, dataclasses.replace(found, ceilings={**found.ceilings, "reused": reused})
+
+
+def probe_origin(target: str | Path, draft: str | Path | None, ceilings: Ceilings) -> str:
+    """What a kept probe read, for the note of a run that reuses it: 'a 16.00 MB sample of /data/ckpt (ext4 mount
+    27 of /dev/vda at /)'."""
+    from ckptprof.checkpoint import fs
+    from ckptprof.units import human_bytes
+
+    where = " and ".join(str(p) for p in (target, draft) if p)
+    mount = fs.mount_identity(target)
+    sample = ceilings.storage_sample_bytes
+    read = f"a {human_bytes(sample)} sample of " if sample else ""
+    return f"{read}{where}" + (f" ({mount.describe()})" if mount is not None else "")
 
 
 def vllm_strategies(
@@ -113,7 +126,19 @@ def vllm_strategies(
 
 
 def execute(config: RunConfig, say: Printer | None = None, progress: bool = False) -> RunOutcome:
-    """Run what ``config`` resolved: every strategy in turn against one probe, then the checked predictions."""
+    """Run what ``config`` resolved: every strategy in turn against one probe, then the checked predictions.
+
+    The run is listed as in progress (``ckptprof.inprogress``) while it lasts, so that other runs can tell that
+    they measured beside it."""
+    request = config.request
+    paths = [str(p) for p in (request.target, request.draft) if p]
+    if not config.is_rank0:
+        return _execute(config, say, progress)
+    with inprogress.registered("run", paths, request.cache):
+        return _execute(config, say, progress)
+
+
+def _execute(config: RunConfig, say: Printer | None, progress: bool) -> RunOutcome:
     from ckptprof import api
     from ckptprof.run.predictions import check_recommendations, nothing_to_check
 
@@ -161,7 +186,7 @@ def execute(config: RunConfig, say: Printer | None = None, progress: bool = Fals
         if probe_key is not None:
             from ckptprof.probe import reuse
 
-            reuse.store(probe_key, ceilings.to_dict())
+            reuse.store(probe_key, ceilings.to_dict(), origin=probe_origin(target, request.draft, ceilings))
 
     py_spy = Path(request.py_spy_dir) if request.py_spy_dir is not None else None
     runs = api.replay_strategies(
@@ -186,11 +211,13 @@ def execute(config: RunConfig, say: Printer | None = None, progress: bool = Fals
         sessions[0].notes.append(vllm_rule(sessions))
     if reused is not None:
         for one in sessions:
-            one.notes.insert(
-                0,
-                f"ceilings reused from a probe {reused.describe()} of the same file system(s) and devices "
-                "(--reprobe measures them again)",
-            )
+            one.notes.insert(0, reused.note())
+    elif runs.ceilings is not None:
+        from ckptprof.probe import contention
+
+        crowded = [n for n in runs.ceilings.notes if contention.is_contended([n])]
+        for one in sessions:
+            one.notes.extend(n for n in crowded if n not in one.notes)
     session = sessions[0]
     session.server_log = config.server_log
     unchecked = None

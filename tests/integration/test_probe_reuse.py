@@ -6,14 +6,24 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import psutil
 import pytest
 
+from ckptprof.checkpoint.synth import synthesize
 from ckptprof.cli.main import main
 from ckptprof.probe import reuse
 from ckptprof.session import Session
+
+if TYPE_CHECKING:
+    from conftest import SshfsMount
 
 
 @pytest.fixture
@@ -54,7 +64,9 @@ def test_a_second_run_reuses_the_probe_and_prints_its_age(
     assert 0 <= reused["age_s"] < 600 and reused["max_age_s"] == reuse.DEFAULT_MAX_AGE_S
     assert replace(second.ceilings, reused=None) == first.ceilings
     assert "ceiling (reused: measured" in printed
-    assert any(n.startswith("ceilings reused from a probe") and "--reprobe" in n for n in second.notes)
+    assert any(
+        n.startswith("ceilings reused, not measured in this run") and "--reprobe" in n for n in second.notes
+    )
     assert not any("the storage probe drops and re-reads a sample" in n for n in second.notes)
 
 
@@ -166,3 +178,91 @@ def test_the_key_names_the_file_systems_and_devices(small_draft: Path) -> None:
     assert key["devices"] == ["cpu"] and key["sample_bytes"] == 4_000_000
     assert key["filesystems"] == [[os.stat(files[0]).st_dev, key["filesystems"][0][1]]]
     assert reuse.probe_key(files, ["cuda:0"], 4_000_000) != key
+
+
+# -- a probe stands only for what it measured (#31 item 4, #32 item 6) -------------------------------------------
+
+
+def _remount(mount: Path) -> subprocess.Popen[bytes]:
+    """Unmount an sshfs mount and mount the same server directory at the same mount point again, with the same
+    command line (a new mount: the server may now be slower). Returns the new sshfs process (the caller stops it)."""
+    (sshfs,) = [
+        p
+        for p in psutil.process_iter(["name", "cmdline"])
+        if p.info["name"] == "sshfs" and str(mount) in p.info["cmdline"]
+    ]
+    argv = list(sshfs.info["cmdline"])
+    subprocess.run(["fusermount", "-u", str(mount)], check=True, timeout=30)
+    sshfs.wait(timeout=10)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 15
+    while not os.path.ismount(mount):
+        assert proc.poll() is None and time.monotonic() < deadline, "sshfs did not mount again"
+        time.sleep(0.1)
+    return proc
+
+
+@pytest.mark.sshfs
+def test_a_new_mount_at_the_same_mount_point_is_probed_again(
+    small_draft: Path, tmp_path: Path, cache: Path, sshfs_mount: SshfsMount
+) -> None:
+    # GIVEN a checkpoint on an sshfs mount, probed by a first run
+    shutil.copytree(small_draft, sshfs_mount.source / "ckpt")
+    ckpt = sshfs_mount.mount / "ckpt"
+    first, _ = run(ckpt, tmp_path / "a")
+    assert first.ceilings.reused is None
+    # WHEN the mount is replaced by a new one at the same mount point (what a remount after a network change does:
+    # the device number can be the same, the storage behind it is not the one probed)
+    proc = _remount(sshfs_mount.mount)
+    try:
+        second, _ = run(ckpt, tmp_path / "b")
+    finally:
+        subprocess.run(["fusermount", "-u", str(sshfs_mount.mount)], check=False, timeout=30)
+        proc.wait(timeout=10)
+    # THEN the second run measured its own ceilings: the first probe was of another mount
+    assert second.ceilings.reused is None
+
+
+def test_a_probe_taken_while_another_run_was_in_progress_is_not_reused(
+    small_draft: Path, small_verifier: Path, tmp_path: Path, cache: Path
+) -> None:
+    # GIVEN another ckptprof run in progress (replaying a checkpoint again and again) while this one probes
+    other = subprocess.Popen(
+        [sys.executable, "-m", "ckptprof", "run", str(small_verifier), "--devices", "cpu", "-q", "--no-probe",
+         "-o", str(tmp_path / "other"), "--faithful-rounds", "40"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        time.sleep(4)  # its imports and plan: it is replaying by now
+        contended, _ = run(small_draft, tmp_path / "a")
+        assert other.poll() is None, "the other run ended before this one had probed: the test proves nothing"
+    finally:
+        other.kill()
+        other.wait()
+    # THEN that run says its probe was taken under contention and is not kept, and a later run alone measures again
+    assert any("contention" in note for note in contended.notes), contended.notes
+    alone, _ = run(small_draft, tmp_path / "b")
+    assert alone.ceilings.reused is None
+
+
+def test_a_probe_of_a_smaller_sample_or_another_checkpoint_cold_is_not_reused(
+    small_draft: Path, small_verifier: Path, tmp_path: Path, cache: Path
+) -> None:
+    # GIVEN a probe of the 16 MB draft, all of it read (a sample of 16 MB)
+    run(small_draft, tmp_path / "a", "--probe-sample", "16MB")
+    # WHEN a 24 MB checkpoint on the same file system is run with the same settings, its sample is larger (24 MB):
+    # THEN the 16 MB probe does not stand for it
+    bigger, _ = run(small_verifier, tmp_path / "b", "--probe-sample", "16MB")
+    assert bigger.ceilings.reused is None
+    # WHEN a cold load of another checkpoint of the same size class follows a cold probe
+    twin = tmp_path / "twin"
+    synthesize(twin, preset="eagle3-draft", shards=8, size=16_000_000, seed=7)
+    run(small_draft, tmp_path / "c", "--probe-sample", "16MB", "--cache", "cold")
+    cold_twin, _ = run(twin, tmp_path / "d", "--probe-sample", "16MB", "--cache", "cold")
+    # THEN it is measured on its own files
+    assert cold_twin.ceilings.reused is None
+    # AND a reuse says how old the probe is and where it came from, never that it was measured in this run
+    again, _ = run(twin, tmp_path / "e", "--probe-sample", "16MB", "--cache", "cold")
+    assert again.ceilings.reused is not None
+    (note,) = [n for n in again.notes if n.startswith("ceilings reused")]
+    assert "not measured in this run" in note and str(twin) in note and " ago" in note, note
