@@ -85,7 +85,9 @@ _WORKER_PREFIX_RE = re.compile(
     r"\(([A-Za-z][^()\n]{0,80}?) pid=(\d{1,10})(?:, ip=[^()\s]{1,64})?\) ", re.ASCII
 )
 _VLLM_PREFIX_RE = re.compile(
-    r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) (?:\[[^\]\n]{1,120}(?:\] ?|$))?",
+    r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) "
+    # the source tag: "[file.py:12] " (0.8 on) or "file.py:12] " (before)
+    r"(?:\[[^\]\n]{1,120}(?:\] ?|$)|[\w.-]{1,120}\.py:\d{1,6}\] ?)?",
     re.ASCII,
 )
 _TORCH_RANK_RE = re.compile(r"\[rank(\d{1,6})\]: ?", re.ASCII)

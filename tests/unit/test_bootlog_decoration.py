@@ -56,3 +56,15 @@ def test_sglang_records_with_a_time_only_prefix_are_sglang_records() -> None:
     )
     assert timestamp_seconds("17:43:23") is not None
     assert timestamp_seconds("17:43:25") - timestamp_seconds("17:43:23") == 2.0  # type: ignore[operator]
+
+
+def test_vllm_before_0_8_wrote_its_source_tag_without_the_opening_bracket() -> None:
+    # vLLM 0.6-0.7: "INFO 10-10 18:57:39 model_runner.py:1008] ..." (0.8 on: "[model_runner.py:1008]")
+    old = parse_record(
+        '(VllmWorkerProcess pid=25847) ERROR 03-06 01:17:36 multiproc_worker_utils.py:240]   File "/x.py", line 1'
+    )
+    new = parse_record(
+        '(VllmWorkerProcess pid=25847) ERROR 03-06 01:17:36 [multiproc_worker_utils.py:240]   File "/x.py", line 1'
+    )
+    assert old == new
+    assert old.message == '  File "/x.py", line 1'

@@ -26,7 +26,6 @@ FIRST_SIGHT_WRONG = {
     "sglang-sglang-7482",
     "vllm-marin-2350",
     "vllm-vllm-21713",
-    "vllm-vllm-ascend-19",
 }
 
 
