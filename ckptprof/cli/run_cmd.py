@@ -14,7 +14,7 @@ from ckptprof.checkpoint.discovery import ORDERS
 from ckptprof.cli.outputs import DEFAULT_PARENT, check_output_file, claim_run_dir, release_run_dir
 from ckptprof.run.request import CACHE_MODES, DEFAULT_PROBE_SAMPLE_BYTES, DEFAULT_SYNTH_SIZE
 from ckptprof.session import Session
-from ckptprof.stage_hooks import stage_begins
+from ckptprof.stage_hooks import CLOCK, stage_begins
 from ckptprof.units import parse_size
 
 if TYPE_CHECKING:
@@ -261,6 +261,7 @@ class RunCommand:
     def run(self, args: argparse.Namespace) -> int:
         from ckptprof.run import resolve
 
+        CLOCK.restart()  # every stage's time, from here, for the summary (ckptprof.cli.stages)
         # Every choice is made (and a typo refused) before anything slow: the built-in checkpoint, the probe.
         config = resolve(request_from_args(args))
         is_rank0 = config.is_rank0
@@ -324,8 +325,15 @@ class RunCommand:
     ) -> int:
         """Save the sessions, print the summary, write the asked-for renderings; the exit code for the outcome
         (an interrupted run's outcome is the interruption: its ranks' and strategies' states are not listed)."""
+        from ckptprof.cli.stages import stage_times, stages_line
         from ckptprof.render import table
 
+        starts = CLOCK.intervals()
+        # Up to the report (this): what the run took before its summary could be written.
+        ended = starts.pop()[1] if starts and starts[-1][0] == "report" else CLOCK.now()
+        times = stage_times(starts, sessions, ended)
+        if times:
+            session.extra["run_stages_s"] = dict(times)
         verified_ok = True
         unwritten: list[str] = []
         if comparison is not None:
@@ -349,6 +357,8 @@ class RunCommand:
             if args.json:
                 _write(unwritten, Path(args.json), lambda: session.save(args.json))
             print(table.render(session))
+            if times:
+                print(stages_line(times))
         if wrote:
             print(f"session saved to {saved}", file=sys.stderr)
         if args.html or args.trace:
