@@ -165,6 +165,7 @@ class BootLogAnalyzer:
         self._last_phase_end: str | None = None
         self._ready_seq: int | None = None
         self._lead_rank: str | None = None
+        self._untagged_bar_phases: list[PhaseKey] = []  # opened by untagged bars before the lead was tagged
         self._record_phases = 0  # phases opened by a boot record (not by a bar alone)
         self._order = 0
 
@@ -386,7 +387,26 @@ class BootLogAnalyzer:
             # Global rank 0 draws the bars: TP0 (or DP0 TP0 ...); untagged only when nothing is tagged.
             if _is_lead_label(label) and (self._lead_rank is None or (label and not self._lead_rank)):
                 self._lead_rank = label
+                if label and self._untagged_bar_phases:
+                    self._hand_bars_to_lead(label)
         return state
+
+    def _hand_bars_to_lead(self, label: str) -> None:
+        """Phases that untagged bars opened before any rank was tagged were global rank 0's (it draws the bars):
+        they move to the tagged lead rank as soon as it shows up, instead of counting as one more rank."""
+        untagged = self._ranks.get("")
+        for key in self._untagged_bar_phases:
+            track = self._phases.get(key)
+            span = track.spans.pop("", None) if track is not None else None
+            if track is None or span is None:
+                continue
+            # Only the span moves: the lead's own records then say whose phase it was (a draft's end line
+            # replaces a bar's guess of the target, as it does on a tagged rank).
+            track.spans.setdefault(label, span)
+            if untagged is not None:
+                for slot in [slot for slot, open_key in untagged.open.items() if open_key == key]:
+                    del untagged.open[slot]
+        self._untagged_bar_phases.clear()
 
     def _track(self, key: PhaseKey, slot: str, provisional: bool = False) -> PhaseTrack:
         track = self._phases.get(key)
@@ -650,6 +670,8 @@ class BootLogAnalyzer:
             label = bar.rank or self._lead_rank or ""
             key = (name, self._model(self._rank(label), slot, name, "nth"), None)
             self._begin(label, slot, key, self._now, provisional=True)
+            if not label:
+                self._untagged_bar_phases.append(key)
             return key
         return None
 
@@ -920,6 +942,7 @@ _BOOT_STATE = (
     "_last_phase_end",
     "_ready_seq",
     "_lead_rank",
+    "_untagged_bar_phases",
     "_record_phases",
     "_order",
     "_now",

@@ -33,3 +33,14 @@ Traceback (most recent call last):
 AssertionError
 """
     assert analyze_bytes(log).framework == "sglang"
+
+
+def test_an_untagged_bar_before_the_first_tagged_record_is_global_rank_zeros() -> None:
+    # GIVEN an SGLang excerpt that starts inside the load: the bar (untagged, drawn by TP0) comes first
+    log = b"""Loading safetensors checkpoint shards:  50% Completed | 2/4 [02:56<02:57, 88.81s/it]
+Loading safetensors checkpoint shards: 100% Completed | 4/4 [05:42<00:00, 85.53s/it]
+[2025-03-29 18:18:34 TP0] Load weight end. type=Gemma3ForConditionalGeneration, avail mem=3.64 GB
+"""
+    # THEN one rank loaded, not an untagged one beside TP0
+    phases = analyze_bytes(log).phases
+    assert [(phase.name, phase.model, phase.ranks) for phase in phases] == [("load-weights", "target", 1)]

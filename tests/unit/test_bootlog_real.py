@@ -22,7 +22,6 @@ LOGS = sorted(REAL.glob("*.log"))
 FIRST_SIGHT_WRONG = {
     "sglang-MI300-testing-bench-latency",
     "sglang-sglang-1467",
-    "sglang-sglang-4895",
     "sglang-sglang-7482",
     "vllm-marin-2350",
     "vllm-vllm-21713",
