@@ -20,6 +20,7 @@ from ckptprof.devices import default_device_spec, parse_devices
 from ckptprof.errors import CkptprofError
 from ckptprof.loader.options import DEFAULT_RANK_TIMEOUT_S, ReplayOptions
 from ckptprof.results import Ceilings
+from ckptprof.run import cache_state
 from ckptprof.run.builtin import builtin_checkpoint
 from ckptprof.run.policy import Printer, RunConfig, Spec
 from ckptprof.run.request import RunRequest
@@ -188,6 +189,11 @@ def _execute(config: RunConfig, say: Printer | None, progress: bool) -> RunOutco
 
             reuse.store(probe_key, ceilings.to_dict(), origin=probe_origin(target, request.draft, ceilings))
 
+    dropped_beside = None
+    if request.cache == "cold" and is_rank0:
+        # A cold run's drop evicts these files for every run reading them: warm runs on them first get a chance
+        # to end, and are named when they did not.
+        dropped_beside = cache_state.before_dropping([p for p in (target, request.draft) if p], tell)
     py_spy = Path(request.py_spy_dir) if request.py_spy_dir is not None else None
     runs = api.replay_strategies(
         target,
@@ -207,6 +213,10 @@ def _execute(config: RunConfig, say: Printer | None, progress: bool) -> RunOutco
         **release_kwargs,
     )
     sessions, interrupted = runs.sessions, runs.interrupted
+    for one in sessions:
+        cache_state.changed_under_warm_run(one)
+        if dropped_beside is not None:
+            one.notes.append(dropped_beside)
     if vllm_rule is not None and sessions:
         sessions[0].notes.append(vllm_rule(sessions))
     if reused is not None:
