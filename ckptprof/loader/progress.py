@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 from ckptprof.loader.plan import ReplayPlan
 from ckptprof.session import ShardTiming
@@ -15,7 +15,14 @@ ProgressFn = Callable[[int, str, ShardTiming], None]
 class ProgressPrinter:
     """A tqdm bar per model over all ranks' shards, with a compact per-rank count in its postfix."""
 
-    def __init__(self, plan: ReplayPlan, label: str = "", enabled: bool = True) -> None:
+    def __init__(
+        self,
+        plan: ReplayPlan,
+        label: str = "",
+        enabled: bool = True,
+        file: TextIO | None = None,
+        ncols: int | None = None,
+    ) -> None:
         from tqdm import tqdm
 
         self._tqdm = tqdm
@@ -26,6 +33,8 @@ class ProgressPrinter:
         self._counts: dict[tuple[str, int], int] = {}
         self._bars: dict[str, Any] = {}
         self._lock = threading.Lock()
+        # Where the bars go and how wide they are: the terminal's (stderr) unless a test gives its own.
+        self._where: dict[str, Any] = {"file": file, "ncols": ncols}
 
     def __call__(self, rank: int, role: str, timing: ShardTiming) -> None:
         if not self._enabled:
@@ -35,7 +44,11 @@ class ProgressPrinter:
             if bar is None:
                 desc = f"{self._label}{role} shards x {self._plan.tp} ranks"
                 bar = self._tqdm(
-                    total=self._totals.get(role, 0) * self._plan.tp, desc=desc, unit="shard", leave=False
+                    total=self._totals.get(role, 0) * self._plan.tp,
+                    desc=desc,
+                    unit="shard",
+                    leave=False,
+                    **self._where,
                 )
                 self._bars[role] = bar
             self._counts[(role, rank)] = self._counts.get((role, rank), 0) + 1
@@ -45,6 +58,9 @@ class ProgressPrinter:
                 bar.set_postfix_str(f"per rank: {per_rank} /{self._totals.get(role, 0)}", refresh=False)
 
     def close(self) -> None:
-        for bar in self._bars.values():
+        # The lowest bar first, the top one (position 0) last: tqdm blanks a lower bar's row and moves back up
+        # without returning to the first column, which only the top bar's close does. Closed top first, a target +
+        # draft run's summary began at the last column and its first line broke in two.
+        for bar in reversed(list(self._bars.values())):
             bar.close()
         self._bars.clear()
