@@ -35,6 +35,7 @@ _GRAPH_END = {
 RECORDS: tuple[Rule, ...] = (
     Rule("ServerArgs(", Configure(), weight=5),
     Rule("Init torch distributed begin", Begin("init", "init-distributed", None)),
+    Rule("Init nccl begin", Begin("init", "init-distributed", None)),  # 0.3's name for it
     Rule("Init torch distributed ends", End("init", "init-distributed", None)),
     Rule("Load weight begin", Begin("load", "load-weights", "nth")),
     Rule("Load weight end", End("load", "load-weights", "nth")),

@@ -19,6 +19,8 @@ RECORDS: tuple[Rule, ...] = (
     Rule("LLM engine", Configure(restart="after-ready"), weight=2),
     Rule("Loading drafter model", Begin("load", "load-weights", "draft"), weight=2),
     Rule("Starting to load model", Begin("load", "load-weights", "nth"), weight=2),
+    # The TPU backend (tpu-inference) names each shard as it loads it: the load is under way.
+    Rule("Loading weights from", Begin("load", "load-weights", "nth", unless_open=True)),
     # V0's only load record; vllm-ascend's V1 runner prints it after `Loading weights took` too.
     Rule(
         "Loading model weights took", End("load", "load-weights", "nth", only_if_open_or_new=True), weight=2

@@ -203,3 +203,18 @@ def test_each_ranks_kv_phase_starts_at_its_own_load_end() -> None:
         14.0,
         "TP0",
     )
+
+
+def test_older_and_platform_records_open_their_phases() -> None:
+    # SGLang 0.3 named torch.distributed's init "Init nccl begin"; vLLM on TPU logs each shard it loads
+    sglang_0_3 = b"[22:30:32 TP0] Init nccl begin.\n[22:30:32 TP0] Load weight begin. avail mem=191.33 GB\n"
+    assert [phase.name for phase in analyze_bytes(sglang_0_3).phases] == ["init-distributed", "load-weights"]
+    tpu = (
+        b"(EngineCore_DP0 pid=7110) INFO 01-15 15:45:29 [weight_utils.py:162] Loading weights from "
+        b"/hub/model-00001-of-00004.safetensors\n"
+        b"(EngineCore_DP0 pid=7110) INFO 01-15 15:45:30 [weight_utils.py:162] Loading weights from "
+        b"/hub/model-00002-of-00004.safetensors\n"
+    )
+    report = analyze_bytes(tpu)
+    assert (report.framework, report.state) == ("vllm", "load-weights")
+    assert [(phase.name, phase.ranks) for phase in report.phases] == [("load-weights", 1)]
