@@ -39,8 +39,10 @@ _ALTERNATIVES = b"|".join(b"(?:" + pattern + b")" for _, pattern in WRAPPER_PATT
 # start with the line break before the line, not with (?m)^: a literal first byte lets the regex engine jump
 # from line to line instead of testing every position (3.5 times faster). Bars redrawn in place carry the
 # wrapper after each carriage return when the collector saw the frames as lines.
-_WRAPPER_RE = re.compile(rb"\n(?:" + _ALTERNATIVES + rb"){1,2}")
-_WRAPPER_AFTER_CR_RE = re.compile(rb"\r(?:" + _ALTERNATIVES + rb"){1,2}")
+# A paste may indent or colour the collector's line too: that goes with the prefix.
+_LEAD = rb"(?:[ \t]|\x1b\[[0-9;]*m)*"
+_WRAPPER_RE = re.compile(rb"\n" + _LEAD + rb"(?:" + _ALTERNATIVES + rb"){1,2}")
+_WRAPPER_AFTER_CR_RE = re.compile(rb"\r" + _LEAD + rb"(?:" + _ALTERNATIVES + rb"){1,2}")
 
 
 def unwrap(block: bytes) -> bytes:

@@ -1,0 +1,60 @@
+"""Every log of the real corpus, re-emitted the way pastes and terminals decorate it, reads as the original does
+(#33 item 5): the same framework, state, phases (name, model, ranks) and failure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ckptprof.bootlog import BootReport, analyze_bytes
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "real"
+LOGS = sorted(REAL.glob("*.log"))
+
+
+def _indented(data: bytes) -> bytes:
+    """A quoted paste or captured output: four spaces before every line."""
+    return b"\n".join(b"    " + line if line else line for line in data.split(b"\n"))
+
+
+def _coloured(data: bytes) -> bytes:
+    """A terminal's colours around every line (a log viewer's level colouring)."""
+    return b"\n".join(b"\x1b[36m" + line + b"\x1b[0m" if line else line for line in data.split(b"\n"))
+
+
+def _crlf(data: bytes) -> bytes:
+    return data.replace(b"\n", b"\r\n")
+
+
+def _kubectl(data: bytes) -> bytes:
+    """`kubectl logs --timestamps`: the collector's own time before every line."""
+    return b"\n".join(
+        b"2026-12-02T10:00:00.123456789Z " + line if line else line for line in data.split(b"\n")
+    )
+
+
+TRANSFORMS: dict[str, Callable[[bytes], bytes]] = {
+    "indent4": _indented,
+    "ansi": _coloured,
+    "crlf": _crlf,
+    "kubectl": _kubectl,
+}
+
+
+def _reading(report: BootReport) -> dict[str, object]:
+    failure = report.failure
+    return {
+        "framework": report.framework,
+        "state": report.state,
+        "phases": [(phase.name, phase.model, phase.ranks) for phase in report.phases],
+        "failure": (failure.rank, failure.phase, failure.model) if failure else None,
+    }
+
+
+@pytest.mark.parametrize("transform", list(TRANSFORMS))
+@pytest.mark.parametrize("log", LOGS, ids=[log.stem for log in LOGS])
+def test_a_decorated_real_log_reads_as_the_original(log: Path, transform: str) -> None:
+    data = log.read_bytes()
+    assert _reading(analyze_bytes(TRANSFORMS[transform](data))) == _reading(analyze_bytes(data))
