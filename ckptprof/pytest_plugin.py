@@ -124,9 +124,11 @@ def _figures(session: Any, one: _Round) -> dict[str, Any]:
     totals = run_totals(session)
     verdict = session.verdict or Verdict()
     wall = verdict.load_wall_s or 0.0
-    timed = [r for r in one.results if r.started_monotonic is not None]
+    timed = [r for r in one.results if r.started_monotonic is not None and r.models]
     starts = [r.started_monotonic for r in timed]
-    ends = [r.started_monotonic + r.wall_s for r in timed]
+    # Where the rank's last model was loaded (the walls the session's load wall is made of): the recorder's
+    # bookkeeping after it counts as gathering the results.
+    ends = [r.started_monotonic + max(m.start_s + m.wall_s for m in r.models) for r in timed]
     return {
         "load_wall_s": wall,
         "read_s": round(totals.read_s, 4),
@@ -260,10 +262,11 @@ def _benchmark_rounds(
         )
     if found is not None:
         base, source = found
-        for gate in gates:
-            failure = gate.failure(benchmark.extra_info.get(gate.phase), base.get(gate.phase), source)
-            if failure:
-                raise FixtureProblem(failure)
+        failures = [
+            gate.failure(benchmark.extra_info.get(gate.phase), base.get(gate.phase), source) for gate in gates
+        ]
+        if any(failures):
+            raise FixtureProblem("; ".join(f for f in failures if f))
     return last
 
 

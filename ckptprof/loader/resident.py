@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import multiprocessing as mp
 import os
 import signal
@@ -54,8 +55,7 @@ class _Reports:
 
     def put(self, message: tuple[Any, ...]) -> None:
         if message[0] == "result":
-            # When the result left: the parent tells the rank's own wrap-up from the delivery.
-            self.conn.send((*message, time.monotonic()))
+            self.conn.send(message)
             self.held.clear()
 
 
@@ -99,7 +99,11 @@ def _load_context_of_caller() -> Any:
 def _resident_main(conn: Connection, go: Connection, plan_dict: dict[str, Any], rank: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C, as with run_spawned's ranks
     _die_with_parent()
-
+    # torch and the strategies are imported (with this module): put what they made out of the collector's reach.
+    # A full collection walks every object torch created (~0.1 s here) and fell in the first rounds' timed part;
+    # a resident rank would otherwise pay it at random moments of the rounds, which a fresh rank does not repeat.
+    gc.collect()
+    gc.freeze()
     conn.send(("started", rank, os.getpid()))
     while True:
         try:
@@ -128,7 +132,6 @@ class ResidentRanks:
         # The last release on the host's monotonic clock (the ranks' ``started_monotonic`` is on the same clock):
         # when the go was written, and when the last result was in.
         self.released_at = self.answered_at = 0.0
-        self.sent_at: dict[int, float] = {}  # when each rank sent its result
 
     def __enter__(self) -> ResidentRanks:
         self.start()
@@ -193,7 +196,6 @@ class ResidentRanks:
             result = rank_from_dict(msg[2])
             result.device = result.device or self.plan.rank_device(rank)
             results.append(result)
-            self.sent_at[rank] = msg[3]
         return results
 
     def close(self) -> None:
