@@ -291,6 +291,15 @@ def strip_ansi(text: str) -> str:
 # What can stand before a record without being part of it: indentation (a quoted or pytest-captured paste), a
 # NUL or its caret form "^@" (a terminal's), colour codes.
 _DECORATION_FIRST = frozenset(" \t\x00^#\ufffd")
+# The start of a whole record prefix (SGLang's dated one, a process tag, vLLM's level and time), looked for
+# behind whatever an unknown collector or a re-logging pipeline put in front of it.
+_EMBEDDED_PREFIX_RE = re.compile(
+    r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]\n]{0,40}\] "
+    r"|\([A-Za-z][^()\n]{0,80}? pid=\d{1,10}(?:, ip=[^()\s]{1,64})?\) "
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d",
+    re.ASCII,
+)
+EMBEDDED_PREFIX_WITHIN = 200
 _LEVEL_WORDS = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ")
 
 
@@ -339,6 +348,11 @@ def parse_record(text: str) -> Record:
     """A record from one segment (ANSI codes already removed); unknown shapes become style "plain"."""
     text = undecorate(text)
     first = text[:1]
+    if first not in "[(" and not text.startswith(_LEVEL_WORDS):
+        embedded = _EMBEDDED_PREFIX_RE.search(text, 1, EMBEDDED_PREFIX_WITHIN)
+        if embedded is not None:
+            text = text[embedded.start() :]
+            first = text[:1]
     if first == "[":
         match = _SGLANG_PREFIX_RE.match(text)
         if match is not None:

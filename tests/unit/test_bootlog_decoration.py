@@ -68,3 +68,20 @@ def test_vllm_before_0_8_wrote_its_source_tag_without_the_opening_bracket() -> N
     )
     assert old == new
     assert old.message == '  File "/x.py", line 1'
+
+
+@pytest.mark.parametrize(
+    "decoration",
+    [
+        "2025-03-07 23:50:27,531 - __main__ - INFO - ",  # a pipeline re-logging the server through `logging`
+        "2025-02-04 21:21:40 ",  # Docker Desktop's log view
+        "sglang-1  | 2025-02-04T21:21:40.000Z ",  # unknown collectors, nested
+    ],
+)
+def test_any_prefix_before_a_whole_record_prefix_is_decoration(decoration: str) -> None:
+    record = "[2025-03-07 23:50:27 TP0] Load weight begin. avail mem=22.46 GB"
+    assert parse_record(decoration + record) == parse_record(record)
+    vllm = (
+        "(VllmWorker rank=1 pid=7) INFO 04-26 20:27:48 [gpu_model_runner.py:1299] Starting to load model m..."
+    )
+    assert parse_record(decoration + vllm) == parse_record(vllm)
