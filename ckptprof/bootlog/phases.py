@@ -480,13 +480,33 @@ class BootLogAnalyzer:
         start: str | None,
         provisional: bool = False,
         rank: RankState | None = None,
+        begun_at: str | None = None,
     ) -> None:
-        """Open ``key`` in ``slot`` on rank ``label`` (``rank``: its state, when the caller holds it already)."""
+        """Open ``key`` in ``slot`` on rank ``label`` (``rank``: its state, when the caller holds it already).
+
+        A rank does one boot phase at a time: a phase still open on it ends where this one is known to have
+        begun (``begun_at``, else ``start``), so a release that logs no end line for it (no `Init torch
+        distributed ends`) does not leave it running to the end of the log."""
         if rank is None:
             rank = self._rank(label)
+        if rank.open:
+            self._end_previous(label, rank, key[0], begun_at or start)
         self._track(key, slot, provisional).spans[label] = RankSpan(start=start)
         rank.open[slot] = key
         self._touch(label, rank)
+
+    def _end_previous(self, label: str, rank: RankState, phase: str, at: str | None) -> None:
+        """End the rank's open phases of other names at ``at`` (variants of one phase, SGLang's decode and
+        prefill graphs, may run at once); the end is inferred, and said so."""
+        for other_slot, other_key in list(rank.open.items()):
+            if other_key[0] == phase:
+                continue
+            del rank.open[other_slot]
+            track = self._phases.get(other_key)
+            span = track.spans.get(label) if track is not None else None
+            if span is not None and span.end is None and at is not None:
+                span.end = at
+                span.end_inferred = True
 
     def _end(
         self, record: Record, rank: RankState, action: End, model: Model, elapsed_s: float | None
@@ -549,7 +569,7 @@ class BootLogAnalyzer:
         key = (action.phase, self._model(rank, slot, action.phase, action.model), action.variant)
         start = (rank.last_end or record.timestamp) if action.from_last_end else record.timestamp
         self._record_phases += 1
-        self._begin(record.rank, slot, key, start, rank=rank)
+        self._begin(record.rank, slot, key, start, rank=rank, begun_at=record.timestamp)
 
     def _apply_end(self, action: End, reading: Reading, record: Record) -> None:
         rank = self._rank(record.rank)

@@ -13,6 +13,7 @@ class RankSpan:
     start: str | None
     end: str | None = None
     elapsed_s: float | None = None
+    end_inferred: bool = False  # no end line: the rank began its next phase then
 
 
 @dataclass(slots=True)

@@ -221,7 +221,7 @@ def missing_rank_warnings(tracks: list[PhaseTrack], expected: list[str], framewo
         if track.order == latest_order or is_single_process(track, expected):
             continue  # the current phase is described by the summary, not warned about
         absent = [rank for rank in expected if rank not in track.spans and rank not in silent]
-        unfinished = [rank for rank, span in track.spans.items() if span.end is None]
+        unfinished = [rank for rank, span in track.spans.items() if span.end is None or span.end_inferred]
         label = phase_label(track.key)
         if absent:
             warnings.append(

@@ -503,7 +503,8 @@ def test_bars_alone_open_their_phases_and_name_the_loader() -> None:
     )
     assert (report.framework, report.state) == ("unknown", "cuda-graph")
     assert table(report) == [
-        ("load-weights", "target", None, "2025-11-29 10:00:00", None, 30.0, 1, None),
+        # the load ends where the rank's capture began (#33 item 4), not at the log's last line
+        ("load-weights", "target", None, "2025-11-29 10:00:00", "2025-11-29 10:00:20", 20.0, 1, None),
         ("cuda-graph", "target", None, "2025-11-29 10:00:20", None, 10.0, 1, None),
     ]
     assert bars(report) == [(BAR, "target", 4, 4), ("Capturing batches", "target", 1, 2)]
