@@ -33,7 +33,7 @@ def measure_ceilings(
     ``into`` receives each ceiling as soon as it is measured, so an interrupted probe still leaves the finished ones.
     Other ckptprof runs in progress meanwhile (or a device busy with others' reads) are noted as contention.
     """
-    with inprogress.registered("probe", paths):
+    with inprogress.registered("probe", sorted({str(Path(p).parent) for p in paths})):
         started = time.time()
         out = _measure(paths, devices, sample_bytes, streams, progress, transfer_bytes, into)
         crowded = contention.other_runs_note(started)

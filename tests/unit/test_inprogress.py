@@ -77,3 +77,16 @@ def test_the_mount_of_a_path_comes_from_mountinfo() -> None:
 def test_this_machines_root_has_a_mount_identity() -> None:
     mount = fs.mount_identity("/")
     assert mount is not None and mount.mount_point == "/"
+
+
+def test_a_device_that_read_for_others_during_the_probe_makes_it_contended() -> None:
+    from ckptprof.checkpoint.diskstats import DiskSample
+    from ckptprof.probe import contention
+
+    before = DiskSample(io_ticks_ms=0, read_bytes=0)
+    own = 400_000_000
+    # the probe's own reads, plus readahead's slack: alone
+    assert contention.device_busy_note("vda", before, DiskSample(900, own + 50_000_000), own) is None
+    # another 300 MB read by someone else meanwhile: contended, and never kept
+    note = contention.device_busy_note("vda", before, DiskSample(900, own + 300_000_000), own)
+    assert note is not None and contention.is_contended([note]) and "vda" in note
