@@ -444,3 +444,88 @@ class ServerLog:
 
     def to_dict(self) -> dict[str, Any]:
         return _as_json(self)
+
+
+@dataclass(frozen=True)
+class StuckRank:
+    """Where a rank stood when it stopped making progress (``--rank-timeout``) or could not be stopped, read from
+    outside it (loader/stuck.py): the shard and byte range of its call, its kernel wait, its Python stack."""
+
+    pid: int
+    """The rank's process."""
+    state: str = "unknown"
+    """The stuck thread's state: "D (uninterruptible wait)" is a wait in the kernel that no signal ends."""
+    tid: int | None = None
+    """The stuck thread (the rank's thread waiting on a file system, else its main thread)."""
+    phase: str | None = None
+    """What that thread was doing: open, read, stat, mmap, page fault in a mapped file, ..."""
+    syscall: str | None = None
+    """The system call it was in (None: none, e.g. a page fault)."""
+    file: str | None = None
+    """The file it was reading (a shard, as the kernel names it)."""
+    file_source: str | None = None
+    """How the file is known: the system call's own argument, its only mapped shard, or the next shard it had not
+    reported (a guess from the plan's order)."""
+    offset: int | None = None
+    """The first byte of the read, where the call says."""
+    length: int | None = None
+    """Bytes the call asked for."""
+    wchan: str | None = None
+    """The kernel function it waits in (/proc/PID/wchan)."""
+    kernel_stack: tuple[str, ...] = ()
+    """Its kernel stack, innermost first (/proc/PID/stack: root only)."""
+    python_stack: tuple[str, ...] = ()
+    """Its Python frames, innermost first (py-spy dump --nonblocking)."""
+    python_stack_note: str | None = None
+    """Why there is no Python stack."""
+    mount_point: str | None = None
+    """The mount holding the file."""
+    fs_type: str | None = None
+    """That mount's file-system type."""
+    threads_in_kernel_wait: int = 0
+    """The rank's threads in an uninterruptible wait."""
+    abandoned: bool = False
+    """Still alive after SIGKILL (a wait in the kernel): left behind, not joined, when ckptprof exited."""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StuckRank:
+        known = _known(cls, d)
+        known.setdefault("pid", 0)
+        for key in ("kernel_stack", "python_stack"):
+            known[key] = tuple(known.get(key) or ())
+        known["abandoned"] = bool(known.get("abandoned"))
+        known["threads_in_kernel_wait"] = int(known.get("threads_in_kernel_wait") or 0)
+        return cls(**known)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_json(self)
+
+    @property
+    def in_kernel(self) -> bool:
+        return self.state.startswith("D") or self.threads_in_kernel_wait > 0
+
+    def where(self) -> str:
+        """'open of /mnt/ck/model-00002.safetensors (bytes 0-4095) on fuse.sshfs at /mnt'."""
+        what = self.phase or "an unknown call"
+        if self.file:
+            span = ""
+            if self.offset is not None:
+                end = f"{self.offset + self.length - 1}" if self.length else "?"
+                span = f" (bytes {self.offset}-{end})"
+            guess = (
+                " (the next shard it had not reported)"
+                if self.file_source == "the next shard it had not reported"
+                else ""
+            )
+            what += f" of {self.file}{span}{guess}"
+        elif self.file_source:
+            what += f" in {self.file_source}"
+        if self.fs_type and self.mount_point:
+            what += f" on {self.fs_type} at {self.mount_point}"
+        return what
+
+    def describe(self) -> str:
+        """One clause for the rank's error: the pid, its wait and where."""
+        wait = f" in {self.wchan}" if self.wchan else ""
+        top = f"; Python: {self.python_stack[0]}" if self.python_stack else ""
+        return f"pid {self.pid} {self.state}{wait}, {self.where()}{top}"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptprof.errors import SessionFileError, os_problem
-from ckptprof.results import Ceilings, ServerLog, StrategyComparison, Verdict
+from ckptprof.results import Ceilings, ServerLog, StrategyComparison, StuckRank, Verdict
 
 SCHEMA_VERSION = 1
 
@@ -151,6 +151,9 @@ class RankResult:
     # not printed; head and tail when it wrote more than 64 KiB).
     engine_import_s: float | None = None
     engine_output: str | None = None
+    # A rank that stopped making progress or could not be stopped: where it stood (its shard and byte range, kernel
+    # wait, Python stack), read from outside it when the run gave up on it.
+    stuck: StuckRank | None = None
 
 
 @dataclass
@@ -295,6 +298,8 @@ def rank_from_dict(d: dict[str, Any]) -> RankResult:
         mk["shards"] = [ShardTiming(**_pick(ShardTiming, s)) for s in mk.get("shards") or []]
         models.append(RankModel(**mk))
     kw["models"] = models
+    if kw.get("stuck") is not None:
+        kw["stuck"] = StuckRank.from_dict(kw["stuck"])
     return RankResult(**kw)
 
 
@@ -506,7 +511,29 @@ _shard_info = _record(ShardInfo)
 _model_info = _record(ModelInfo, {"shards": _list_or_null(_shard_info)})
 _shard_timing = _record(ShardTiming)
 _rank_model = _record(RankModel, {"shards": _list_or_null(_shard_timing)})
-_rank_result = _record(RankResult, {"models": _list_or_null(_rank_model)})
+_stuck_rank = _keys(
+    {
+        "pid": _count,
+        "tid": _optional(_count),
+        "state": _text,
+        "phase": _optional(_text),
+        "syscall": _optional(_text),
+        "file": _optional(_text),
+        "file_source": _optional(_text),
+        "offset": _optional(_count),
+        "length": _optional(_count),
+        "wchan": _optional(_text),
+        "kernel_stack": _list_of(_text),
+        "python_stack": _list_of(_text),
+        "python_stack_note": _optional(_text),
+        "mount_point": _optional(_text),
+        "fs_type": _optional(_text),
+        "threads_in_kernel_wait": _count,
+        "abandoned": _flag,
+    },
+    required=("pid",),
+)
+_rank_result = _record(RankResult, {"models": _list_or_null(_rank_model), "stuck": _optional(_stuck_rank)})
 
 _config = _keys(
     {

@@ -6,16 +6,42 @@ rewritten with other tensors (larger, or the same size) no longer fits the plan 
 fails the copy with a raw shape mismatch. None of these says anything a user can act on, so whoever sees the
 failure - the rank for a shard error, the parent for a rank killed by a signal - compares each planned shard's
 size and modification time with what is on disk now and names the file.
+
+A network file system that loses its server is not a changed file: a FUSE mount whose daemon exits (sshfs when the
+connection drops) goes away, and its paths then name the empty directory below it (ENOENT, which would read as a
+removed file), while descriptors opened before answer ENOTCONN; NFS answers ESTALE, EIO or ETIMEDOUT. Those are
+told first, with the errno and what it means for that file system.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import time
 from dataclasses import dataclass
 
-from ckptprof.loader.plan import ReplayPlan
+from ckptprof.fstypes import is_network_fs
+from ckptprof.loader.plan import ModelPlan, ReplayPlan
+from ckptprof.loader.stuck import mount_of
 from ckptprof.units import human_bytes
+
+# What an errno means on a network file system, in words a user can act on.
+_NETWORK_ERRNOS = {
+    errno.ENOTCONN: "the connection to the server is gone (the file system's daemon exited or was disconnected)",
+    errno.ECONNABORTED: "the connection to the server was dropped",
+    errno.ECONNRESET: "the connection to the server was reset",
+    errno.EIO: "the server or the connection to it failed the read (an I/O error passed on by the file system)",
+    errno.ESTALE: "the file handle went stale (the server restarted or re-exported the file system)",
+    errno.ETIMEDOUT: "the server did not answer in time",
+    errno.EHOSTDOWN: "the server is down",
+    errno.EHOSTUNREACH: "the server cannot be reached",
+    errno.ENETUNREACH: "the server's network cannot be reached",
+    errno.ENODEV: "the file system is gone",
+}
+# The mounts under each model when the run started (model path -> (mount point, type)): a mount that went away
+# is named by where it was.
+_MOUNTS_AT_START: dict[str, tuple[str | None, str | None]] = {}
 
 
 @dataclass(frozen=True)
@@ -86,11 +112,50 @@ def changed_files(plan: ReplayPlan) -> list[ChangedFile]:
     return out
 
 
+def remember_mounts(plan: ReplayPlan) -> None:
+    """Note the mount under each model now, while it is there (read from the mount table: no call on the files)."""
+    for model in plan.models:
+        _MOUNTS_AT_START.setdefault(model.path, mount_of(model.path))
+
+
+def errno_in(error: str) -> int | None:
+    """The errno a message carries: Python's '[Errno 107] ...' or Rust's '... (os error 107)'."""
+    found = re.search(r"\[Errno (\d+)\]|\(os error (\d+)\)", error)
+    return int(found.group(1) or found.group(2)) if found else None
+
+
+def _errno_name(code: int) -> str:
+    return f"{errno.errorcode.get(code, f'errno {code}')} ({os.strerror(code)})"
+
+
+def lost_mount(model: ModelPlan, error: str) -> str | None:
+    """The cause when a model's network file system went away or stopped serving it, else None."""
+    if not is_network_fs(model.fs_type):
+        return None
+    code = errno_in(error)
+    was_point, _ = _MOUNTS_AT_START.get(model.path, (None, None))
+    now_point, now_type = mount_of(model.path)
+    if now_type is not None and now_type != model.fs_type:
+        met = f"; {_errno_name(code)} here is the mount gone, not a missing file" if code is not None else ""
+        where = f"at {was_point}" if was_point else f"holding {model.path}"
+        return (
+            f"the {model.fs_type} mount {where} went away while it was read: its server stopped or the connection "
+            f"to it dropped ({model.path} now lies on {now_type} at {now_point}{met})"
+        )
+    if code in _NETWORK_ERRNOS:
+        return f"{_errno_name(code)} from the {model.fs_type} mount at {now_point}: {_NETWORK_ERRNOS[code]}"
+    return None
+
+
 def explain_shard_error(plan: ReplayPlan, file: str, error: str) -> str:
-    """A failed shard's error, led by the cause when that shard's file shrank, vanished or was rewritten."""
+    """A failed shard's error, led by the cause when its network file system went away, or when that shard's file
+    shrank, vanished or was rewritten."""
     for model in plan.models:
         for shard in model.shards:
             if shard.name == file and shard.error is None:
+                lost = lost_mount(model, error)
+                if lost is not None:
+                    return f"{lost}: {error}"
                 changed = changed_file(shard.path, shard.bytes, shard.mtime_ns)
                 if changed is not None and not error.startswith("the file "):
                     return f"{changed.cause()}: {error}"
@@ -101,6 +166,9 @@ def explain_signal_death(plan: ReplayPlan, reason: str, signal_name: str) -> str
     """A rank killed by SIGBUS: name the shard whose file shrank (the usual cause), or say what SIGBUS means."""
     if signal_name != "SIGBUS":
         return reason
+    lost = next((cause for m in plan.models if (cause := lost_mount(m, "")) is not None), None)
+    if lost is not None:  # a mapping of a file on a mount that went away: the fault is the mount's
+        return f"{reason} reading a memory-mapped shard: {lost}"
     # A file that grew or was rewritten in place leaves no mapping past its end: not a cause of SIGBUS.
     changed = [c for c in changed_files(plan) if c.shrunk]
     if changed:

@@ -3,22 +3,34 @@
 Spawned ranks report over a queue; a rank that dies is noticed by its exit code within a poll interval and
 marked failed with its signal, the barrier is aborted so no rank waits forever, and on Ctrl-C every child is
 terminated (then killed) before the partial results are returned.
+
+A rank that stopped making progress on a network file system that stopped answering can sit in an uninterruptible
+wait in the kernel, which even SIGKILL does not end until the server answers. Such a rank is abandoned, not joined
+(multiprocessing would join it at exit, forever): its pid, kernel wait, shard and Python stack go in its result,
+and its death signal is already pending, so it ends as soon as the file system answers or is unmounted.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import multiprocessing.process
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any
 
-from ckptprof.loader.changed import explain_signal_death
+from ckptprof import interrupts
+from ckptprof.fstypes import is_network_fs
+from ckptprof.loader import stuck
+from ckptprof.loader.changed import explain_signal_death, remember_mounts
 from ckptprof.loader.plan import ReplayPlan
 from ckptprof.loader.progress import ProgressFn
+from ckptprof.results import StuckRank
 from ckptprof.session import RankModel, RankResult, ShardTiming, rank_from_dict
 
 POLL_S = 0.2
@@ -56,6 +68,7 @@ def _rank_main(plan_dict: dict[str, Any], rank: int, faithful: bool, results: An
         resource.setrlimit(resource.RLIMIT_AS, (used + int(limit_mb) * 2**20, resource.RLIM_INFINITY))
 
     plan = ReplayPlan.from_dict(plan_dict)
+    remember_mounts(plan)  # while they are there: a mount that goes away is named by where it was
     # Fault-injection hooks for the tests: slow every shard down, and leave a mark per finished shard, so a
     # test can kill a rank while it is provably mid-replay.
     delay = float(os.environ.get("CKPTPROF_FAULT_DELAY_S", "0") or 0)
@@ -143,13 +156,35 @@ class _Collector:
                 if self.done[rank].status != "ok" and self.barrier is not None:
                     self.barrier.abort()  # no rank may wait at the start for one that already failed
 
-    def fail(self, rank: int, reason: str) -> RankResult:
-        """A rank that did not report: keep the shards it finished, say why it stopped."""
+    def fail(self, rank: int, reason: str, stuck_at: StuckRank | None = None) -> RankResult:
+        """A rank that did not report: keep the shards it finished, say why it stopped (and where it stood)."""
         result = RankResult(rank=rank, device=self.plan.rank_device(rank), status="failed", error=reason)
         result.models = self.partial.get(rank, [])
         result.wall_s = sum(m.wall_s for m in result.models)
+        result.stuck = stuck_at
         self.done[rank] = result
         return result
+
+    def next_shard(self, rank: int) -> str | None:
+        """The first planned shard this rank has not reported: where a rank loading in order stands."""
+        reported = {(m.role, s.file) for m in self.partial.get(rank, []) for s in m.shards}
+        for model in self.plan.models:
+            for shard in model.shards:
+                if shard.error is None and (model.role, shard.name) not in reported:
+                    return shard.path
+        return None
+
+    def inspect(self, ranks: dict[int, int], with_python: bool = True) -> dict[int, StuckRank]:
+        """Where each of these ranks (rank -> pid) stands, read from outside them, all at once."""
+        paths = [s.path for m in self.plan.models for s in m.shards]
+        if not ranks:
+            return {}
+        with ThreadPoolExecutor(max_workers=len(ranks), thread_name_prefix="ckptprof-inspect") as pool:
+            jobs = {
+                rank: pool.submit(stuck.inspect, pid, paths, self.next_shard(rank), with_python)
+                for rank, pid in ranks.items()
+            }
+            return {rank: job.result() for rank, job in jobs.items()}
 
 
 @contextmanager
@@ -192,6 +227,8 @@ def run_spawned(
         for r in range(plan.tp)
     ]
     collector = _Collector(plan, progress, barrier)
+    remember_mounts(plan)
+    abandoned: list[Any] = []
     try:
         with _main_without_missing_file():
             for rank, p in enumerate(procs):
@@ -203,21 +240,49 @@ def run_spawned(
         # The ranks ignore SIGINT and keep running a moment: what they finish meanwhile arrives before they are
         # stopped, then whatever was in flight.
         collector.drain(results, seconds=0.5)
-        _stop(procs)
+        abandoned += _stop(procs)
         collector.drain(results, seconds=0.2)
         for rank in range(plan.tp):
             if rank not in collector.done:
-                collector.fail(rank, "interrupted (Ctrl-C) before the rank finished")
+                collector.fail(rank, f"interrupted ({interrupts.description()}) before the rank finished")
+        _abandon(collector, procs, abandoned)
         raise Interrupted(_ordered(plan, collector)) from None
     finally:
-        _stop(procs)
+        abandoned += _stop([p for p in procs if p not in abandoned])
     for rank, p in enumerate(procs):
         if rank not in collector.done:
             collector.fail(
                 rank,
                 _exit_reason(p.exitcode, plan) if p.exitcode not in (None, 0) else "exited without reporting",
             )
+    _abandon(collector, procs, abandoned)
     return _ordered(plan, collector)
+
+
+def _abandon(collector: _Collector, procs: list[Any], abandoned: list[Any]) -> None:
+    """Ranks still alive after SIGKILL wait in the kernel: forget them, so that neither this run nor
+    multiprocessing's exit handler (which joins every child it knows, without a timeout) waits for them, and say
+    in each one's result which pid was left behind and why."""
+    children = getattr(multiprocessing.process, "_children", None)
+    for p in abandoned:
+        if isinstance(children, set):
+            children.discard(p)
+        rank = procs.index(p)
+        result = collector.done.get(rank)
+        if result is None or result.status == "ok":
+            continue
+        if result.stuck is not None:
+            at, cause = result.stuck, ""  # a timed-out rank: its error names the cause already
+        else:
+            at = collector.inspect({rank: p.pid})[rank]
+            cause = _cause(at)
+        # Its state when it was read may predate the kill: a FUSE wait turns uninterruptible once signalled.
+        state = stuck.state_now(p.pid, at.tid) or at.state
+        result.stuck = dataclasses.replace(at, abandoned=True, state=state)
+        result.error = (result.error or "failed") + (
+            f"{cause}; pid {p.pid} could not be stopped (an uninterruptible wait in the kernel) and was left "
+            "behind: it ends when the file system answers or is unmounted"
+        )
 
 
 def _ordered(plan: ReplayPlan, collector: _Collector) -> list[RankResult]:
@@ -225,24 +290,6 @@ def _ordered(plan: ReplayPlan, collector: _Collector) -> list[RankResult]:
     for r in out:
         r.device = r.device or plan.rank_device(r.rank)
     return out
-
-
-def _stack_of(pid: int) -> str:
-    """What a hung rank is doing, from py-spy (when installed and allowed), to put in its error."""
-    import shutil
-    import subprocess
-
-    exe = shutil.which("py-spy")
-    if exe is None:
-        return ""
-    try:
-        out = subprocess.run(
-            [exe, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=15
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    frames = [line.strip() for line in out.splitlines() if line.startswith("    ")]
-    return " | stack: " + " <- ".join(frames[:8]) if frames else ""
 
 
 def _collect(
@@ -254,10 +301,13 @@ def _collect(
     while len(collector.done) < len(procs):
         collector.drain(results, seconds=POLL_S)
         if timeout is not None and time.monotonic() - collector.last_progress > timeout:
-            for rank, p in enumerate(procs):
-                if rank not in collector.done and p.is_alive():
-                    where = _stack_of(p.pid) if p.pid else ""
-                    collector.fail(rank, f"timed out: no progress for {timeout:g} s (--rank-timeout){where}")
+            hung = {
+                r: p.pid for r, p in enumerate(procs) if r not in collector.done and p.is_alive() and p.pid
+            }
+            for rank, at in collector.inspect(hung).items():
+                collector.fail(
+                    rank, f"timed out: no progress for {timeout:g} s (--rank-timeout){_cause(at)}", at
+                )
             barrier.abort()
             return
         for rank, p in enumerate(procs):
@@ -268,6 +318,14 @@ def _collect(
             if time.monotonic() - first > 1.0:
                 collector.fail(rank, _exit_reason(p.exitcode, collector.plan))
                 barrier.abort()  # ranks still waiting at the start barrier must not wait for a dead one
+
+
+def _cause(at: StuckRank) -> str:
+    """': the fuse.sshfs file system at /mnt stopped answering (pid 12 D (uninterruptible wait) in ..., open of
+    ...)' - or just where the rank stood, when it is not waiting on a network file system."""
+    if at.fs_type and at.mount_point and is_network_fs(at.fs_type) and (at.in_kernel or at.wchan):
+        return f": the {at.fs_type} file system at {at.mount_point} stopped answering ({at.describe()})"
+    return f" ({at.describe()})"
 
 
 def _exit_reason(code: int, plan: ReplayPlan) -> str:
@@ -281,7 +339,9 @@ def _exit_reason(code: int, plan: ReplayPlan) -> str:
     return f"rank process exited with code {code} without reporting"
 
 
-def _stop(procs: list[Any]) -> None:
+def _stop(procs: list[Any]) -> list[Any]:
+    """Terminate, then kill, the ranks, within a few seconds in all; the ones still alive after that (waiting in
+    the kernel, where SIGKILL stays pending) are returned, not waited for."""
     # A process whose start() failed (or was never reached) has nothing to stop, and joining it would raise
     # an AssertionError that hides the error that stopped the launch.
     procs = [p for p in procs if p.pid is not None]
@@ -291,6 +351,10 @@ def _stop(procs: list[Any]) -> None:
     deadline = time.monotonic() + 3.0
     for p in procs:
         p.join(timeout=max(0.0, deadline - time.monotonic()))
-        if p.is_alive():
-            p.kill()
-            p.join(timeout=1.0)
+    alive = [p for p in procs if p.is_alive()]
+    for p in alive:
+        p.kill()
+    deadline = time.monotonic() + 1.0
+    for p in alive:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+    return [p for p in alive if p.is_alive()]

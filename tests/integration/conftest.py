@@ -19,6 +19,7 @@ import getpass
 import itertools
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -41,10 +42,38 @@ class SshfsMount:
     source: Path  # the server's directory behind the mount (local disk)
     rate_cap_bytes_per_s: float | None  # the tbf cap on the server's link, None when uncapped
     how: str  # "netns+tbf N mbit" or "loopback" (and why), for test messages
+    server_pid: int | None = None  # sshd, whose session processes serve the mount
 
     def __iter__(self) -> Iterator[Path]:
         yield self.mount
         yield self.source
+
+    def server_processes(self) -> list[psutil.Process]:
+        """sshd and every process it started (the session that serves this mount's sftp requests)."""
+        if self.server_pid is None:
+            return []
+        try:
+            server = psutil.Process(self.server_pid)
+            return [server, *server.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    def _signal_server(self, signum: int) -> None:
+        for proc in self.server_processes():
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(signum)
+
+    def freeze_server(self) -> None:
+        """SIGSTOP the server: the mount stays, and every request on it waits for an answer that does not come.
+        The fixture's teardown continues it (``thaw_server``) before unmounting, so no reader stays stuck."""
+        self._signal_server(signal.SIGSTOP)
+
+    def thaw_server(self) -> None:
+        self._signal_server(signal.SIGCONT)
+
+    def kill_server(self) -> None:
+        """SIGKILL the server: sshfs loses its connection, exits, and the mount goes away under its readers."""
+        self._signal_server(signal.SIGKILL)
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -278,10 +307,20 @@ def sshfs_mounted(rate_mbit: int = DEFAULT_RATE_MBIT) -> Iterator[SshfsMount]:
             )  # fmt: skip
         _wait_mounted(sshfs_proc, mount, sshfs_log)
         cap = rate_mbit * 1e6 / 8 if netns else None
-        yield SshfsMount(mount=mount, source=source, rate_cap_bytes_per_s=cap, how=how)
+        yield SshfsMount(
+            mount=mount, source=source, rate_cap_bytes_per_s=cap, how=how, server_pid=sshd_proc.pid
+        )
     finally:
         # Collected before anything stops: once a parent exits its children are re-parented and lost.
         sshfs_children, sshd_children = _descendants(sshfs_proc), _descendants(sshd_proc)
+        # A test may have stopped the server: continue it first, so that the requests waiting on it are answered
+        # (their readers leave the kernel's uninterruptible wait) and the unmount below cannot wait on it.
+        for proc in [
+            *([psutil.Process(sshd_proc.pid)] if sshd_proc and sshd_proc.poll() is None else []),
+            *sshd_children,
+        ]:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(signal.SIGCONT)
         _unmount(fusermount, mount)
         _stop(sshfs_proc, sshfs_children)
         _stop(sshd_proc, sshd_children)
