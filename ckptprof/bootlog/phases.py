@@ -92,6 +92,9 @@ MAX_WARNINGS = 40
 # records repeat one of the last few dozen).
 READINGS_KEPT = 64
 BOOTS_KEPT = 16  # the reports of the first and of the last boots; a retry loop can restart thousands of times
+# Above this share of its boot records not understood, a report says so (a few such records are pasting noise).
+UNPARSED_WARN_SHARE = 0.05
+UNPARSED_EXAMPLES = 3
 # The phase each bar opens when a log has bars but no boot records (a CI log, a worker's own output).
 _BAR_SLOTS = {"load-weights": "load", "cuda-graph": "graph"}
 
@@ -146,6 +149,9 @@ class BootLogAnalyzer:
         self._evidence = {engine.name: 0 for engine in ENGINES}
         self._styles = {engine.name: 0 for engine in ENGINES}
         self._module_frames = {engine.name: 0 for engine in ENGINES}
+        self._boot_records = 0  # records a table knows
+        self._unparsed = 0  # of them, those behind a line prefix the reader could not read
+        self._unparsed_examples: list[str] = []
         self._phases: dict[PhaseKey, PhaseTrack] = {}
         self._ranks: dict[str, RankState] = {}
         self._bars: list[BarTrack] = []
@@ -371,12 +377,24 @@ class BootLogAnalyzer:
             self._on_frame(record)
             return
         if reading.rule is not None:
+            self._boot_records += 1
+            if style == "plain":
+                self._note_unparsed(message, reading.rule.needle)
             self._apply(reading, record)
         # Counted after the record's own rule ran: a record that restarts the boot belongs to the new one.
         if record.timestamp is not None and style in self._styles:
             self._styles[style] += 1
         if reading.may_fail or record.level in ("ERROR", "CRITICAL"):  # most records: skip the callbacks
             self._failures.on_record(record, lambda: self._where(record), self._line_before)
+
+    def _note_unparsed(self, message: str, needle: str) -> None:
+        """A boot record on a line whose prefix was read as nothing: a time or a number before the record's words
+        says a prefix was there (uvicorn's bare `INFO:     Application startup complete.` has none)."""
+        at = message.find(needle)
+        if at > 0 and any(char.isdigit() for char in message[:at]):
+            self._unparsed += 1
+            if len(self._unparsed_examples) < UNPARSED_EXAMPLES:
+                self._unparsed_examples.append(message.strip()[:160])
 
     # ------------------------------------------------------------------------------------ phase bookkeeping
 
@@ -820,6 +838,7 @@ class BootLogAnalyzer:
             throughput_GiBps=self._throughput,
             prefetch=self._prefetch,
             failure=failure,
+            unparsed_records=self._unparsed,
         )
 
     def _kept_boot(self, index: int) -> BootReport:
@@ -921,6 +940,14 @@ class BootLogAnalyzer:
         ]
         if self._boots > 1:
             warnings.insert(0, boots_warning(self._boots, self._boots))
+        if self._unparsed and self._unparsed > UNPARSED_WARN_SHARE * self._boot_records:
+            shown = "; ".join(f"`{example}`" for example in self._unparsed_examples)
+            warnings.insert(
+                0,
+                f"part of the log was not understood: {self._unparsed} of {self._boot_records} boot records sit "
+                f"behind a line prefix the reader does not know, so phases, ranks and times may be missing "
+                f"(e.g. {shown})",
+            )
         tracks = sorted(self._phases.values(), key=lambda track: track.order)
         warnings += missing_rank_warnings(tracks, expected, self.framework())
         if len(warnings) > MAX_WARNINGS:
@@ -945,6 +972,9 @@ _BOOT_STATE = (
     "_evidence",
     "_styles",
     "_module_frames",
+    "_boot_records",
+    "_unparsed",
+    "_unparsed_examples",
     "_phases",
     "_ranks",
     "_bars",

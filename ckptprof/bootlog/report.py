@@ -114,6 +114,8 @@ class BootReport:
         None  # vLLM's checkpoint prefetch into the page cache: "started", "finished in 3.2 s", ...
     )
     failure: FailureReport | None = None
+    # Boot records the reader found but whose line prefix it could not read (#33 item 3).
+    unparsed_records: int = 0
 
     @property
     def ready(self) -> bool:
@@ -139,4 +141,5 @@ class BootReport:
             "throughput_GiBps": self.throughput_GiBps,
             "prefetch": self.prefetch,
             "failure": self.failure.to_dict() if self.failure else None,
+            "unparsed_records": self.unparsed_records,
         }
