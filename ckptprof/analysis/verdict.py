@@ -5,6 +5,7 @@ Pure: reads a Session (its ranks and its ceilings), returns a ``Verdict``. No to
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from ckptprof.analysis.attribution import (
@@ -24,6 +25,7 @@ from ckptprof.fstypes import is_network_fs
 from ckptprof.rates import predicted_seconds
 from ckptprof.results import Prediction, Verdict, positive, slowest_device
 from ckptprof.session import Session
+from ckptprof.units import age_words
 
 SKEW_LIMIT = 1.5
 # Top shares closer than this (absolute, of rank time) name no winner: on the 2-core CPU VM, identical default runs
@@ -97,6 +99,14 @@ def cold_fraction(session: Session) -> float:
         return 0.0
     missing = sum(s.nonresident_bytes for m in rank0.models for s in m.shards)
     return max(0.0, min(1.0, missing / total))
+
+
+def _ceiling_origin(reused: Mapping[str, object] | None) -> str:
+    """'measured in the same run', or how old the reused probe was (a reused figure is never this run's)."""
+    age = reused.get("age_s") if reused else None
+    if not isinstance(age, (int, float)):
+        return "measured in the same run"
+    return f"reused from a probe {age_words(float(age))} old (not measured in this run)"
 
 
 def _fmt(x: float | None, unit: str = "GB/s") -> str:
@@ -284,8 +294,9 @@ def compute_verdict(session: Session) -> Verdict:
     if cold >= 0.5 and storage_best and read_rate > ABOVE_CEILING * storage_best:
         # Nothing should read faster than the ceiling: one of the two figures is not what it claims to be.
         storage_note = (
-            f"the replay read at {100 * read_rate / storage_best:.0f}% of the cold read ceiling measured in the "
-            "same run: the probe under-measured this storage (its reads are not SGLang's page faults), the "
+            f"the replay read at {100 * read_rate / storage_best:.0f}% of the cold read ceiling "
+            f"{_ceiling_origin(ceilings.reused)}: the probe under-measured this storage (its reads are not "
+            "SGLang's page faults), the "
             "kernel's read-ahead fetched part of the bytes while other phases were timed, or the storage lets "
             "reads catch up after idle gaps (a token bucket: a cgroup io.max cap, a cloud volume's throughput "
             "credits) - in the last two cases storage held SGLang's load for longer than the storage share says"
