@@ -9,6 +9,7 @@ inherited, and a test reading them to EOF would wait for it. Every test continue
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -244,3 +245,31 @@ def test_a_network_errno_is_named_with_what_it_means_for_the_mount(
     # THEN the errno is named with what it means there, the original error kept, and no file called removed
     assert explained.startswith(f"{named} (") and "fuse.sshfs mount at /mnt" in explained, explained
     assert explained.endswith(error) and "removed" not in explained
+
+
+def test_a_stopped_rank_that_times_out_gets_its_shard_and_python_stack(
+    small_draft: Path, tmp_path: Path
+) -> None:
+    # GIVEN a local run whose rank 1 is SIGSTOPped one shard into the load (py-spy's blocking dump of a stopped
+    # process gives no frame: it waits for the process to stop for it)
+    run = start(small_draft, tmp_path, "--rank-timeout", str(_RANK_TIMEOUT_S))
+    marks = tmp_path / "marks"
+    deadline = time.monotonic() + _START_GUARD_S
+    while not (marks / "rank1").exists():
+        assert time.monotonic() < deadline and run.proc.poll() is None, run.stderr
+        time.sleep(0.05)
+    victim = max(run.ranks(), key=lambda p: p.pid)  # spawned in rank order: rank 1
+    try:
+        victim.send_signal(signal.SIGSTOP)
+        wait_exit(run)
+    finally:
+        with contextlib.suppress(psutil.Error):
+            victim.send_signal(signal.SIGKILL)
+    # THEN the stopped rank failed by the timeout, and its result says where it stood
+    session = run.session()
+    stopped = next(r for r in session.ranks if r.stuck is not None and r.stuck.pid == victim.pid)
+    stuck = stopped.stuck
+    assert stuck is not None and stuck.state.startswith("T"), stuck
+    assert stuck.file is not None and Path(stuck.file).parent == small_draft, stuck
+    assert any("ckptprof" in frame for frame in stuck.python_stack), stuck.python_stack_note
+    assert f"pid {victim.pid}" in (stopped.error or "") and "no progress" in (stopped.error or "")
