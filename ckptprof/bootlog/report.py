@@ -17,6 +17,8 @@ class PhaseReport:
     seconds: float | None
     ranks: int
     slowest_rank: str | None
+    # ``seconds`` is what the log states ("took 5.38 seconds", "elapsed=20.02 s"), not read off its timestamps.
+    stated: bool = False
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PhaseReport:
@@ -31,6 +33,7 @@ class PhaseReport:
             seconds=float(seconds) if isinstance(seconds, (int, float)) else None,
             ranks=int(d.get("ranks") or 0),
             slowest_rank=d.get("slowest_rank"),
+            stated=bool(d.get("stated")),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -43,6 +46,7 @@ class PhaseReport:
             "ranks": self.ranks,
             "slowest_rank": self.slowest_rank,
             "variant": self.variant,
+            "stated": self.stated,
         }
 
 

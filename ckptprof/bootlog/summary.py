@@ -26,9 +26,6 @@ from ckptprof.bootlog.words import (
 )
 
 ENGINES: tuple[Engine, ...] = (sglang.ENGINE, vllm.ENGINE)
-# Timestamps have whole-second resolution unless SGLANG_LOG_MS is set: a logged ``elapsed=`` that agrees with
-# the timestamps within that resolution is the more precise figure.
-TIMESTAMP_RESOLUTION_S = 1.5
 
 
 @dataclass(frozen=True)
@@ -85,7 +82,7 @@ def phase_report(track: PhaseTrack, now_s: float | None) -> PhaseReport:
     start = _earliest(span.start for span in spans)
     finished = all(span.end is not None for span in spans)
     end = _latest(span.end for span in spans) if finished else None
-    seconds = _phase_seconds(spans, start, end, now_s, finished)
+    seconds, stated = _phase_seconds(spans, start, end, now_s, finished)
     slowest = None
     if len(track.spans) > 1:
         durations = {rank: _rank_seconds(span, now_s) for rank, span in track.spans.items()}
@@ -94,21 +91,22 @@ def phase_report(track: PhaseTrack, now_s: float | None) -> PhaseReport:
         if timed and max(timed.values()) > min(timed.values()):
             slowest = max(timed, key=lambda rank: timed[rank])
     name, model, variant = track.key
-    return PhaseReport(name, model, variant, start, end, seconds, len(spans), slowest)
+    return PhaseReport(name, model, variant, start, end, seconds, len(spans), slowest, stated)
 
 
 def _phase_seconds(
     spans: list[RankSpan], start: str | None, end: str | None, now_s: float | None, finished: bool
-) -> float | None:
+) -> tuple[float | None, bool]:
+    """The phase's duration, and whether the log stated it: a duration every rank's end line states wins over
+    the timestamps (a load's line may come after a download its own figure leaves out)."""
     if not finished:
         start_s = timestamp_seconds(start) if start else None
-        return round(now_s - start_s, 2) if now_s is not None and start_s is not None else None
-    wall = seconds_between(start, end)
+        return (round(now_s - start_s, 2) if now_s is not None and start_s is not None else None), False
     elapsed = [span.elapsed_s for span in spans if span.elapsed_s is not None]
-    logged = max(elapsed) if elapsed and len(elapsed) == len(spans) else None
-    if logged is not None and (wall is None or abs(wall - logged) <= TIMESTAMP_RESOLUTION_S):
-        return round(logged, 2)
-    return round(wall, 2) if wall is not None else None
+    if elapsed and len(elapsed) == len(spans):
+        return round(max(elapsed), 2), True
+    wall = seconds_between(start, end)
+    return (round(wall, 2) if wall is not None else None), False
 
 
 def progress_report(bar: BarTrack) -> ProgressReport:
