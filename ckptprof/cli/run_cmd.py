@@ -358,7 +358,7 @@ class RunCommand:
                 _write(unwritten, Path(args.json), lambda: session.save(args.json))
             print(table.render(session))
             if times:
-                print(stages_line(times))
+                print(stages_line(times, probe_reused=session.ceilings.reused is not None))
         if wrote:
             print(f"session saved to {saved}", file=sys.stderr)
         if args.html or args.trace:

@@ -48,7 +48,7 @@ def _replay_parts(start: float, end: float, sessions: Sequence[Session]) -> list
     return None
 
 
-def stages_line(times: Sequence[tuple[str, float]]) -> str:
+def stages_line(times: Sequence[tuple[str, float]], probe_reused: bool = False) -> str:
     """'time: 9.2 s in all: setup 1.1 s, probe 3.1 s (34% of the run), spawn 3.5 s, ...'; a part under 0.05 s
     that is not a stage of its own (the replay's rest) is left out."""
     total = sum(seconds for _, seconds in times)
@@ -57,5 +57,7 @@ def stages_line(times: Sequence[tuple[str, float]]) -> str:
         if name == "replay other" and seconds < 0.05:
             continue
         share = f" ({seconds / total:.0%} of the run)" if name == "probe" and total > 0 else ""
+        if name == "probe" and probe_reused:
+            share = " (reused: measured by an earlier run)"
         parts.append(f"{name} {seconds:.1f} s{share}")
     return f"time: {total:.1f} s in all: {', '.join(parts)}"

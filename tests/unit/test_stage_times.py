@@ -46,6 +46,11 @@ def test_every_stage_is_timed_from_the_command_start_and_the_replay_is_split() -
     assert "probe 3.0 s (15%" in line and "spawn 8.0 s" in line and "load 1.5 s" in line
 
 
+def test_a_reused_probe_says_so_instead_of_a_share() -> None:
+    line = stages_line([("setup", 1.0), ("probe", 0.0), ("replay", 2.0)], probe_reused=True)
+    assert "probe 0.0 s (reused: measured by an earlier run)" in line
+
+
 def test_without_spawned_ranks_the_replay_stays_whole() -> None:
     clock = _clock([0.0, 0.5, 2.0, 2.5])
     clock.restart()
