@@ -75,7 +75,6 @@ class Bar(NamedTuple):
 # Colour codes, also as pastes mangle them: the escape byte replaced by U+FFFD, or written out as "#033"
 # (CloudWatch) or "^[" (a terminal's caret notation).
 _ANSI_RE = re.compile(r"(?:\x1b|\ufffd|#033|\^\[)\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>78]")
-_MANGLED_ESCAPES = ("\ufffd[", "#033[", "^[[")
 # SGLang's record prefix; releases before 0.4 wrote the time without the date ("[17:43:23 TP6]").
 _SGLANG_PREFIX_RE = re.compile(
     r"\[((?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)((?: [A-Z][A-Z_]{0,15}\d{1,6})*)\] ?", re.ASCII
@@ -282,10 +281,12 @@ def first_timestamp(block: bytes, max_lines: int = TIMESTAMP_LOOKBACK_LINES) -> 
     return None
 
 
+def _has_escape(text: str) -> bool:
+    return "\x1b" in text or "\ufffd[" in text or "#033[" in text or "^[[" in text
+
+
 def strip_ansi(text: str) -> str:
-    if "\x1b" in text or any(escape in text for escape in _MANGLED_ESCAPES):
-        return _ANSI_RE.sub("", text)
-    return text
+    return _ANSI_RE.sub("", text) if _has_escape(text) else text
 
 
 # What can stand before a record without being part of it: indentation (a quoted or pytest-captured paste), a
@@ -310,7 +311,7 @@ def undecorate(text: str) -> str:
     word): an indented traceback or code line keeps it."""
     if text[:1] not in _DECORATION_FIRST:
         return text
-    if any(escape in text for escape in _MANGLED_ESCAPES):
+    if _has_escape(text):
         text = _ANSI_RE.sub("", text)
     stripped = text.lstrip(" \t\x00")
     while stripped.startswith("^@"):
@@ -346,9 +347,16 @@ def split_line(line: str) -> Iterator[Record | Bar]:
 
 def parse_record(text: str) -> Record:
     """A record from one segment (ANSI codes already removed); unknown shapes become style "plain"."""
-    text = undecorate(text)
     first = text[:1]
-    if first not in "[(" and not text.startswith(_LEVEL_WORDS):
+    if first in _DECORATION_FIRST:
+        text = undecorate(text)
+        first = text[:1]
+    # Every prefix looked for holds a time's colon: most other lines (traceback frames) are passed over at once.
+    if (
+        first not in "[("
+        and text.find(":", 1, EMBEDDED_PREFIX_WITHIN) > 0
+        and not text.startswith(_LEVEL_WORDS)
+    ):
         embedded = _EMBEDDED_PREFIX_RE.search(text, 1, EMBEDDED_PREFIX_WITHIN)
         if embedded is not None:
             text = text[embedded.start() :]

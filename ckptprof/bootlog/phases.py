@@ -718,12 +718,11 @@ class BootLogAnalyzer:
         return max(tracks, key=lambda track: track.order).key if tracks else None
 
     def _on_frame(self, record: Record) -> None:
-        for engine in ENGINES:
-            if any(path in record.message for path in engine.module_paths):
-                self._module_frames[engine.name] += 1
-        engines = [engine for engine in ENGINES if engine.name == self.framework()] or list(ENGINES)
-        frames = [frame for engine in engines for frame in engine.frames]
-        self._failures.on_frame(record, frames, lambda: self._where(record))
+        message = record.message
+        for name, path in _MODULE_PATHS:
+            if path in message:
+                self._module_frames[name] += 1
+        self._failures.on_frame(record, _FRAMES_READ_BY[self.framework()], lambda: self._where(record))
 
     def _where(self, record: Record) -> Where:
         """The phase open on the record's rank (else the boot's newest), for a failure logged there."""
@@ -957,6 +956,14 @@ class BootLogAnalyzer:
 
 
 _ENGINES_BY_STYLE = {engine.name: (engine,) for engine in ENGINES}
+# (engine, module path) pairs, and the frame tables a traceback is read with once the framework is known.
+_MODULE_PATHS = tuple((engine.name, path) for engine in ENGINES for path in engine.module_paths)
+_FRAMES_READ_BY = {
+    name: tuple(
+        frame for engine in ENGINES if engine.name == name or name == "unknown" for frame in engine.frames
+    )
+    for name in (*(engine.name for engine in ENGINES), "unknown")
+}
 _ENGINES_LED_BY = {
     leader: tuple(sorted(ENGINES, key=lambda engine: engine.name != leader))
     for leader in (*_ENGINES_BY_STYLE, "unknown")
