@@ -767,6 +767,8 @@ class BootLogAnalyzer:
             failure for failure in fatal if failure.frame_phase or failure.frame_model or failure.step
         ]
         errors = [failure for failure in fatal if failure.kind != "error-record"]
+        # A rank's own failure says more than an untagged one (a launcher's summary, a line whose tag a paste lost).
+        errors.sort(key=lambda failure: not failure.rank)
         return (with_frames or errors or fatal)[0]
 
     # -------------------------------------------------------------------------------------------- report

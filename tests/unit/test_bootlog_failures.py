@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ckptprof.bootlog import analyze_bytes
 from ckptprof.bootlog.failures import is_death
 
 
@@ -29,3 +30,13 @@ from ckptprof.bootlog.failures import is_death
 )
 def test_is_death_needs_the_whole_word(message: str, dies: bool) -> None:
     assert is_death(message) is dies
+
+
+def test_a_ranks_own_failure_is_blamed_before_an_untagged_line_about_it() -> None:
+    # GIVEN a paste that lost the worker tag of its first line, then the worker's traceback
+    log = b"""WorkerProc failed to start.
+(VllmWorker rank=3 pid=4867) ERROR 07-26 18:47:24 [multiproc_executor.py:511] Traceback (most recent call last):
+(VllmWorker rank=3 pid=4867) ERROR 07-26 18:47:24 [multiproc_executor.py:511]   File "/x/vllm/v1/executor/multiproc_executor.py", line 485, in worker_main
+"""
+    failure = analyze_bytes(log).failure
+    assert failure is not None and failure.rank == "rank3"

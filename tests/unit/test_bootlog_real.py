@@ -24,7 +24,6 @@ FIRST_SIGHT_WRONG = {
     "sglang-MI300-testing-bench-latency",
     "sglang-sglang-1467",
     "sglang-sglang-7482",
-    "vllm-vllm-21713",
 }
 
 
