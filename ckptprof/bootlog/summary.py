@@ -129,7 +129,11 @@ def build_summary(state: str, context: SummaryContext, failure: FailureReport | 
         return _ready_summary(context)
     if context.current is None:
         if context.framework == "unknown":
-            return "no SGLang or vLLM boot records found"
+            return (
+                "no SGLang or vLLM boot records found (looked for their record prefixes, boot records such as "
+                "`Load weight begin` or `Starting to load model`, their config dumps and their module paths in "
+                "tracebacks)"
+            )
         return "starting: no rank has begun a boot phase yet"
     return _phase_summary(context.current, context)
 

@@ -182,7 +182,9 @@ def test_vllm_log_with_colours_and_worker_prefixes() -> None:
 def test_binary_garbage_is_an_unknown_format() -> None:
     report = analyze("garbage.bin")
     assert (report.framework, report.state, report.phases) == ("unknown", "starting", ())
-    assert report.summary == "no SGLang or vLLM boot records found"
+    # AND it says what it looked for (#33 item 1)
+    assert report.summary.startswith("no SGLang or vLLM boot records found")
+    assert "record prefixes" in report.summary and "module paths" in report.summary
 
 
 def test_huge_line_is_capped_and_the_rest_still_parses() -> None:
