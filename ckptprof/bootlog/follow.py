@@ -13,6 +13,7 @@ from the start. Either is said on the status stream when it is seen, and kept in
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import shutil
 import sys
@@ -29,6 +30,8 @@ REDRAW_EVERY_S = 0.5
 # A traceback is only taken as the end of the boot once the log has stayed quiet this long: a rank that
 # survives a non-fatal traceback keeps logging, and the report then downgrades it to a warning.
 FAILURE_GRACE_S = 1.0
+# The first bytes of a followed file: timestamps and the server's arguments, which a new log does not repeat.
+HEAD_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ class _Follower:
         self._path = path
         self._is_file = path != "-"
         self._rotations: list[str] = []
+        self._head = b""  # the first bytes of the file followed: what tells it apart where inodes cannot
         self._stall_after_s = stall_after_s
         self._status_line = status_line
         self._clock = clock
@@ -126,6 +130,7 @@ class _Follower:
     def run(self, timeout_s: float | None, poll_s: float, sleep: Callable[[float], None]) -> FollowOutcome:
         started = self._clock()
         failed_since: float | None = None
+        rechecked = False
         while True:
             data = self._read()
             if data:
@@ -142,14 +147,19 @@ class _Follower:
                     (0, "ready") if report.ready else (1, "failed" if report.state == "failed" else "ended")
                 )
                 return self._outcome(code, reason)
-            if self._truncated():
-                self._stream.seek(0)
-                self._reset()
-                continue
             if self._renamed():
                 continue
-            if self._refreshed():
+            if self._truncated():
+                self._stream.seek(0)
+                self._head = b""
+                self._reset()
                 continue
+            if not rechecked and self._refreshed():
+                rechecked = (
+                    True  # once per idle spell: a size the file cannot deliver must not spin this loop
+                )
+                continue
+            rechecked = False
             self._feed(self._splitter.take_bar_frame())
             report = self._analyzer.report()
             self._status_line.draw(_status_text(report))
@@ -167,7 +177,11 @@ class _Follower:
 
     def _read(self) -> bytes:
         if self._is_file:
-            return self._stream.read(CHUNK_BYTES)
+            at = self._stream.tell()
+            data = self._stream.read(CHUNK_BYTES)
+            if at == len(self._head) < HEAD_BYTES:
+                self._head += data[: HEAD_BYTES - at]
+            return data
         read1 = getattr(self._stream, "read1", None)
         return read1(CHUNK_BYTES) if read1 is not None else self._stream.read(CHUNK_BYTES)
 
@@ -191,28 +205,42 @@ class _Follower:
     def _renamed(self) -> bool:
         """The name now holds another file (rename rotation): switch to it, once the old one is read to its end.
 
-        The caller has just read the open file to its end; a line written to it between that read and the switch
-        is read here first. While the name holds nothing (renamed, the new file not made yet) the old file is
-        followed, as ``tail -F`` does."""
+        Another file is one with another inode, or - where the file system numbers files by their path, as sshfs
+        does - one whose first bytes differ from those read while the file held open still has them (when it does
+        not, the file itself was rewritten: a truncation, for ``_truncated``). While the name holds nothing
+        (renamed, the new file not made yet) the old file is followed, as ``tail -F`` does. The caller has just
+        read the open file to its end; a line written to it since is read here first."""
         try:
-            now = os.stat(self._path)
-            held = os.fstat(self._stream.fileno())
-        except (OSError, ValueError):
-            return False
-        if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
-            return False
-        try:
-            fresh = open(self._path, "rb")  # noqa: SIM115 - kept open until the next rotation or the end
+            fresh = open(self._path, "rb")  # noqa: SIM115 - kept when it is the new file
         except OSError:
-            return False  # gone again, or not readable yet: keep the old file and look again at the next poll
+            return False  # gone, or not readable yet: keep the old file and look again at the next poll
+        try:
+            if not self._other_file(fresh):
+                fresh.close()
+                return False
+        except (OSError, ValueError):
+            fresh.close()
+            return False
         while data := self._stream.read(CHUNK_BYTES):
             self._feed(self._splitter.feed(data))
         self._stream.close()
         self._stream = fresh
+        self._head = b""
         self._say(
             f"{self._name()} was rotated (renamed away, a new file at its name): following the new file"
         )
         return True
+
+    def _other_file(self, fresh: BinaryIO) -> bool:
+        now, held = os.fstat(fresh.fileno()), os.fstat(self._stream.fileno())
+        if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+            return True
+        if not self._head:
+            return False
+        size = len(self._head)
+        if _head_of(fresh.fileno(), size) == self._head:
+            return False
+        return _head_of(self._stream.fileno(), size) == self._head
 
     def _refreshed(self) -> bool:
         """Whether the file has grown past what was read, once the client is made to look again.
@@ -248,6 +276,23 @@ class _Follower:
         report = self._analyzer.report()
         self._status_line.draw(_status_text(report))
         return FollowOutcome(code, reason, report, tuple(self._rotations))
+
+
+def _head_of(fd: int, size: int) -> bytes:
+    """The first ``size`` bytes of the file open as ``fd``, read past the page cache where the file system lets
+    us: two files that share one inode number (sshfs) share one page cache too, which would show the old head."""
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_DIRECT)
+    except OSError:
+        return os.pread(fd, size, 0)
+    try:
+        return os.pread(fd, size, 0)
+    except OSError:
+        pass  # O_DIRECT taken but this unaligned read refused (a block file system): its cache is right
+    finally:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+    return os.pread(fd, size, 0)
 
 
 _AT_EMPTY_PATH = 0x1000

@@ -29,3 +29,20 @@ def test_follow_keeps_up_with_a_log_on_sshfs(sshfs_mount: SshfsMount) -> None:
     lag, outcome = follow_lag(sshfs_mount.mount / "server.log", writer, io.StringIO(), timeout_s=60)
     assert getattr(outcome, "reason", None) == "ready"
     assert lag < 1.0, f"`ready` reported {lag:.2f} s after it was written"
+
+
+@pytest.mark.parametrize("mode", ["rename", "truncate"])
+def test_follow_follows_a_rotated_log_on_sshfs(sshfs_mount: SshfsMount, mode: str) -> None:
+    """GIVEN a log on the server rotated while it is followed through sshfs, `ready` written to the new file
+    WHEN followed THEN the follower says so and reports `ready`. sshfs numbers a file by its path (no stable inode
+    without -o use_ino) and answers fstat through the name: the follower can only tell the files apart by what
+    they hold."""
+    log = sshfs_mount.source / "server.log"
+    log.write_bytes(b"")
+    writer = start_writer(log, rate=500, seconds=3.0, rotate_at=1.0, mode=mode)
+    status = io.StringIO()
+    lag, outcome = follow_lag(sshfs_mount.mount / "server.log", writer, status, timeout_s=20)
+    assert getattr(outcome, "reason", None) == "ready", status.getvalue()[-2000:]
+    said = "renamed" if mode == "rename" else "truncated"
+    assert [said in r for r in outcome.rotations] == [True], outcome.rotations
+    assert lag < 1.0, f"`ready` reported {lag:.2f} s after it was written"
