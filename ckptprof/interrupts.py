@@ -4,7 +4,9 @@ A run that is interrupted saves what it measured. The first SIGINT or SIGTERM ra
 work is (the probe, the cache preparation, a replay pass); every later one is counted and ignored, so a second
 Ctrl-C pressed while the ranks are being stopped and the partial session written cannot lose that session.
 Inside ``deferred()`` (the final writes) even the first one only counts; the caller asks ``received()`` after.
-Stopping the ranks is bounded (a few seconds), and SIGKILL always ends the process.
+Stopping the ranks is bounded (a few seconds): a rank that no signal ends (waiting in the kernel on a file system
+that stopped answering) is left behind and named, never waited for (loader/ranks.py). SIGKILL always ends the
+process.
 """
 
 from __future__ import annotations

@@ -129,21 +129,46 @@ def _errno_name(code: int) -> str:
 
 
 def lost_mount(model: ModelPlan, error: str) -> str | None:
-    """The cause when a model's network file system went away or stopped serving it, else None."""
+    """The cause when a model's network file system went away or stopped serving it, else None. ``error`` is what
+    the read met: a message carrying an errno, or "SIGBUS" for a mapped page that could not be read."""
     if not is_network_fs(model.fs_type):
         return None
     code = errno_in(error)
+    if code is None and "SIGBUS" in error:
+        code = _errno_of_path(model.path)  # a signal carries no errno: the mount's own answer now does
     was_point, _ = _MOUNTS_AT_START.get(model.path, (None, None))
     now_point, now_type = mount_of(model.path)
     if now_type is not None and now_type != model.fs_type:
-        met = f"; {_errno_name(code)} here is the mount gone, not a missing file" if code is not None else ""
         where = f"at {was_point}" if was_point else f"holding {model.path}"
         return (
             f"the {model.fs_type} mount {where} went away while it was read: its server stopped or the connection "
-            f"to it dropped ({model.path} now lies on {now_type} at {now_point}{met})"
+            f"to it dropped ({model.path} now lies on {now_type} at {now_point}{_met(code, error)})"
         )
     if code in _NETWORK_ERRNOS:
         return f"{_errno_name(code)} from the {model.fs_type} mount at {now_point}: {_NETWORK_ERRNOS[code]}"
+    return None
+
+
+def _met(code: int | None, error: str) -> str:
+    """What the read met, said as what it means once the mount is gone."""
+    if code in (
+        errno.ENOENT,
+        errno.EFAULT,
+    ):  # the path now names the directory below; the mapping lost its pages
+        return f"; {_errno_name(code)} here is the mount gone, not a missing file or a bad address"
+    if code in _NETWORK_ERRNOS:
+        return f"; the read met {_errno_name(code)}: {_NETWORK_ERRNOS[code]}"
+    if "SIGBUS" in error:
+        return "; SIGBUS here is a mapped page the vanished mount could not supply"
+    return ""
+
+
+def _errno_of_path(path: str) -> int | None:
+    """The network errno a stat of ``path`` meets now (only asked after a SIGBUS: a read failed, it did not hang)."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno if exc.errno in _NETWORK_ERRNOS else None
     return None
 
 
@@ -166,7 +191,7 @@ def explain_signal_death(plan: ReplayPlan, reason: str, signal_name: str) -> str
     """A rank killed by SIGBUS: name the shard whose file shrank (the usual cause), or say what SIGBUS means."""
     if signal_name != "SIGBUS":
         return reason
-    lost = next((cause for m in plan.models if (cause := lost_mount(m, "")) is not None), None)
+    lost = next((cause for m in plan.models if (cause := lost_mount(m, signal_name)) is not None), None)
     if lost is not None:  # a mapping of a file on a mount that went away: the fault is the mount's
         return f"{reason} reading a memory-mapped shard: {lost}"
     # A file that grew or was rewritten in place leaves no mapping past its end: not a cause of SIGBUS.

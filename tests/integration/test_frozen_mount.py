@@ -106,6 +106,14 @@ def wait_exit(run: Run) -> float:
     return time.monotonic() - began
 
 
+def assert_ranks_end(ranks: list[psutil.Process]) -> None:
+    """Once the server answers again, the ranks left behind end (their SIGKILL was pending): nothing lingers."""
+    deadline = time.monotonic() + 15  # a hang guard for the wait
+    while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks):
+        assert time.monotonic() < deadline, [(p.pid, p.status()) for p in ranks if p.is_running()]
+        time.sleep(0.1)
+
+
 def test_a_frozen_mount_ends_the_run_naming_the_file_system_and_the_stuck_read(
     checkpoint: tuple[SshfsMount, Path], tmp_path: Path
 ) -> None:
@@ -142,6 +150,8 @@ def test_a_frozen_mount_ends_the_run_naming_the_file_system_and_the_stuck_read(
         if r.stuck is not None and r.stuck.pid in alive:
             assert r.stuck.abandoned and "left behind" in (r.error or "")
     assert "stopped answering" in run.stderr
+    mount.thaw_server()
+    assert_ranks_end(ranks)
 
 
 def test_sigterm_under_a_frozen_mount_saves_the_session_and_exits(
@@ -150,6 +160,7 @@ def test_sigterm_under_a_frozen_mount_saves_the_session_and_exits(
     mount, ckpt = checkpoint
     # GIVEN a run with the default rank timeout (30 minutes), one shard into the load, whose server stops answering
     run = start(ckpt, tmp_path)
+    ranks = run.ranks()
     mount.freeze_server()
     time.sleep(3)  # every rank has gone on to its next shard and waits on the mount
     # WHEN ckptprof is told to stop
@@ -169,6 +180,8 @@ def test_sigterm_under_a_frozen_mount_saves_the_session_and_exits(
     for r in behind:
         assert f"fuse.sshfs file system at {mount.mount} stopped answering" in (r.error or ""), r.error
         assert r.stuck is not None and f"pid {r.stuck.pid}" in (r.error or "") and r.stuck.wchan
+    mount.thaw_server()
+    assert_ranks_end(ranks)
 
 
 def test_a_vanished_server_is_named_with_its_errno_not_a_removed_file(
@@ -189,7 +202,10 @@ def test_a_vanished_server_is_named_with_its_errno_not_a_removed_file(
     for error in errors:
         assert "removed" not in error, error
         assert f"fuse.sshfs mount at {mount.mount}" in error, error
-        assert any(name in error for name in ("ENOENT", "ENOTCONN", "EIO", "ECONNABORTED")), error
+        # the errno met (a mapped page's SIGBUS names the signal: it carries no errno)
+        assert any(
+            name in error for name in ("ENOENT", "ENOTCONN", "EIO", "ECONNABORTED", "EFAULT", "SIGBUS")
+        ), error
     assert "removed" not in run.stderr
 
 
@@ -273,3 +289,35 @@ def test_a_stopped_rank_that_times_out_gets_its_shard_and_python_stack(
     assert stuck.file is not None and Path(stuck.file).parent == small_draft, stuck
     assert any("ckptprof" in frame for frame in stuck.python_stack), stuck.python_stack_note
     assert f"pid {victim.pid}" in (stopped.error or "") and "no progress" in (stopped.error or "")
+
+
+@pytest.mark.parametrize(
+    ("error", "named"),
+    [
+        ("FileNotFoundError: [Errno 2] No such file or directory: '/mnt/ck/a.safetensors'", "ENOENT"),
+        ("OSError: [Errno 14] Bad address", "EFAULT"),
+        ("OSError: [Errno 107] Transport endpoint is not connected", "ENOTCONN"),
+    ],
+)
+def test_a_mount_that_went_away_is_named_by_its_mount_point(
+    monkeypatch: pytest.MonkeyPatch, error: str, named: str
+) -> None:
+    from ckptprof.loader import changed
+    from ckptprof.loader.plan import ModelPlan, ReplayPlan, ShardPlan
+
+    # GIVEN a run that started with its checkpoint on an sshfs mount at /mnt, which is no longer mounted: the path
+    # now lies on the root file system (sshfs exits when its connection drops, and its mount goes with it)
+    shard = ShardPlan(path="/mnt/ck/a.safetensors", bytes=10, tensors={})
+    plan = ReplayPlan(models=[ModelPlan(role="target", path="/mnt/ck", fs_type="fuse.sshfs", shards=[shard])])
+    monkeypatch.setattr(changed, "_MOUNTS_AT_START", {})
+    monkeypatch.setattr(changed, "mount_of", lambda path: ("/mnt", "fuse.sshfs"))
+    changed.remember_mounts(plan)
+    monkeypatch.setattr(changed, "mount_of", lambda path: ("/", "ext4"))
+    # WHEN a shard failed, or a rank died of SIGBUS on a mapped page
+    shard_error = changed.explain_shard_error(plan, "a.safetensors", error)
+    rank_error = changed.explain_signal_death(plan, "rank process killed by SIGBUS", "SIGBUS")
+    # THEN both say the mount at /mnt went away, with what the read met, and never that a file was removed
+    for explained in (shard_error, rank_error):
+        assert explained.count("the fuse.sshfs mount at /mnt went away while it was read") == 1, explained
+        assert "removed" not in explained and "now lies on ext4 at /" in explained
+    assert named in shard_error and "SIGBUS" in rank_error
