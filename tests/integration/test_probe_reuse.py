@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 
+from ckptprof import inprogress
 from ckptprof.checkpoint.synth import synthesize
 from ckptprof.cli.main import main
 from ckptprof.probe import reuse
@@ -229,11 +230,14 @@ def test_a_probe_taken_while_another_run_was_in_progress_is_not_reused(
     # GIVEN another ckptprof run in progress (replaying a checkpoint again and again) while this one probes
     other = subprocess.Popen(
         [sys.executable, "-m", "ckptprof", "run", str(small_verifier), "--devices", "cpu", "-q", "--no-probe",
-         "-o", str(tmp_path / "other"), "--faithful-rounds", "40"],
+         "-o", str(tmp_path / "other"), "--faithful-rounds", "200"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        time.sleep(4)  # its imports and plan: it is replaying by now
+        deadline = time.monotonic() + 60
+        while not any(e.pid == other.pid and e.live for e in inprogress.others(base=cache)):
+            assert other.poll() is None and time.monotonic() < deadline, "the other run never started"
+            time.sleep(0.1)
         contended, _ = run(small_draft, tmp_path / "a")
         assert other.poll() is None, "the other run ended before this one had probed: the test proves nothing"
     finally:
