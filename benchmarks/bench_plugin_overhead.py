@@ -3,8 +3,8 @@
 The fixture keeps its ranks across rounds and times only their release and their results, so pytest-benchmark's
 median should sit within a few percent of the session's load wall (``extra_info['load_wall_s']``, the slowest
 rank's) and of ``span_s`` (first rank's start to the last rank's end). ``extra_info`` holds both, with
-``overhead_s`` (timed minus load wall), ``start_s`` (the last rank's start after the go) and ``gather_s`` (the last
-result's arrival after the last rank's end), each a median over the rounds.
+``overhead_s`` (timed minus load wall), ``start_s`` (the last rank's start after the go) and ``gather_s`` (when the
+parent heard the last rank say it loaded, after its end), each a median over the rounds.
 
 ``CKPTPROF_BENCH_TPS`` (default "1 2") lists the TP sizes, ``CKPTPROF_BENCH_CACHES`` (default "warm cold") the cache
 modes, ``CKPTPROF_BENCH_DEVICE`` the device (default cpu; ``cuda:0`` puts every rank on that GPU),

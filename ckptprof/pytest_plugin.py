@@ -108,7 +108,8 @@ def pytest_configure(config: pytest.Config) -> None:
 @dataclass
 class _Round:
     """One timed round as it was taken: the models' cache state, the ranks' results, the seconds pytest-benchmark
-    timed (near enough: the same call, timed inside) and the go / last result on the monotonic clock."""
+    timed (near enough: the same call, timed inside) and, on the monotonic clock, the go and the moment the last rank
+    said it had loaded its last shard."""
 
     models: list[Any]
     results: list[Any]
@@ -135,8 +136,9 @@ def _figures(session: Any, one: _Round) -> dict[str, Any]:
         "deserialize_s": round(totals.deserialize_s, 4),
         "h2d_s": round(totals.h2d_s, 4),
         "other_s": round(totals.other_s, 4),
-        # What the timed round held besides the load: releasing the ranks and taking their results; of it, the
-        # wait for the last rank to start (a rank that finds no free core starts late) and for the last result.
+        # What the timed round held besides the load: releasing the ranks and hearing that they loaded; of it, the
+        # wait for the last rank to start (a rank that finds no free core starts late) and for its "loaded" (a hair
+        # below zero when that rank's wall closed just after it signalled).
         "overhead_s": round(one.timed_s - wall, 5),
         # The load on all ranks from the first rank's start to the last rank's end: the load wall (the slowest
         # rank's) plus the ranks' start skew, which a machine short of free cores adds.
@@ -216,23 +218,39 @@ def _benchmark_rounds(
     try:
         ranks.start()
 
-        def setup() -> None:
-            ranks.arm()
-            # After the ranks are at their start lines: what they prepared cannot warm what was dropped.
-            models[:] = _prepare_cache(plan, cache)
-
-        def one_round() -> None:
-            # Timed by pytest-benchmark: only the release and the results; the sessions are built after the rounds.
-            began = time.perf_counter()
-            results = ranks.release()
-            timed = time.perf_counter() - began
-            recorded.append(_Round(list(models), results, timed, ranks.released_at, ranks.answered_at))
+        def take_results() -> None:
+            """The last released round's results, taken outside the timed part; a rank that failed ends the test."""
+            if ranks.pending is None:
+                return
+            results = ranks.results()
+            recorded[-1].results = results
             failed = [r for r in results if r.status != "ok" or r.error]
             if failed:
                 reason = (failed[0].error or failed[0].status).splitlines()[0]
                 raise FixtureProblem(f"rank {failed[0].rank} ({failed[0].device}) failed: {reason}")
 
+        def setup() -> None:
+            take_results()
+            ranks.arm()
+            # After the ranks are at their start lines: what they prepared cannot warm what was dropped.
+            models[:] = _prepare_cache(plan, cache)
+
+        def one_round() -> None:
+            # Timed by pytest-benchmark: the release, until every rank has loaded its last shard; the results and
+            # the sessions are taken after it.
+            began = time.perf_counter()
+            ranks.release()
+            timed = time.perf_counter() - began
+            recorded.append(_Round(list(models), [], timed, ranks.released_at, ranks.answered_at))
+
         benchmark.pedantic(one_round, setup=setup, rounds=rounds, warmup_rounds=warmup_rounds, iterations=1)
+        try:
+            take_results()
+        except (FixtureProblem, RankFailed):
+            benchmark.has_error = (
+                True  # a failed round measured nothing: pytest-benchmark neither saves nor shows it
+            )
+            raise
     except RankFailed as exc:
         raise FixtureProblem(str(exc)) from None
     finally:

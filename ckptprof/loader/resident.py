@@ -4,8 +4,9 @@
 and importing torch in them too, a hundred times the load of a small checkpoint. Here the ranks are started once
 and every load runs the same rank code (``ranks._rank_main``) again in the same processes, over one pipe per rank:
 ``arm()`` has every rank allocate its parameters and prepare its strategy up to its start line (not timed);
-``release()`` sends each rank its go and returns when the last rank's result has arrived, so a caller timing
-``release()`` times the load from a common start to the last rank's end plus one pipe write and one read per rank.
+``release()`` wakes every rank with one pipe write and returns when each rank has said it loaded its last shard (its
+copies waited for), so a caller timing ``release()`` times the load from a common start to the last rank's end plus
+the signals; ``results()`` then takes the results, which the ranks send after their bookkeeping.
 The ranks die with this process (PR_SET_PDEATHSIG), and ``close()`` runs at exit if nobody called it.
 """
 
@@ -45,16 +46,24 @@ class RankFailed(Exception):
 
 
 class _Reports:
-    """What ``_rank_main`` reports, sent to the parent: only the result. Each finished shard is in the result too,
-    and a message per shard would have the parent reading the pipe while the timed load runs."""
+    """What ``_rank_main`` reports, sent to the parent: "loaded" when the rank's last shard is done (its copies
+    waited for), then the result. The result comes after the rank's bookkeeping (phase splits, closing the strategy,
+    its CPU times, the parameters' digests) and is not waited for in the timed round; each shard is in it, so no
+    message per shard has the parent reading the pipe while the load runs."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, shards: int) -> None:
         self.conn = conn
+        self.shards = shards
+        self.done = 0
         # The load's parameters, kept alive until the result is sent (see _StartLine.wait).
         self.held: list[Any] = []
 
     def put(self, message: tuple[Any, ...]) -> None:
-        if message[0] == "result":
+        if message[0] == "shard":
+            self.done += 1
+            if self.done == self.shards:
+                self.conn.send(("loaded", message[1]))
+        elif message[0] == "result":
             self.conn.send(message)
             self.held.clear()
 
@@ -104,6 +113,10 @@ def _resident_main(conn: Connection, go: Connection, plan_dict: dict[str, Any], 
     # a resident rank would otherwise pay it at random moments of the rounds, which a fresh rank does not repeat.
     gc.collect()
     gc.freeze()
+    # Every rank opens every readable shard (TP slices within each): a rank that skips one (expert parallel) never
+    # says "loaded", and its result ends its part of the round instead.
+    plan = ReplayPlan.from_dict(plan_dict)
+    shards = sum(1 for model in plan.models for shard in model.shards if shard.error is None)
     conn.send(("started", rank, os.getpid()))
     while True:
         try:
@@ -112,7 +125,7 @@ def _resident_main(conn: Connection, go: Connection, plan_dict: dict[str, Any], 
             return
         if order != _ROUND:
             return
-        reports = _Reports(conn)
+        reports = _Reports(conn, shards)
         _rank_main(plan_dict, rank, False, reports, _StartLine(conn, go, rank, reports.held))
 
 
@@ -130,8 +143,9 @@ class ResidentRanks:
         self.pids: list[int] = []
         self.armed = False
         # The last release on the host's monotonic clock (the ranks' ``started_monotonic`` is on the same clock):
-        # when the go was written, and when the last result was in.
+        # when the go was written, and when the last rank had loaded its last shard.
         self.released_at = self.answered_at = 0.0
+        self.pending: dict[int, tuple[Any, ...]] | None = None  # released, results not yet taken
 
     def __enter__(self) -> ResidentRanks:
         self.start()
@@ -169,6 +183,8 @@ class ResidentRanks:
     def arm(self) -> None:
         """Every rank allocates and prepares for one load and waits at its start line. A rank that fails before it
         raises ``RankFailed`` (the others are stopped at their start lines and wait for the next round)."""
+        if self.pending is not None:
+            self.results()
         self._send_all(_ROUND)
         answers = self._gather(self.plan.rank_timeout_s, "prepare")
         failed = [rank for rank, msg in answers.items() if msg[0] != "ready"]
@@ -179,15 +195,25 @@ class ResidentRanks:
             raise RankFailed(_failure_line(self.plan, answers[failed[0]]))
         self.armed = True
 
-    def release(self) -> list[RankResult]:
-        """Start the armed load on every rank at once; its per-rank results once the last rank is done."""
+    def release(self) -> None:
+        """Start the armed load on every rank at once; returns when every rank has loaded its last shard (or
+        stopped). ``results()`` then takes the round's results."""
         if not self.armed:
             self.arm()
         self.armed = False
         self.released_at = time.monotonic()
         self._signal(_GO * self.plan.tp)
-        answers = self._gather(self.plan.rank_timeout_s, "load")
+        self.pending = self._gather(self.plan.rank_timeout_s, "load")
         self.answered_at = time.monotonic()
+
+    def results(self) -> list[RankResult]:
+        """The released round's per-rank results (``RankFailed`` for a rank that died)."""
+        if self.pending is None:
+            raise RankFailed("no round was released")
+        answers, self.pending = self.pending, None
+        loaded = [rank for rank, msg in answers.items() if msg[0] == "loaded"]
+        if loaded:
+            answers.update(self._gather(self.plan.rank_timeout_s, "report", only=loaded))
         results: list[RankResult] = []
         for rank in range(self.plan.tp):
             msg = answers[rank]

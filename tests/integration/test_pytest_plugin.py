@@ -66,7 +66,7 @@ def test_the_benchmark_times_the_load_not_the_ranks_start(
         seen.append(
             f"{name}: median {stats['median']:.4f} s, load wall {info['load_wall_s']:.4f} s, "
             f"span {info.get('span_s')} s (last start {info.get('start_s')} s after the go, "
-            f"results {info.get('gather_s')} s after the last end)"
+            f"'loaded' heard {info.get('gather_s')} s after the last end)"
         )
     print("\n".join(seen))  # the figures, for the commit message and the report
     for name, bench in benchmarks(pytester).items():
@@ -76,13 +76,14 @@ def test_the_benchmark_times_the_load_not_the_ranks_start(
         # ranks' start skew: nothing at TP1, and at TP2 what a rank waits for a free core on a busy 2-core machine.
         span = info.get("span_s", info["load_wall_s"])
         assert abs(stats["median"] - span) <= max(0.05 * span, SLACK_S), "\n".join(seen)
-        # AND every round contains its load (a round never times less than the load it ran)
+        # AND every round contains its load: a round never times less than the load it ran, but for the rank's own
+        # signal (its wall closes just after it says it loaded, later if the parent it woke takes its core)
         walls = [r["load_wall_s"] for r in info["rounds"]]
         assert len(walls) == stats["rounds"] == len(stats["data"])
         assert info["load_wall_s"] == pytest.approx(statistics.median(walls), abs=1e-4)
         assert info["span_s"] >= info["load_wall_s"] - 1e-4
         for timed, load in zip(stats["data"], walls, strict=True):
-            assert load <= timed + 1e-4, name  # the walls are rounded to 0.1 ms
+            assert load <= timed + SLACK_S, name
 
 
 def test_every_round_is_kept_with_the_medians_in_extra_info(
@@ -167,15 +168,16 @@ def test_a_phase_gate_names_an_unknown_phase(pytester: pytest.Pytester, small_dr
 
 
 def one_line_failure(result: Any, expected: str) -> None:
-    """The user's test failed with ``expected`` (fnmatch) as its whole report: one line, no traceback."""
+    """The user's test failed with ``expected`` (fnmatch) as its report's one line: no traceback, no source lines
+    (pytest-benchmark's table of a round that ran may follow, outside the message)."""
     result.assert_outcomes(failed=1)
     lines = result.stdout.lines
     header = next(i for i, line in enumerate(lines) if line.strip("_ ") == "test_boot")
-    report = lines[header + 1 : next(i for i in range(header + 1, len(lines)) if lines[i].startswith("="))]
-    assert len(report) == 1, "\n".join(lines)
-    result.stdout.fnmatch_lines([expected])
-    assert fnmatch.fnmatch(report[0], expected), report[0]
-    assert "Traceback" not in result.stdout.str()
+    end = next(i for i in range(header + 1, len(lines)) if lines[i].startswith("="))
+    report = lines[header + 1 : end]
+    assert fnmatch.fnmatch(report[0], expected), "\n".join(lines)
+    frames = [ln for ln in report[1:] if ln.startswith(("E ", "> ")) or ".py:" in ln or "Traceback" in ln]
+    assert frames == [], "\n".join(lines)
 
 
 def test_a_missing_checkpoint_is_one_line(pytester: pytest.Pytester, tmp_path: Path) -> None:
@@ -243,3 +245,37 @@ def test_the_ranks_are_gone_after_a_failed_test(pytester: pytest.Pytester, small
     # THEN no rank process outlives the test session
     alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert alive == []
+
+
+def test_a_rank_killed_mid_round_is_one_line(
+    pytester: pytest.Pytester, small_draft: Path, tmp_path: Path
+) -> None:
+    # GIVEN ranks slowed to 0.3 s a shard, and a thread that SIGKILLs one of them once a shard is done
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    result = run_user_tests(
+        pytester,
+        f"""
+        import os, signal, threading, time
+
+        import psutil
+
+
+        def kill_a_rank():
+            while not os.listdir({str(marks)!r}):
+                time.sleep(0.01)
+            ranks = [p for p in psutil.Process().children() if "spawn_main" in " ".join(p.cmdline())
+                     and "resource_tracker" not in " ".join(p.cmdline())]
+            os.kill(ranks[-1].pid, signal.SIGKILL)
+
+
+        def test_boot(benchmark, ckptprof_replay, monkeypatch):
+            monkeypatch.setenv("CKPTPROF_FAULT_DELAY_S", "0.3")
+            monkeypatch.setenv("CKPTPROF_FAULT_MARK_DIR", {str(marks)!r})
+            threading.Thread(target=kill_a_rank, daemon=True).start()
+            ckptprof_replay(benchmark, {str(small_draft)!r}, cache="warm", tp=2, rounds=1)
+        """,
+        "-rf",
+    )
+    # THEN the test fails naming the rank and its signal, in one line
+    one_line_failure(result, "ckptprof_replay: rank ? (cpu) failed: *SIGKILL*")
