@@ -149,9 +149,11 @@ class BootLogAnalyzer:
         self._evidence = {engine.name: 0 for engine in ENGINES}
         self._styles = {engine.name: 0 for engine in ENGINES}
         self._module_frames = {engine.name: 0 for engine in ENGINES}
+        self._process_tags = {engine.name: 0 for engine in ENGINES}
         self._boot_records = 0  # records a table knows
         self._unparsed = 0  # of them, those behind a line prefix the reader could not read
         self._unparsed_examples: list[str] = []
+        self._last_boot_record: dict[str, tuple[str | None, str]] = {}  # rank -> its last boot record
         self._phases: dict[PhaseKey, PhaseTrack] = {}
         self._ranks: dict[str, RankState] = {}
         self._bars: list[BarTrack] = []
@@ -193,6 +195,12 @@ class BootLogAnalyzer:
         if looks_binary(block):
             return
         block = unwrap(block)
+        if self._process_tags_needed():
+            # Nothing has said which engine wrote the log yet: the names it gives its processes may (a paste of
+            # bars whose worker tags stand alone on their lines holds nothing else). Searched only until then.
+            for engine in ENGINES:
+                if engine.process_tag is not None:
+                    self._process_tags[engine.name] += len(engine.process_tag.findall(block))
         if self._first_ts is None:
             self._advance_clock(first_timestamp(block))
         self._clock_floor = 0
@@ -376,6 +384,8 @@ class BootLogAnalyzer:
         if reading.frame:
             self._on_frame(record)
             return
+        if reading.rule is not None and self._relayed_again(record):
+            return
         if reading.rule is not None:
             self._boot_records += 1
             if style == "plain":
@@ -386,6 +396,15 @@ class BootLogAnalyzer:
             self._styles[style] += 1
         if reading.may_fail or record.level in ("ERROR", "CRITICAL"):  # most records: skip the callbacks
             self._failures.on_record(record, lambda: self._where(record), self._line_before)
+
+    def _relayed_again(self, record: Record) -> bool:
+        """The rank's previous boot record again, same time and words: a relay (Ray prints a worker's line once
+        with the outer process tags and once without), not a second event."""
+        seen = (record.timestamp, record.message)
+        if record.timestamp is not None and self._last_boot_record.get(record.rank) == seen:
+            return True
+        self._last_boot_record[record.rank] = seen
+        return False
 
     def _note_unparsed(self, message: str, needle: str) -> None:
         """A boot record on a line whose prefix was read as nothing: a time or a number before the record's words
@@ -775,11 +794,17 @@ class BootLogAnalyzer:
 
     def framework(self) -> str:
         # Records that only an engine writes first, then its record prefixes, then its modules in tracebacks.
-        for counts in (self._evidence, self._styles, self._module_frames):
+        for counts in (self._evidence, self._styles, self._module_frames, self._process_tags):
             best = max(counts, key=lambda name: counts[name])
             if counts[best] > 0:
                 return best
         return "unknown"
+
+    def _process_tags_needed(self) -> bool:
+        return not any(
+            any(counts.values())
+            for counts in (self._evidence, self._styles, self._module_frames, self._process_tags)
+        )
 
     @property
     def boots(self) -> int:
@@ -981,9 +1006,11 @@ _BOOT_STATE = (
     "_evidence",
     "_styles",
     "_module_frames",
+    "_process_tags",
     "_boot_records",
     "_unparsed",
     "_unparsed_examples",
+    "_last_boot_record",
     "_phases",
     "_ranks",
     "_bars",

@@ -126,3 +126,5 @@ class Engine:
     # Where the engine's own modules live: a traceback frame in one of them is evidence of the engine (weighed
     # after its records and prefixes, which a paste of a traceback alone does not hold).
     module_paths: tuple[str, ...] = ()
+    # The names the engine gives its processes in line tags ("(Worker_TP0 pid=1) "): evidence too, weighed last.
+    process_tag: re.Pattern[bytes] | None = None

@@ -19,6 +19,7 @@ RECORDS: tuple[Rule, ...] = (
     Rule("LLM engine", Configure(restart="after-ready"), weight=2),
     Rule("Loading drafter model", Begin("load", "load-weights", "draft"), weight=2),
     Rule("Starting to load model", Begin("load", "load-weights", "nth"), weight=2),
+    Rule("Loading model from scratch", Begin("load", "load-weights", "nth"), weight=2),  # the V2 model runner
     # The TPU backend (tpu-inference) names each shard as it loads it: the load is under way.
     Rule("Loading weights from", Begin("load", "load-weights", "nth", unless_open=True)),
     # V0's only load record; vllm-ascend's V1 runner prints it after `Loading weights took` too.
@@ -115,4 +116,8 @@ ENGINE = Engine(
         "dp": ("data_parallel_size", "dp_size"),
     },
     module_paths=MODULE_PATHS,
+    process_tag=re.compile(
+        rb"\((?:VllmWorker|VllmWorkerProcess|Worker_[A-Z]|EngineCore|RayWorkerWrapper|RayWorkerProc|APIServer)"
+        rb"[^()\n]{0,60} pid=\d{1,10}"
+    ),
 )

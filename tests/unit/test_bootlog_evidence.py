@@ -44,3 +44,28 @@ Loading safetensors checkpoint shards: 100% Completed | 4/4 [05:42<00:00, 85.53s
     # THEN one rank loaded, not an untagged one beside TP0
     phases = analyze_bytes(log).phases
     assert [(phase.name, phase.model, phase.ranks) for phase in phases] == [("load-weights", "target", 1)]
+
+
+def test_vllm_process_tags_alone_name_the_engine() -> None:
+    # GIVEN bars whose worker tag a paste put on a line of its own: no record, no timestamp
+    log = b"""Loading safetensors checkpoint shards:  26% Completed | 22/85 [09:23<29:54, 28.49s/it]
+(Worker_TP0 pid=1700) 
+Loading safetensors checkpoint shards:  27% Completed | 23/85 [09:54<29:59, 29.02s/it]
+"""
+    report = analyze_bytes(log)
+    assert (report.framework, report.state) == ("vllm", "load-weights")
+
+
+def test_the_v2_model_runner_starts_its_load_in_its_own_words() -> None:
+    log = b"(Worker pid=29271) INFO 08-19 17:59:46 [model_runner.py:284] Loading model from scratch...\n"
+    report = analyze_bytes(log)
+    assert (report.state, [phase.name for phase in report.phases]) == ("load-weights", ["load-weights"])
+
+
+def test_a_boot_record_relayed_twice_is_one_record() -> None:
+    # GIVEN Ray relaying a worker's record with and without the outer tags
+    log = b"""(RayWorkerProc pid=29271) (Worker pid=29271) INFO 08-19 17:59:46 [model_runner.py:284] Starting to load model m...
+(ServeReplica:x pid=28488) (EngineCore pid=29087) (RayWorkerProc pid=29271) (Worker pid=29271) INFO 08-19 17:59:46 [model_runner.py:284] Starting to load model m...
+"""
+    phases = analyze_bytes(log).phases
+    assert [(phase.name, phase.model, phase.ranks) for phase in phases] == [("load-weights", "target", 1)]

@@ -21,9 +21,6 @@ LOGS = sorted(REAL.glob("*.log"))
 # unseen/). Strict: a log the reader learns to read fails here until it is taken off the list.
 FIRST_SIGHT_WRONG = {
     "sglang-ajith-sirra-amd-glm5-mi355x",  # batch 2
-    "vllm-ray-66230",  # batch 3
-    "vllm-vllm-27521",
-    "vllm-vllm-38476",
     "sglang-MI300-testing-bench-latency",
     "sglang-sglang-1467",
     "sglang-sglang-7482",
