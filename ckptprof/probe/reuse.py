@@ -61,13 +61,16 @@ def probe_key(
     """What must match for a probe to stand for this run: host and boot, file systems (device ids, types and
     mounts), devices, sample size and the size class of the sample actually read, the checkpoint's files when the
     load is cold (``cache``), and ckptprof version (a newer probe may measure differently)."""
-    filesystems = sorted({(os.stat(f).st_dev, fs.fs_type(f)) for f in files})
+    stats = {f: os.stat(f) for f in files}
+    # One file per device stands for its mount: reading mountinfo once per shard would cost a 3,000-shard run ~1 s.
+    first_per_device = {st.st_dev: f for f, st in reversed(stats.items())}
+    filesystems = sorted({(dev, fs.fs_type(f)) for dev, f in first_per_device.items()})
     mounts = {
         json.dumps(m.to_dict(), sort_keys=True): m.to_dict()
-        for m in (fs.mount_identity(f) for f in files)
+        for m in (fs.mount_identity(f) for f in first_per_device.values())
         if m is not None
     }
-    total = sum(os.stat(f).st_size for f in files)
+    total = sum(st.st_size for st in stats.values())
     key: dict[str, Any] = {
         "format": FORMAT,
         "ckptprof": __version__,
