@@ -48,10 +48,11 @@ Loading safetensors checkpoint shards: 100% Completed | 4/4 [05:42<00:00, 85.53s
 
 def test_vllm_process_tags_alone_name_the_engine() -> None:
     # GIVEN bars whose worker tag a paste put on a line of its own: no record, no timestamp
-    log = b"""Loading safetensors checkpoint shards:  26% Completed | 22/85 [09:23<29:54, 28.49s/it]
-(Worker_TP0 pid=1700) 
-Loading safetensors checkpoint shards:  27% Completed | 23/85 [09:54<29:59, 29.02s/it]
-"""
+    log = (
+        b"Loading safetensors checkpoint shards:  26% Completed | 22/85 [09:23<29:54, 28.49s/it]\n"
+        b"(Worker_TP0 pid=1700) \n"
+        b"Loading safetensors checkpoint shards:  27% Completed | 23/85 [09:54<29:59, 29.02s/it]\n"
+    )
     report = analyze_bytes(log)
     assert (report.framework, report.state) == ("vllm", "load-weights")
 
