@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ckptprof import inprogress
 from ckptprof.checkpoint import fs
 
@@ -90,3 +92,40 @@ def test_a_device_that_read_for_others_during_the_probe_makes_it_contended() -> 
     # another 300 MB read by someone else meanwhile: contended, and never kept
     note = contention.device_busy_note("vda", before, DiskSample(900, own + 300_000_000), own)
     assert note is not None and contention.is_contended([note]) and "vda" in note
+
+
+def test_a_cold_run_waits_for_a_warm_run_on_its_files_to_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ckptprof.run import cache_state
+
+    # GIVEN a warm run on /data/ckpt that ends on its own after a moment, and one on other files that does not
+    monkeypatch.setenv("CKPTPROF_CACHE", str(tmp_path))
+    short = subprocess.Popen(
+        [sys.executable, "-c", HOLDER.replace('"cold"', '"warm"').replace("60", "1.5"), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    elsewhere = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            HOLDER.replace('"cold"', '"warm"').replace("/data/ckpt", "/data/other"),
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    said: list[str] = []
+    try:
+        for holder in (short, elsewhere):
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "registered"
+        # WHEN a cold run on /data/ckpt (a folder of it, here) is about to drop the page cache
+        note = cache_state.before_dropping(["/data/ckpt/model.safetensors"], said.append, wait_s=60)
+    finally:
+        for holder in (short, elsewhere):
+            holder.kill()
+            holder.wait()
+    # THEN it said it waited for that run alone, and dropped once it had ended: nothing left to warn about
+    assert note is None
+    assert len(said) == 1 and f"pid {short.pid}" in said[0] and str(elsewhere.pid) not in said[0], said
