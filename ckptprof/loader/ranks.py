@@ -260,13 +260,9 @@ def run_spawned(
 
 
 def _abandon(collector: _Collector, procs: list[Any], abandoned: list[Any]) -> None:
-    """Ranks still alive after SIGKILL wait in the kernel: forget them, so that neither this run nor
-    multiprocessing's exit handler (which joins every child it knows, without a timeout) waits for them, and say
-    in each one's result which pid was left behind and why."""
-    children = getattr(multiprocessing.process, "_children", None)
+    """Ranks still alive after SIGKILL wait in the kernel (``_stop`` forgot them): say in each one's result which
+    pid was left behind, why, and where it stood."""
     for p in abandoned:
-        if isinstance(children, set):
-            children.discard(p)
         rank = procs.index(p)
         result = collector.done.get(rank)
         if result is None or result.status == "ok":
@@ -345,16 +341,32 @@ def _stop(procs: list[Any]) -> list[Any]:
     # A process whose start() failed (or was never reached) has nothing to stop, and joining it would raise
     # an AssertionError that hides the error that stopped the launch.
     procs = [p for p in procs if p.pid is not None]
+    try:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        deadline = time.monotonic() + 3.0
+        for p in procs:
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+        alive = [p for p in procs if p.is_alive()]
+        for p in alive:
+            p.kill()
+        deadline = time.monotonic() + 1.0
+        for p in alive:
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+    finally:
+        # Even when a signal cuts the stop short: a rank still alive is killed and forgotten, never joined at exit.
+        alive = [p for p in procs if p.is_alive()]
+        _forget(alive)
+    return alive
+
+
+def _forget(procs: list[Any]) -> None:
+    """SIGKILL these ranks and drop them from multiprocessing's children, whose exit handler joins every child it
+    knows without a timeout: one in an uninterruptible wait would keep ckptprof from ever exiting. (Its death signal
+    stays pending, and the parent-death signal covers one that had not been killed yet.)"""
+    children = getattr(multiprocessing.process, "_children", None)
     for p in procs:
-        if p.is_alive():
-            p.terminate()
-    deadline = time.monotonic() + 3.0
-    for p in procs:
-        p.join(timeout=max(0.0, deadline - time.monotonic()))
-    alive = [p for p in procs if p.is_alive()]
-    for p in alive:
         p.kill()
-    deadline = time.monotonic() + 1.0
-    for p in alive:
-        p.join(timeout=max(0.0, deadline - time.monotonic()))
-    return [p for p in alive if p.is_alive()]
+        if isinstance(children, set):
+            children.discard(p)
