@@ -129,6 +129,9 @@ class FailureTracker:
     def all(self) -> list[Failure]:
         return [*self._first, *self._recent]
 
+    def any(self) -> bool:
+        return bool(self._first)
+
     def add(self, record: Record, kind: str, error: str, where: Where) -> Failure:
         failure = Failure(
             record.rank,

@@ -121,7 +121,15 @@ def _needles() -> tuple[str, ...]:
 _CANDIDATE_RE = needle_pattern(needle for needle in _needles() if not needle[0].islower())
 _RARE_NEEDLES = tuple(needle.encode() for needle in _needles() if needle[0].islower())
 _FRAME_BYTES = FRAME_NEEDLE.encode()
-_FRAME_RULES_RE = needle_pattern(frame.needle for engine in ENGINES for frame in engine.frames)
+_FRAME_RULES_RE = needle_pattern(
+    frame.needle
+    for engine in ENGINES
+    for frame in engine.frames
+    if frame.phase is not None or frame.model is not None or frame.step is not None
+)
+# An engine frame that says nothing about the phase is read only while it can still tell which engine ran or that
+# a traceback began above the excerpt: once both are known, most of a long traceback's lines are passed over.
+_ENGINE_FRAME_RE = needle_pattern(path for engine in ENGINES for path in engine.module_paths)
 
 
 class BootLogAnalyzer:
@@ -241,6 +249,10 @@ class BootLogAnalyzer:
                 and start <= hit_start < end
                 and match.group() == _FRAME_BYTES
                 and _FRAME_RULES_RE.search(block, start, end) is None
+                and (
+                    (self._failures.any() and not self._process_tags_needed())
+                    or _ENGINE_FRAME_RE.search(block, start, end) is None
+                )
             ):
                 # A traceback frame no engine's table knows says nothing (most of a traceback's lines).
                 pos = end + 1
