@@ -49,7 +49,14 @@ class Interrupted(Exception):
 # -- spawned ranks -------------------------------------------------------------------------------------------
 
 
-def _rank_main(plan_dict: dict[str, Any], rank: int, faithful: bool, results: Any, barrier: Any) -> None:
+def _rank_main(
+    plan_dict: dict[str, Any],
+    rank: int,
+    faithful: bool,
+    results: Any,
+    barrier: Any,
+    keep_params: list[Any] | None = None,
+) -> None:
     # Ctrl-C reaches the whole process group. The parent owns the reaction (it stops every rank and saves what
     # the ranks reported so far), so a rank ignores SIGINT instead of dying mid-import with a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -92,7 +99,9 @@ def _rank_main(plan_dict: dict[str, Any], rank: int, faithful: bool, results: An
         if delay:
             time.sleep(delay)
 
-    result = replay_rank(plan, rank, faithful=faithful, wait_for_all=wait, on_shard_done=shard_done)
+    result = replay_rank(
+        plan, rank, faithful=faithful, wait_for_all=wait, on_shard_done=shard_done, keep_params=keep_params
+    )
     if result.status != "ok" and not waited:
         barrier.abort()  # failed before the start barrier: the other ranks must not wait for this one
     results.put(("result", rank, asdict(result)))

@@ -18,7 +18,6 @@ import gc
 import multiprocessing as mp
 import os
 import signal
-import sys
 import threading
 import time
 from multiprocessing.connection import Connection, wait
@@ -26,7 +25,6 @@ from typing import Any
 
 from ckptprof.loader.plan import ReplayPlan
 from ckptprof.loader.ranks import _die_with_parent, _exit_reason, _main_without_missing_file, _rank_main
-from ckptprof.loader.worker import replay_rank
 from ckptprof.session import RankResult, rank_from_dict
 
 # What the parent says to a rank.
@@ -74,35 +72,18 @@ class _StartLine:
     writing to rank 1 while rank 0 already loads (or has taken the parent's core). An abort byte (another rank failed
     before its start line) stops the round as a broken barrier does."""
 
-    def __init__(self, conn: Connection, go: Connection, rank: int, held: list[Any]) -> None:
+    def __init__(self, conn: Connection, go: Connection, rank: int) -> None:
         self.conn = conn
         self.go = go
         self.rank = rank
-        self.held = held
 
     def wait(self, timeout: float | None = None) -> None:
-        # replay_rank frees the parameters it loaded when it returns, before the result is sent: a 128 MB rank
-        # spent 5-30 ms unmapping them inside the timed round here. A server keeps its weights; so does this round,
-        # until the result is out (the free then falls in the next round's untimed preparation).
-        context = _load_context_of_caller()
-        if context is not None:
-            self.held.append(context)
         self.conn.send(("ready", self.rank))
         if os.read(self.go.fileno(), 1) != _GO:
             raise threading.BrokenBarrierError
 
     def abort(self) -> None:
         """The rank failed before its start line: its result says so, and the parent aborts the others."""
-
-
-def _load_context_of_caller() -> Any:
-    """The ``LoadContext`` (the parameters) of the ``replay_rank`` call this rank is in, read from its frame."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code is replay_rank.__code__:
-            return frame.f_locals.get("ctx")
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
 
 
 def _resident_main(conn: Connection, go: Connection, plan_dict: dict[str, Any], rank: int) -> None:
@@ -126,7 +107,10 @@ def _resident_main(conn: Connection, go: Connection, plan_dict: dict[str, Any], 
         if order != _ROUND:
             return
         reports = _Reports(conn, shards)
-        _rank_main(plan_dict, rank, False, reports, _StartLine(conn, go, rank, reports.held))
+        # replay_rank would free the parameters it loaded when it returns, before the result is sent: a 128 MB
+        # rank spent 5-30 ms unmapping them inside the timed round here. A server keeps its weights; so does this
+        # round, until the result is out (the free then falls in the next round's untimed preparation).
+        _rank_main(plan_dict, rank, False, reports, _StartLine(conn, go, rank), keep_params=reports.held)
 
 
 # -- the parent's side ---------------------------------------------------------------------------------------

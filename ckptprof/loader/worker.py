@@ -58,8 +58,12 @@ def replay_rank(
     wait_for_all: Callable[[], None] | None = None,
     on_shard_done: ShardCallback | None = None,
     launch: Launch | None = None,
+    keep_params: list[Any] | None = None,
 ) -> RankResult:
     """Run one rank. ``faithful`` replays SGLang's exact sequence, timing only shard walls.
+
+    ``keep_params``, when given, receives the load's parameters (its ``LoadContext``) so that they outlive this
+    call: a caller that times loads back to back (the resident ranks) frees them outside its timed part.
 
     With ``plan.verify`` the result also carries a digest of every parameter after the load (decomposed pass only),
     so the strategies' loads can be compared value for value.
@@ -90,6 +94,8 @@ def replay_rank(
             decompose=not faithful,
             launch=launch,
         )
+        if keep_params is not None:
+            keep_params.append(ctx)
         for model in plan.models:
             result.param_bytes += ctx.allocate(model)
         if device.type == "cuda":
