@@ -180,6 +180,9 @@ class BootLogAnalyzer:
         self._first_ts = first_ts
         self._last_phase_end: str | None = None
         self._ready_seq: int | None = None
+        # (rank, start, time) of an HTTP server that came up before the engine said ready, and the event count then
+        self._http_up: tuple[str, str | None, str | None] | None = None
+        self._http_up_seq = -1
         self._lead_rank: str | None = None
         self._untagged_bar_phases: list[PhaseKey] = []  # opened by untagged bars before the lead was tagged
         self._record_phases = 0  # phases opened by a boot record (not by a bar alone)
@@ -598,7 +601,11 @@ class BootLogAnalyzer:
         elif isinstance(action, Configure):
             self._apply_configure(action, record)
         elif isinstance(action, Ready):
-            if not action.when_leading or self.framework() == engine.name:
+            if action.until_more:
+                if self.framework() == engine.name and self._ready_seq is None and self._http_up is None:
+                    self._http_up = (record.rank, self._last_phase_end or record.timestamp, record.timestamp)
+                    self._http_up_seq = self._seq
+            elif not action.when_leading or self.framework() == engine.name:
                 self._mark_ready(record)
         elif isinstance(action, Capture):
             self._apply_capture(action, record)
@@ -822,12 +829,15 @@ class BootLogAnalyzer:
     def boots(self) -> int:
         return self._boots
 
-    def report(self, boot: int | None = None) -> BootReport:
-        """The report of the last boot, or of boot ``boot`` (1-based; negative counts from the end)."""
+    def report(self, boot: int | None = None, log_ended: bool = False) -> BootReport:
+        """The report of the last boot, or of boot ``boot`` (1-based; negative counts from the end).
+
+        ``log_ended``: the whole log has been read (not a log still being followed), so an HTTP server that came up
+        with nothing after it counts as up; a follower waits for the engine's own ready line instead."""
         if boot is not None:
             index = boot if boot > 0 else self._boots + 1 + boot
             if index != self._boots:
-                return self._kept_boot(index)
+                return self._kept_boot(index, log_ended)
         framework = self.framework()
         now_s = timestamp_seconds(self._now) if self._now else None
         ready = self._phases.get(("ready", None, None))
@@ -839,9 +849,23 @@ class BootLogAnalyzer:
         fatal = self._fatal()
         failure = self._failure_report(fatal) if fatal else None
         current = self._current_key()
+        up = (
+            self._http_up
+            if log_ended and fatal is None and not self.ready and self._seq == self._http_up_seq
+            else None
+        )
+        if up is not None:
+            # Nothing happened after the HTTP server came up: the server is up (its ready line is past the log).
+            rank, start, at = up
+            tracks.append(
+                PhaseTrack(
+                    ("ready", None, None), self._order + 1, "ready", {rank: RankSpan(start=start, end=at)}
+                )
+            )
+            until_s = timestamp_seconds(at) if at else now_s
         if fatal is not None:
             state = "failed"
-        elif self.ready:
+        elif self.ready or up is not None:
             state = "ready"
         elif current is not None:
             state = current[0]
@@ -879,7 +903,7 @@ class BootLogAnalyzer:
             unparsed_records=self._unparsed,
         )
 
-    def _kept_boot(self, index: int) -> BootReport:
+    def _kept_boot(self, index: int, log_ended: bool = False) -> BootReport:
         kept = {cast(int, state["_boots"]): state for state in (*self._early_boots, *self._late_boots)}
         if not 1 <= index <= self._boots:
             raise LookupError(f"the log holds {self._boots} boot{'s' if self._boots > 1 else ''}")
@@ -892,7 +916,7 @@ class BootLogAnalyzer:
         try:
             for name, value in kept[index].items():
                 setattr(self, name, value)
-            report = self.report()
+            report = self.report(log_ended=log_ended)
         finally:
             for name, value in current.items():
                 setattr(self, name, value)
@@ -1039,6 +1063,8 @@ _BOOT_STATE = (
     "_first_ts",
     "_last_phase_end",
     "_ready_seq",
+    "_http_up",
+    "_http_up_seq",
     "_lead_rank",
     "_untagged_bar_phases",
     "_record_phases",
@@ -1174,7 +1200,7 @@ def analyze_stream(
                 on_bytes(len(block))
     except OSError as exc:  # EIO, a directory that slipped through open(), ...
         raise LogInputError(name, exc.strerror or str(exc)) from None
-    return analyzer.report(boot)
+    return analyzer.report(boot, log_ended=True)
 
 
 def analyze_path(
@@ -1199,7 +1225,7 @@ def analyze_bytes(data: bytes, stall_after_s: float = STALL_AFTER_S, boot: int |
     for block in (splitter.feed(data), splitter.flush()):
         if block:
             analyzer.feed_block(block)
-    return analyzer.report(boot)
+    return analyzer.report(boot, log_ended=True)
 
 
 def _elapsed(message: str) -> float | None:

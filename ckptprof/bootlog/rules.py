@@ -55,9 +55,12 @@ class Configure:
 
 @dataclass(frozen=True)
 class Ready:
-    """The server is serving. ``when_leading``: only when this engine leads the evidence (a shared uvicorn line)."""
+    """The server is serving. ``when_leading``: only when this engine leads the evidence (a shared uvicorn line).
+    ``until_more``: the HTTP server is up but the engine has more to say (SGLang's warm-up): ready only when nothing
+    else happens after it, and a failure after it still fails the boot."""
 
     when_leading: bool = False
+    until_more: bool = False
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,8 @@ RECORDS: tuple[Rule, ...] = (
     ),
     Rule("Capture Frozen-KV MTP draft cuda graph end", End("graph-draft-mtp", "cuda-graph", "draft", "mtp")),
     Rule("The server is fired up and ready to roll", Ready()),
+    # uvicorn is up; the warm-up request and its message come after (a log cut before them: up, until it fails).
+    Rule("Application startup complete", Ready(when_leading=True, until_more=True), weight=0),
     Rule("Loading safetensors using Fastsafetensor loader", Capture("loader", value="fastsafetensors")),
     Rule("Scheduler hit an exception", Evidence()),
     Rule("Initialization failed. warmup error", Fail("the warmup request")),

@@ -70,3 +70,19 @@ def test_a_boot_record_relayed_twice_is_one_record() -> None:
 """
     phases = analyze_bytes(log).phases
     assert [(phase.name, phase.model, phase.ranks) for phase in phases] == [("load-weights", "target", 1)]
+
+
+def test_an_sglang_server_whose_uvicorn_started_is_up_until_something_says_otherwise() -> None:
+    # GIVEN an SGLang TP1 boot (untagged records) cut after uvicorn's startup lines, before the warm-up's message
+    boot = b"""[2025-07-01 15:50:48] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=22.19 GB
+[2025-07-01 15:50:48] KV Cache is allocated. #tokens: 151244, K size: 9.23 GB, V size: 9.23 GB
+[2025-07-01 15:50:48] Memory pool end. avail mem=3.59 GB
+[2025-07-01 15:50:49] INFO:     Application startup complete.
+[2025-07-01 15:50:49] INFO:     Uvicorn running on http://0.0.0.0:5001 (Press CTRL+C to quit)
+"""
+    report = analyze_bytes(boot)
+    assert report.state == "ready"
+    assert [phase.name for phase in report.phases] == ["load-weights", "kv-cache", "ready"]
+    # AND a warm-up that fails after it still fails the boot
+    failed = analyze_bytes(boot + b"[2025-07-01 15:50:55] Initialization failed. warmup error: boom\n")
+    assert failed.state == "failed"

@@ -23,7 +23,6 @@ FIRST_SIGHT_WRONG = {
     "sglang-ajith-sirra-amd-glm5-mi355x",  # batch 2
     "sglang-MI300-testing-bench-latency",
     "sglang-sglang-1467",
-    "sglang-sglang-7482",
 }
 
 
