@@ -98,6 +98,9 @@ class Recorder:
     # Per open model (id of its RankModel): its closed shards' phase intervals by kind.
     _intervals: dict[int, dict[str, list[Interval]]] = field(default_factory=dict, repr=False)
 
+    def __post_init__(self) -> None:
+        """A subclass's own state (the dataclass's __init__ calls this)."""
+
     def start(self) -> None:
         """Mark the rank's replay start (after the barrier); timeline offsets are relative to it."""
         self._origin = self.clock()
@@ -124,6 +127,7 @@ class Recorder:
         finally:
             rm.wall_s = self._now() - rm.start_s
             self._model = None
+            self._models_end()
             with self._lock:
                 self._intervals.pop(id(rm), None)
             if any(intervals.values()):
@@ -214,8 +218,17 @@ class Recorder:
                 for a, b, kind in phases:
                     intervals[kind].append((a, b))
         if self.on_shard_done is not None:
+            self._deliver(state.model.role, timing)
+
+    def _deliver(self, role: str, timing: ShardTiming) -> None:
+        """Hand a closed shard to ``on_shard_done``, here on the thread that closed it."""
+        if self.on_shard_done is not None:
             with self._done_lock:  # callers' callbacks need not be thread-safe
-                self.on_shard_done(state.model.role, timing)
+                self.on_shard_done(role, timing)
+
+    def _models_end(self) -> None:
+        """Called as a model ends, after its wall is taken: nothing to do unless deliveries wait (the faithful
+        recorder's)."""
 
     @contextmanager
     def shard(self, file: str, nonresident_bytes: int = 0) -> Iterator[ShardTiming]:
@@ -447,10 +460,57 @@ class Recorder:
 
 
 class WallOnlyRecorder(Recorder):
-    """For the faithful pass: SGLang's exact sequence, only shard walls measured, no per-phase clock reads."""
+    """For the faithful pass: SGLang's exact sequence, only shard walls measured, no per-phase clock reads.
+
+    Closed shards reach ``on_shard_done`` from a thread of the recorder's, in batches every ``DELIVER_EVERY_S``,
+    and the rest as the model ends: a rank's callback turns each shard into a dict and puts it on the parent's
+    queue, whose feeder thread wakes to pickle it - on the loading thread, once per shard, that took a third of
+    the faithful pass's excess over a plain loop (benchmarks/bench_faithful_overhead.py). The parent still hears
+    of every shard within that interval, a stalled rank's included, and of all of them before the rank's result.
+    """
 
     times_phases: ClassVar[bool] = False
     keeps_copy_spans: ClassVar[bool] = True
+    # How long a closed shard may wait for its delivery: short beside a hang timeout or a progress bar's refresh,
+    # long beside a shard (a few of them per batch on a warm load).
+    DELIVER_EVERY_S: ClassVar[float] = 0.1
+
+    def __post_init__(self) -> None:
+        self._pending: list[tuple[str, ShardTiming]] = []
+        self._wake = threading.Condition(threading.Lock())
+        self._deliverer: threading.Thread | None = None
+        self._stopping = False
+
+    def _deliver(self, role: str, timing: ShardTiming) -> None:
+        with self._wake:
+            self._pending.append((role, timing))
+            if self._deliverer is None:
+                self._stopping = False
+                self._deliverer = threading.Thread(
+                    target=self._deliver_batches, name="ckptprof-shard-delivery", daemon=True
+                )
+                self._deliverer.start()
+
+    def _deliver_batches(self) -> None:
+        while True:
+            with self._wake:
+                if not self._stopping:
+                    self._wake.wait(self.DELIVER_EVERY_S)
+                batch, self._pending = self._pending, []
+                stopping = self._stopping
+            for role, timing in batch:
+                super()._deliver(role, timing)
+            if stopping:
+                return
+
+    def _models_end(self) -> None:
+        """Deliver what is pending before the next model (or the rank's result): the parent's order holds."""
+        with self._wake:
+            deliverer, self._deliverer = self._deliverer, None
+            self._stopping = True
+            self._wake.notify()
+        if deliverer is not None:
+            deliverer.join()
 
     @contextmanager
     def read_awaited(self) -> Iterator[Awaited]:
