@@ -1,41 +1,38 @@
 """What the faithful replay costs over the plain loop it replays (issue 32 item 4), per release profile's default.
 
 Each round runs, in an order that alternates, the faithful pass as a rank runs it (``loader/worker.replay_rank`` with
-``faithful=True``, its wall as ckptprof reports it, every closed shard handed to a callback that queues it for the
-parent as ``loader/ranks.py`` does) and the reference loader (``benchmarks/reference_loader.py``: the same iterator
-sequence and copies, nothing measured inside), each on freshly allocated parameters and a cache prepared alike
-(warm: read through once; cold: the checkpoint's pages dropped). ``extra_info`` holds both medians, the median of
-the per-round ratios faithful/reference (what the H200 report holds to <= 1.05) and every round's figures. A bound
-is asserted only against a broken instrument (a faithful pass several times the loop); the shared 2-core VM's noise
-is too large for a finer one.
+``faithful=True``, its wall as ckptprof reports it, every closed shard put on a multiprocessing queue as
+``loader/ranks.py`` does) and the reference loader (``reference_loader.py``: the same iterator sequence and copies,
+nothing measured inside), each on freshly allocated parameters and a cache prepared alike (warm: read through once;
+cold: the checkpoint's pages dropped): see ``overhead_passes.py``. ``extra_info`` holds both medians, the median of
+the per-round ratios faithful/reference (what the H200 report holds to <= 1.05) and every round's walls. A bound is
+asserted only against a broken instrument (a faithful pass several times the loop); the shared 2-core VM's noise is
+too large for a finer one.
 
-``CKPTPROF_BENCH_TPS`` (default "1") lists the TP sizes (rank 0 of each, run alone), ``CKPTPROF_BENCH_CACHES``
-(default "warm cold"), ``CKPTPROF_BENCH_PATHS`` the default paths to run (default: every profile's, i.e.
-"sglang sglang-mt:num_threads=8"), ``CKPTPROF_BENCH_DEVICE`` (default cpu), ``CKPTPROF_BENCH_CKPT=DIR`` a
-checkpoint of your own and ``CKPTPROF_BENCH_OVERHEAD_ROUNDS`` the rounds (default 7; 5 under --benchmark-disable).
-``benchmarks/gpu/faithful_overhead.sh`` runs it on a GPU and prints the table.
+``CKPTPROF_BENCH_TPS`` (default "1") lists the TP sizes: rank 0 run alone in this process, or with
+``CKPTPROF_BENCH_ALL_RANKS=1`` every rank at once, one spawned process each, a pass's wall its slowest rank's.
+``CKPTPROF_BENCH_CACHES`` (default "warm cold"), ``CKPTPROF_BENCH_PATHS`` the default paths to run (default: every
+profile's, "sglang sglang-mt:num_threads=8"), ``CKPTPROF_BENCH_DEVICE`` (default cpu; ``cuda:0`` puts every rank on
+that GPU), ``CKPTPROF_BENCH_CKPT=DIR`` a checkpoint of your own and ``CKPTPROF_BENCH_OVERHEAD_ROUNDS`` the rounds
+(default 7; 5 under --benchmark-disable). ``benchmarks/gpu/faithful_overhead.sh`` runs it on a GPU and prints the
+table.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import statistics
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import asdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from reference_loader import default_paths, reference_load
+from overhead_passes import PASSES, ParentQueue, all_ranks, faithful_pass, prepare_cache, reference_pass
+from reference_loader import default_paths
 
-from ckptprof.checkpoint import fs
 from ckptprof.loader.plan import ReplayPlan, build_plan
-from ckptprof.loader.strategies.base import LoadContext
-from ckptprof.loader.worker import replay_rank
-from ckptprof.session import RankResult, ShardTiming
+from ckptprof.session import RankResult
 
 PATHS = default_paths()
 WANTED = os.environ.get("CKPTPROF_BENCH_PATHS", " ".join(PATHS)).split()
@@ -44,6 +41,8 @@ CACHES = os.environ.get("CKPTPROF_BENCH_CACHES", "warm cold").split()
 DEVICE = os.environ.get("CKPTPROF_BENCH_DEVICE", "cpu")
 EXTERNAL = os.environ.get("CKPTPROF_BENCH_CKPT", "")
 ROUNDS = int(os.environ.get("CKPTPROF_BENCH_OVERHEAD_ROUNDS", "7"))
+# TP > 1: every rank at once, one process each (as ckptprof runs them), instead of rank 0 alone in this process.
+ALL_RANKS = os.environ.get("CKPTPROF_BENCH_ALL_RANKS", "") not in ("", "0")
 SMOKE_ROUNDS = 5
 # Against a broken instrument only: on the busy 2-core VM single rounds of an 8 MB load swing several-fold.
 RATIO_WITHIN = 3.0
@@ -60,63 +59,29 @@ def restore_torch_threads() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def _sync() -> None:
-    if DEVICE.startswith("cuda"):
-        torch.cuda.synchronize(torch.device(DEVICE))
+def round_order(rounds: int) -> list[str]:
+    """The passes in the order they run: each round runs both; which goes first alternates by round."""
+    return [name for i in range(rounds) for name in (PASSES if i % 2 else PASSES[::-1])]
 
 
-class _ParentQueue:
-    """Where a spawned rank puts each closed shard (``loader/ranks.py``): a multiprocessing queue, whose feeder
-    thread pickles beside the load. Drained after each pass, outside its wall."""
-
-    def __init__(self) -> None:
-        self._queue: Any = multiprocessing.get_context("spawn").Queue()
-
-    def shard_done(self, role: str, timing: ShardTiming) -> None:
-        self._queue.put(("shard", 0, role, asdict(timing)))
-
-    def drain(self, expected: int) -> None:
-        """Take the pass's ``expected`` records off the queue (each came through the feeder thread and the pipe)."""
-        for _ in range(expected):
-            self._queue.get(timeout=30)
-
-    def close(self) -> None:
-        self._queue.close()
-        self._queue.join_thread()
-
-
-def faithful_pass(plan: ReplayPlan, parent: _ParentQueue) -> tuple[float, RankResult]:
-    """Rank 0's faithful replay; its wall as the rank measures it (parameters allocated before, outside it)."""
-    result = replay_rank(plan, 0, faithful=True, on_shard_done=parent.shard_done)
-    _sync()
-    assert result.status == "ok" and not result.error, result.error
-    return result.wall_s, result
-
-
-def reference_pass(plan: ReplayPlan) -> float:
-    """The reference loop on fresh parameters, timed the way the rank times its wall (from the first open to the
-    last copy issued; the copies landing is waited for after the clock stops, on both sides)."""
-    ctx = LoadContext(rank=0, tp=plan.tp, device=torch.device(plan.rank_device(0)), decompose=False)
-    for model in plan.models:
-        ctx.allocate(model)
-    _sync()
-    began = time.perf_counter()
-    reference_load(plan, ctx)
-    wall = time.perf_counter() - began
-    _sync()
-    return wall
-
-
-def alternate(
-    runs: dict[str, Callable[[], float]], prepare: Callable[[], None], rounds: int
-) -> dict[str, list[float]]:
-    """Each round runs every pass once, the cache prepared before each; which goes first alternates by round."""
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for i in range(rounds):
-        for name in list(runs)[:: 1 if i % 2 else -1]:
-            prepare()
-            times[name].append(runs[name]())
-    return times
+def rank_zero_alone(plan: ReplayPlan, order: list[str]) -> tuple[list[float], RankResult]:
+    """Every pass of ``order`` by rank 0 in this process, the cache prepared before each; the last faithful
+    pass's result (for the counted checks)."""
+    parent = ParentQueue()
+    walls: list[float] = []
+    last: RankResult | None = None
+    try:
+        for name in order:
+            prepare_cache(plan)
+            if name == "faithful":
+                wall, last = faithful_pass(plan, 0, parent)
+            else:
+                wall = reference_pass(plan, 0)
+            walls.append(wall)
+    finally:
+        parent.close()
+    assert last is not None
+    return walls, last
 
 
 @pytest.mark.parametrize("cache", CACHES)
@@ -130,36 +95,29 @@ def test_faithful_over_reference(
     plan = build_plan(
         ckpt, tp=tp, devices=DEVICE, cache=cache, strategy=strategy, strategy_params=params, faithful=True
     )
-    files = [f for model in plan.models for f in model.files]
-
-    def prepare() -> None:
-        if cache == "cold":
-            fs.drop_cache(files)
-        else:
-            fs.warm_cache(files)
-
-    parent = _ParentQueue()
-    last: dict[str, RankResult] = {}
-
-    def faithful() -> float:
-        wall, result = faithful_pass(plan, parent)
-        parent.drain(sum(len(m.shards) for m in result.models))
-        last["result"] = result
-        return wall
-
+    rounds = SMOKE_ROUNDS if benchmark.disabled else ROUNDS
+    order = round_order(rounds)
+    together = ALL_RANKS and tp > 1
+    if together:
+        walls = all_ranks(plan, order)
+    else:
+        walls, last = rank_zero_alone(plan, order)
+    times = {name: [w for w, n in zip(walls, order, strict=True) if n == name] for name in PASSES}
+    # pytest-benchmark's own figure: rank 0's faithful pass once more, timed whole (its parameters' allocation and
+    # the parent's receipt of its shards included); the walls compared are in extra_info.
+    parent = ParentQueue()
     try:
-        rounds = SMOKE_ROUNDS if benchmark.disabled else ROUNDS
-        times = alternate({"faithful": faithful, "reference": lambda: reference_pass(plan)}, prepare, rounds)
-        # pytest-benchmark's own figure: the faithful pass once more, timed whole (its parameters' allocation and
-        # the parent's receipt of its shards included); the walls compared are in extra_info.
-        benchmark.pedantic(faithful, setup=prepare, rounds=1, iterations=1)
+        _, last = benchmark.pedantic(
+            lambda: faithful_pass(plan, 0, parent), setup=lambda: prepare_cache(plan), rounds=1, iterations=1
+        )
     finally:
         parent.close()
     ratios = [f / max(r, 1e-9) for f, r in zip(times["faithful"], times["reference"], strict=True)]
-    shards = [s for m in last["result"].models for s in m.shards]
+    shards = [s for m in last.models for s in m.shards]
     info: dict[str, Any] = {
         "path": path,
         "tp": tp,
+        "ranks": "all at once" if together else "rank 0 alone",
         "cache": cache,
         "device": DEVICE,
         "bytes": sum(model.total_bytes for model in plan.models),
