@@ -30,8 +30,12 @@ def test_a_multithread_run_keeps_queued_time_apart_and_its_columns_add_up(
         assert shard.work_s + shard.queued_s == pytest.approx(shard.wall_s, abs=1e-9)
         assert any(t.startswith("ckptprof-mt") for t in shard.threads or []), shard.threads
         assert "MainThread" in (shard.threads or [])
-    # the shards' work fits in the model's wall, however long they queued
-    assert sum(s.work_s or 0.0 for s in model.shards) <= model.wall_s * 1.05
+    # each shard's work fits in the model's wall, however long it queued; summed, the work is thread-seconds: it can
+    # exceed the wall when threads read at once (seen: 18.1 ms of work in a 14.6 ms load), never by more than the
+    # threads that did it
+    assert all((s.work_s or 0.0) <= model.wall_s * 1.05 for s in model.shards)
+    threads = {t for s in model.shards for t in s.threads or []}
+    assert sum(s.work_s or 0.0 for s in model.shards) <= model.wall_s * len(threads) * 1.05
     # the slowest shards are ranked by work
     works = [shard_work_s(s) for _, _, s in slowest_shards(session, len(model.shards))]
     assert works == sorted(works, reverse=True)
