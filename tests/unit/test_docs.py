@@ -1,0 +1,82 @@
+"""The documentation that is generated or checked against the code: docs/cli.md is the argument parser's text, and
+the README's test command is the one CI runs (issue #34 item 6)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TEST_COMMAND = "python -m pytest -q --benchmark-disable tests benchmarks"
+
+
+def load_script(name: str) -> ModuleType:
+    """A script under scripts/ (not a package) imported by path."""
+    path = ROOT / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"ckptprof_scripts_{name}", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cli_md_is_what_the_argument_parser_says_now() -> None:
+    # GIVEN the generator that walks ckptprof's argparse parsers
+    gen = load_script("gen_cli_docs")
+    # WHEN it renders every command's help now
+    expected = gen.render()
+    # THEN the committed page is exactly that (a flag added, renamed or re-worded makes it stale)
+    committed = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert committed == expected, "docs/cli.md is stale: run `python scripts/gen_cli_docs.py`"
+
+
+def test_cli_md_names_every_subcommand_and_flag() -> None:
+    # GIVEN the parser the command line uses
+    from ckptprof.cli.main import build_parser
+
+    gen = load_script("gen_cli_docs")
+    text = gen.render()
+    # THEN each subcommand has its section and each of its option strings appears in it
+    for name, sub in gen.subcommands(build_parser()):
+        assert f"## `ckptprof {name}`" in text
+        section = text.split(f"## `ckptprof {name}`", 1)[1].split("\n## ", 1)[0]
+        for action in sub._actions:
+            for option in action.option_strings:
+                assert f"`{option}" in section or f", {option}" in section, (name, option)
+
+
+def test_cli_md_does_not_depend_on_the_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    gen = load_script("gen_cli_docs")
+    monkeypatch.setenv("COLUMNS", "40")
+    narrow = gen.render()
+    monkeypatch.setenv("COLUMNS", "300")
+    assert gen.render() == narrow
+
+
+def test_readme_test_command_is_the_one_ci_runs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert TEST_COMMAND in readme
+    assert f"\n{TEST_COMMAND}\n" in ci
+
+
+def test_readme_stays_a_front_page() -> None:
+    readme = (ROOT / "README.md").read_bytes()
+    assert len(readme) <= 10 * 1024, f"README.md is {len(readme)} bytes; reference belongs in docs/"
+    text = readme.decode("utf-8")
+    assert 'pip install -e ".[test]" && ckptprof run' in text
+    # every page it links exists
+    for page in (
+        "cli",
+        "commands",
+        "engines",
+        "how-it-measures",
+        "json-contract",
+        "results",
+        "pytest-plugin",
+    ):
+        assert f"(docs/{page}.md)" in text
+        assert (ROOT / "docs" / f"{page}.md").is_file(), page
