@@ -119,7 +119,7 @@ def with_sample(readme: str, sample: str) -> str:
     return head + block + rest.split(END, 1)[1]
 
 
-def screenshot(session: Path, png: Path, workdir: Path) -> None:
+def screenshot(session: Path, png: Path, workdir: Path, cache: Path) -> None:
     """`ckptprof report SESSION --format html`, photographed by headless Chromium (its first screen and a bit)."""
     exe = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
     if exe is None:
@@ -128,7 +128,10 @@ def screenshot(session: Path, png: Path, workdir: Path) -> None:
     subprocess.run(
         [sys.executable, "-m", "ckptprof", "report", str(session), "--format", "html", "-o", str(html)],
         check=True,
+        capture_output=True,
     )
+    # The checkpoint's path as the README's sample shows it: the user's default cache, not this run's scratch one.
+    html.write_text(html.read_text(encoding="utf-8").replace(str(cache), USER_CACHE), encoding="utf-8")
     shot = workdir / "shot.png"
     subprocess.run(
         [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -152,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         README.write_text(with_sample(README.read_text(encoding="utf-8"), text), encoding="utf-8")
         print(f"wrote the sample into {README.relative_to(ROOT)} ({len(text.splitlines())} lines)")
         if args.screenshot:
-            screenshot(session, args.screenshot.resolve(), work)
+            screenshot(session, args.screenshot.resolve(), work, work / "cache")
     return 0
 
 

@@ -80,3 +80,8 @@ def test_readme_stays_a_front_page() -> None:
     ):
         assert f"(docs/{page}.md)" in text
         assert (ROOT / "docs" / f"{page}.md").is_file(), page
+    # the picture it shows: a PNG of the HTML report (scripts/readme_sample.py --screenshot), small enough to clone
+    assert "](docs/report.png)" in text
+    png = (ROOT / "docs" / "report.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert len(png) < 300 * 1024
