@@ -4,6 +4,7 @@ the README's test command is the one CI runs (issue #34 item 6)."""
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -85,3 +86,17 @@ def test_readme_stays_a_front_page() -> None:
     png = (ROOT / "docs" / "report.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     assert len(png) < 300 * 1024
+
+
+def test_every_relative_link_of_the_readme_and_docs_resolves() -> None:
+    # GIVEN the README and every docs page (the reference moved there from the README, with its links)
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            # THEN each relative link names a file or folder of the repository
+            if not (page.parent / target).resolve().exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not broken, broken
