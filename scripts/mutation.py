@@ -4,9 +4,9 @@ Usage (from the repository root; mutmut is not a test dependency, install it by 
 
     python -m pip install mutmut==3.8.1
     python scripts/mutation.py                      # every module below, one after the other
-    python scripts/mutation.py verdict compare      # only these modules
-    python scripts/mutation.py --first-sight verdict  # the suite without the test_mutants_* files
-    python scripts/mutation.py --resume verdict   # only the last run's survivors, against today's tests
+    python scripts/mutation.py verdict-classify compare      # only these modules
+    python scripts/mutation.py --first-sight verdict-wording  # the suite without the test_mutants_* files
+    python scripts/mutation.py --resume verdict-remedies   # only the last run's survivors, against today's tests
     python scripts/mutation.py --list               # the modules, their source and their tests
 
 Per module it prints the tool, the tests the mutants are run against, and the score
@@ -87,15 +87,22 @@ _SESSION_VALIDATION = (
     "validate_ceilings",
 )
 
+# The verdict is a package of one module per step: one target each (mutmut mutates one file a run), same tests.
+_VERDICT_MODULES = ("figures", "completeness", "classify", "wording", "remedies", "compose")
+_EVERY_REPORT_FORMAT = (
+    "tests/unit/test_verdict.py::test_every_report_format_prints_the_verdict_caveats",
+    "tests/unit/test_verdict.py::test_every_report_format_heads_a_tie_as_no_single_bottleneck",
+)
+
 TARGETS: dict[str, Target] = {
-    "verdict": Target(
-        "ckptprof/analysis/verdict.py",
-        _unit("test_verdict", "test_mutants_verdict"),
-        deselect=(
-            "tests/unit/test_verdict.py::test_every_report_format_prints_the_verdict_caveats",
-            "tests/unit/test_verdict.py::test_every_report_format_heads_a_tie_as_no_single_bottleneck",
-        ),
-    ),
+    **{
+        f"verdict-{part}": Target(
+            f"ckptprof/analysis/verdict/{part}.py",
+            _unit("test_verdict", "test_mutants_verdict"),
+            deselect=_EVERY_REPORT_FORMAT,
+        )
+        for part in _VERDICT_MODULES
+    },
     "compare": Target(
         "ckptprof/analysis/compare.py",
         _unit("test_compare", "test_mutants_compare"),
@@ -115,10 +122,7 @@ TARGETS: dict[str, Target] = {
     "attribution": Target(
         "ckptprof/analysis/attribution.py",
         _unit("test_verdict", "test_mutants_attribution"),
-        deselect=(
-            "tests/unit/test_verdict.py::test_every_report_format_prints_the_verdict_caveats",
-            "tests/unit/test_verdict.py::test_every_report_format_heads_a_tie_as_no_single_bottleneck",
-        ),
+        deselect=_EVERY_REPORT_FORMAT,
     ),
     "phases": Target("ckptprof/bootlog/phases.py", _unit("test_bootlog_phases", "test_mutants_phases")),
 }
@@ -284,16 +288,16 @@ def main() -> None:
     args = parser.parse_args()
     if args.list:
         for name, t in TARGETS.items():
-            print(f"{name:12} {t.source:36} {' '.join(t.tests)}")
+            print(f"{name:20} {t.source:42} {' '.join(t.tests)}")
         return
     unknown = sorted(set(args.modules) - set(TARGETS))
     if unknown:
         parser.error(f"unknown module(s) {unknown}; choose from {list(TARGETS)}")
     summary = [run_target(n, TARGETS[n], args.first_sight, args.resume) for n in (args.modules or TARGETS)]
-    print("\nmodule        killed/total  score")
+    print("\nmodule                killed/total  score")
     for s in summary:
         killed, total = int(str(s["killed"])), int(str(s["total"]))
-        print(f"{s['module']!s:12} {killed:6}/{total:<6} {100 * killed / total:5.1f}%")
+        print(f"{s['module']!s:20} {killed:6}/{total:<6} {100 * killed / total:5.1f}%")
 
 
 if __name__ == "__main__":

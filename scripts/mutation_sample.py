@@ -53,36 +53,42 @@ class Mutant:
 # The fixed sample: ~5 a module, across operators (comparisons, arithmetic, constants, booleans, dropped calls).
 SAMPLE: tuple[Mutant, ...] = (
     # verdict: the constants an earlier audit found unchecked, then mutmut's kinds of survivors
-    Mutant("verdict", "CLOSE_SHARE = 0.10", "CLOSE_SHARE = 0.05"),
-    Mutant("verdict", "SKEW_LIMIT = 1.5", "SKEW_LIMIT = 2.0"),
-    Mutant("verdict", "ABOVE_CEILING = 1.05", "ABOVE_CEILING = 2.0"),
-    Mutant("verdict", "WHOLE_FILE_DESERIALIZE_PASSES = 2", "WHOLE_FILE_DESERIALIZE_PASSES = 1"),
+    Mutant("verdict-classify", "CLOSE_SHARE = 0.10", "CLOSE_SHARE = 0.05"),
+    Mutant("verdict-classify", "SKEW_LIMIT = 1.5", "SKEW_LIMIT = 2.0"),
+    Mutant("verdict-wording", "ABOVE_CEILING = 1.05", "ABOVE_CEILING = 2.0"),
+    Mutant("verdict-remedies", "WHOLE_FILE_DESERIALIZE_PASSES = 2", "WHOLE_FILE_DESERIALIZE_PASSES = 1"),
     Mutant(
-        "verdict", "return max(0.0, min(1.0, missing / total))", "return max(0.0, min(2.0, missing / total))"
+        "verdict-figures",
+        "return max(0.0, min(1.0, missing / total))",
+        "return max(0.0, min(2.0, missing / total))",
     ),
     Mutant(
-        "verdict",
+        "verdict-wording",
         "if amplification is not None and amplification > 1.5",
         "if amplification is not None and amplification >= 1.5",
     ),
-    Mutant("verdict", "missing / ckpt,", "missing / ckpt / 2,"),
+    Mutant("verdict-figures", "missing / ckpt,", "missing / ckpt / 2,"),
     Mutant(
-        "verdict",
+        "verdict-wording",
         'how, via = ("mmap page faults", "through faults")',
         'how, via = ("mmap page faults", "via faults")',
     ),
-    Mutant("verdict", "if fdelta is not None and fdelta > 0.05:", "if fdelta is not None and fdelta >= 0.0:"),
     Mutant(
-        "verdict",
+        "verdict-wording",
+        "if fdelta is not None and fdelta > 0.05:",
+        "if fdelta is not None and fdelta >= 0.0:",
+    ),
+    Mutant(
+        "verdict-completeness",
         "        done = ok if done is None else done & ok",
         "        done = ok if done is None else done | ok",
     ),
     Mutant(
-        "verdict",
+        "verdict-completeness",
         "reason = f\" ({(first.error or 'no reason given').splitlines()[0][:160]})\"",
         "reason = f\" ({(first.error or 'no reason given').splitlines()[0][:161]})\"",
     ),
-    Mutant("verdict", "    return min(alone, together / ranks)", "    return min(alone, together)"),
+    Mutant("verdict-remedies", "    return min(alone, together / ranks)", "    return min(alone, together)"),
     # compare: the gate (+0.5 points of slack went unnoticed once) and the words of a difference
     Mutant(
         "compare",

@@ -115,6 +115,77 @@ def test_the_release_facts_and_the_log_reader_stand_alone(alone: str) -> None:
     assert outward == []
 
 
+# Small pure homes that every layer may use: each imports nothing of ckptprof above it (errors.py at most), so
+# that analysis/ can price a load and probe/ and loader/ can parse devices without reaching into one another.
+SMALL_HOMES = ("devices", "rates", "units", "optional", "version", "fstypes", "errors")
+
+
+@pytest.mark.parametrize("home", SMALL_HOMES)
+def test_the_small_homes_sit_below_everything(home: str) -> None:
+    name = f"ckptprof.{home}"
+    assert name in GRAPH
+    assert [b for b in GRAPH[name] if b != "ckptprof.errors"] == []
+
+
+def _defined_in(name: str) -> list[str]:
+    """The modules that define a top-level function called ``name``."""
+    return sorted(
+        module
+        for module, path in MODULES.items()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.FunctionDef) and node.name == name
+    )
+
+
+@pytest.mark.parametrize(
+    ("function", "home"),
+    [
+        # the --devices grammar: run/, probe/ and loader/plan.py all parse with it
+        ("parse_devices", "ckptprof.devices"),
+        ("visible_cuda", "ckptprof.devices"),
+        # pricing a load from sampled (bytes, seconds) points: the probe measures them, the verdict prices with them
+        ("predicted_seconds", "ckptprof.rates"),
+        ("seconds_for", "ckptprof.rates"),
+    ],
+)
+def test_device_parsing_and_the_prediction_formulas_have_one_home(function: str, home: str) -> None:
+    assert _defined_in(function) == [home]
+
+
+# The verdict's steps, lowest first: each imports only steps on a lower level (the remedies and the wording
+# never reach for each other), and the package's __init__ re-exports them for every caller.
+VERDICT = "ckptprof.analysis.verdict"
+VERDICT_LEVELS = {"figures": 0, "completeness": 0, "classify": 1, "wording": 2, "remedies": 2, "compose": 3}
+
+
+def test_the_verdict_is_split_into_its_steps() -> None:
+    steps = {m.removeprefix(f"{VERDICT}.") for m in MODULES if m.startswith(f"{VERDICT}.")}
+    assert steps == set(VERDICT_LEVELS)
+
+
+@pytest.mark.parametrize("step", sorted(VERDICT_LEVELS))
+def test_a_verdict_step_imports_only_the_steps_below_it(step: str) -> None:
+    upward = [
+        b
+        for b in GRAPH[f"{VERDICT}.{step}"]
+        if (b == VERDICT or b.startswith(f"{VERDICT}."))
+        and VERDICT_LEVELS.get(b.removeprefix(f"{VERDICT}."), 99) >= VERDICT_LEVELS[step]
+    ]
+    assert upward == []
+
+
+def test_callers_take_the_verdict_from_the_package_not_its_steps() -> None:
+    # the steps may move again; ``ckptprof.analysis.verdict`` is the name other modules (and users) hold
+    reaching_in = [
+        f"{a} -> {b}"
+        for a, deps in GRAPH.items()
+        if not (a == VERDICT or a.startswith(f"{VERDICT}."))
+        for b in deps
+        if b.startswith(f"{VERDICT}.")
+    ]
+    assert reaching_in == []
+
+
 def test_the_package_root_is_imported_by_nothing_inside_it() -> None:
     # `import ckptprof` must stay light, and a module that reads the version from the root imports the API with it
     inward = [a for a, deps in GRAPH.items() if "ckptprof" in deps and a != "ckptprof"]
