@@ -100,3 +100,29 @@ def test_every_relative_link_of_the_readme_and_docs_resolves() -> None:
             if not (page.parent / target).resolve().exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not broken, broken
+
+
+def test_the_log_examples_are_what_ckptprof_log_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ckptprof.cli.main import main
+
+    # GIVEN the incident log the README and docs/commands.md show, under the name they give it
+    fixture = ROOT / "tests" / "fixtures" / "logs" / "sglang_tp8_eagle3_cut_loading_draft.log"
+    (tmp_path / "server.log").write_bytes(fixture.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    # WHEN ckptprof log reads it now
+    assert main(["log", "server.log"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    # THEN every line the README's example shows is printed, in that order ("..." stands for lines left out)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("$ ckptprof log server.log", 1)[1].split("\n```", 1)[0].splitlines()[1:]
+    shown = [line for line in block if line != "..."]
+    assert shown, "the README lost its ckptprof log example"
+    positions = [printed.index(line) for line in shown]  # ValueError names a line no longer printed
+    assert positions == sorted(positions)
+    # AND docs/commands.md's full example is the whole output
+    commands = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")
+    full = commands.split("    $ ckptprof log server.log\n", 1)[1].split("\n\n\n", 1)[0]
+    indented = [line[4:] for line in full.split("\nBinary garbage", 1)[0].rstrip("\n").splitlines()]
+    assert indented == printed
