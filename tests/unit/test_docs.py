@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shlex
 from pathlib import Path
 from types import ModuleType
 
@@ -126,3 +127,31 @@ def test_the_log_examples_are_what_ckptprof_log_prints(
     full = commands.split("    $ ckptprof log server.log\n", 1)[1].split("\n\n\n", 1)[0]
     indented = [line[4:] for line in full.split("\nBinary garbage", 1)[0].rstrip("\n").splitlines()]
     assert indented == printed
+
+
+def test_every_ckptprof_command_the_readme_and_docs_show_parses() -> None:
+    from ckptprof.cli.main import build_parser
+
+    gen = load_script("gen_cli_docs")
+    names = {name for name, _ in gen.subcommands(build_parser())}
+    # GIVEN each `ckptprof COMMAND ...` line in the code blocks of the README and docs/ (up to a comment, a
+    # redirection, a pipe or the two spaces before a description, as the help's examples write them)
+    commands = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        in_code = False
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if line.lstrip().startswith("```"):
+                in_code = not in_code
+                continue
+            text = re.split(r"\s{2,}|\s#|\s>>|\s\|", line.strip().removeprefix("$ "))[0]
+            words = text.split()
+            shown = in_code or line.startswith("    ")
+            if shown and len(words) > 1 and words[0] == "ckptprof" and words[1] in names:
+                commands.append((page.name, text))
+    assert len(commands) >= 10, commands
+    # THEN the command line accepts each (a renamed or removed flag fails here, not on a reader's machine)
+    for page_name, text in commands:
+        try:
+            build_parser().parse_args(shlex.split(text)[1:])
+        except SystemExit as exc:
+            raise AssertionError(f"{page_name}: `{text}` is refused by the parser") from exc
