@@ -183,6 +183,10 @@ def _cachestat_pages(fd: int, offset: int, length: int) -> int | None:
     return int(out.nr_cache)
 
 
+# Each byte of a mincore vector mapped to its lowest bit (1: resident), for bytes.translate.
+_LOWEST_BIT = bytes(b & 1 for b in range(256))
+
+
 def _mincore_pages(fd: int, start: int, end: int) -> int:
     """Resident pages in ``[start, end)``; ``start`` is page-aligned (mmap offsets must be)."""
     resident = 0
@@ -205,8 +209,9 @@ def _mincore_window(fd: int, offset: int, length: int) -> int:
         if _LIBC.mincore(ctypes.c_void_p(addr), length, vec) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"mincore failed: {os.strerror(err)}")
-        # Only the lowest bit means "resident"; the others are reserved.
-        return sum(b & 1 for b in bytes(vec))
+        # Only the lowest bit means "resident"; the others are reserved. Counted in C: a Python loop over the
+        # pages took ~55 us per 4 MB shard, checked before every shard inside the load's wall.
+        return bytes(vec).translate(_LOWEST_BIT).count(1)
     finally:
         _LIBC.munmap(ctypes.c_void_p(addr), length)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -116,7 +117,9 @@ class Recorder:
         return t - self._origin
 
     @contextmanager
-    def model(self, role: str) -> Iterator[RankModel]:
+    def model(self, role: str, flush_at_end: bool = True) -> Iterator[RankModel]:
+        """One model's load. ``flush_at_end`` False leaves shards still waiting for ``on_shard_done`` to be
+        delivered after the caller's wall (``flush_deliveries``), in order with the next model's."""
         rm = RankModel(role=role, start_s=self._now(), copy_spans=[] if self.keeps_copy_spans else None)
         self.models.append(rm)
         self._model = rm
@@ -127,7 +130,8 @@ class Recorder:
         finally:
             rm.wall_s = self._now() - rm.start_s
             self._model = None
-            self._models_end()
+            if flush_at_end:
+                self._models_end()
             with self._lock:
                 self._intervals.pop(id(rm), None)
             if any(intervals.values()):
@@ -229,6 +233,11 @@ class Recorder:
     def _models_end(self) -> None:
         """Called as a model ends, after its wall is taken: nothing to do unless deliveries wait (the faithful
         recorder's)."""
+
+    def flush_deliveries(self) -> None:
+        """Hand ``on_shard_done`` every closed shard still waiting (after models opened with ``flush_at_end``
+        False): before the rank's result goes to the parent."""
+        self._models_end()
 
     @contextmanager
     def shard(self, file: str, nonresident_bytes: int = 0) -> Iterator[ShardTiming]:
@@ -463,7 +472,9 @@ class WallOnlyRecorder(Recorder):
     """For the faithful pass: SGLang's exact sequence, only shard walls measured, no per-phase clock reads.
 
     Closed shards reach ``on_shard_done`` from a thread of the recorder's, in batches every ``DELIVER_EVERY_S``,
-    and the rest as the model ends: a rank's callback turns each shard into a dict and puts it on the parent's
+    and the rest as the model ends (or, for a model opened with ``flush_at_end`` False, at ``flush_deliveries``
+    after the rank's wall: the worker's, so that a load shorter than the interval does not deliver its every shard
+    inside its wall): a rank's callback turns each shard into a dict and puts it on the parent's
     queue, whose feeder thread wakes to pickle it - on the loading thread, once per shard, that took a third of
     the faithful pass's excess over a plain loop (benchmarks/bench_faithful_overhead.py). The parent still hears
     of every shard within that interval, a stalled rank's included, and of all of them before the rank's result.
@@ -476,16 +487,22 @@ class WallOnlyRecorder(Recorder):
     DELIVER_EVERY_S: ClassVar[float] = 0.1
 
     def __post_init__(self) -> None:
-        self._pending: list[tuple[str, ShardTiming]] = []
-        self._wake = threading.Condition(threading.Lock())
+        # A deque, not a list under a lock: the loading thread only appends (atomic), the deliverer only pops, so
+        # closing a shard never waits for the deliverer, which holds the GIL for as long as its callbacks run (a
+        # shared lock made the loading thread queue behind it: ~3 ms of a 64-shard load on the CPU).
+        self._pending: deque[tuple[str, ShardTiming]] = deque()
+        self._stop = threading.Event()
         self._deliverer: threading.Thread | None = None
-        self._stopping = False
+        # Taken once per model, to start one deliverer however many threads close shards.
+        self._starting = threading.Lock()
 
     def _deliver(self, role: str, timing: ShardTiming) -> None:
-        with self._wake:
-            self._pending.append((role, timing))
+        self._pending.append((role, timing))
+        if self._deliverer is not None:
+            return
+        with self._starting:
             if self._deliverer is None:
-                self._stopping = False
+                self._stop.clear()
                 self._deliverer = threading.Thread(
                     target=self._deliver_batches, name="ckptprof-shard-delivery", daemon=True
                 )
@@ -493,23 +510,18 @@ class WallOnlyRecorder(Recorder):
 
     def _deliver_batches(self) -> None:
         while True:
-            with self._wake:
-                if not self._stopping:
-                    self._wake.wait(self.DELIVER_EVERY_S)
-                batch, self._pending = self._pending, []
-                stopping = self._stopping
-            for role, timing in batch:
-                super()._deliver(role, timing)
+            stopping = self._stop.wait(self.DELIVER_EVERY_S)
+            while self._pending:
+                super()._deliver(*self._pending.popleft())
             if stopping:
                 return
 
     def _models_end(self) -> None:
         """Deliver what is pending before the next model (or the rank's result): the parent's order holds."""
-        with self._wake:
+        with self._starting:
             deliverer, self._deliverer = self._deliverer, None
-            self._stopping = True
-            self._wake.notify()
         if deliverer is not None:
+            self._stop.set()
             deliverer.join()
 
     @contextmanager

@@ -47,6 +47,18 @@ def strategies_by_role(plan: ReplayPlan, faithful: bool = False) -> dict[str, St
     return out
 
 
+def _disk_samples(disks: list[str | None]) -> dict[str, diskstats.DiskSample | None]:
+    """These block devices' counters now, from one read of /proc/diskstats."""
+    names = {disk for disk in disks if disk}
+    if not names:
+        return {}
+    try:
+        text = diskstats.DISKSTATS.read_text()
+    except OSError:
+        return {}
+    return {name: diskstats.sample(name, text) for name in names}
+
+
 def unique(strategies: dict[str, Strategy]) -> list[Strategy]:
     return list({id(s): s for s in strategies.values()}.values())
 
@@ -118,19 +130,32 @@ def replay_rank(
             wait_for_all()  # like SGLang's TP workers, every rank starts reading at the same moment
         result.rss_before_load_bytes = memory.current_rss_bytes()
         peak_resettable = memory.reset_peak_rss()
+        # /proc/diskstats is read once at each boundary between models, the first before the wall starts and the
+        # last after it ends, not on each side of every model: none inside the wall of a single model's load (a
+        # read costs up to a millisecond on a host with many block devices).
+        boundaries = [_disk_samples(disks[:1])]
+        timed_models = []
         recorder.start()
         result.started_monotonic = time.monotonic()
         started = time.perf_counter()
-        for model, disk in zip(plan.models, disks, strict=True):
-            before = diskstats.sample(disk) if disk else None
-            with recorder.model(model.role) as timed:
+        for i, model in enumerate(plan.models):
+            # The faithful recorder's last deliveries (a rank's shards on their way to the parent) go after the
+            # wall: one shard's dict and queue put each, in order, before the result (flushed below).
+            with recorder.model(model.role, flush_at_end=False) as timed:
                 strategies[model.role].load_model(ctx, model, recorder)
-            after = diskstats.sample(disk) if disk else None
+            timed_models.append(timed)
+            if i + 1 < len(plan.models):
+                boundaries.append(_disk_samples(disks[i : i + 2]))
+        result.wall_s = time.perf_counter() - started
+        boundaries.append(_disk_samples(disks[-1:]))
+        recorder.flush_deliveries()
+        for i, (timed, disk) in enumerate(zip(timed_models, disks, strict=False)):
+            before = boundaries[i].get(disk) if disk else None
+            after = boundaries[i + 1].get(disk) if disk else None
             if before is not None and after is not None:
                 timed.disk = disk
                 timed.disk_busy_s = after.busy_since(before)
                 timed.disk_read_bytes = after.read_since(before)
-        result.wall_s = time.perf_counter() - started
         if peak_resettable:  # read before --verify's digests copy parameters to the host
             result.load_peak_rss_bytes = memory.peak_rss_bytes()
         if plan.verify and not faithful:
@@ -173,6 +198,9 @@ def replay_rank(
                 summary = engine_output.summarise(captured.text)
                 result.error = f"{result.error}; {summary.sentence('the engine')}"
         if recorder is not None:
+            # A failed load's closed shards too reach the parent before its result.
+            with contextlib.suppress(Exception):
+                recorder.flush_deliveries()
             result.models = list(recorder.models)
         cpu1 = proc.cpu_times()
         result.cpu_user_s = cpu1.user - cpu0.user
