@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    """``ckptprof.replay``, ``ckptprof.RunRequest`` and ``ckptprof.ReplayOptions`` as the README shows them, without
+    """``ckptprof.replay``, ``ckptprof.RunRequest`` and ``ckptprof.ReplayOptions`` as the README and docs/commands.md show them, without
     importing torch for ``import ckptprof``."""
     if name == "replay":
         from ckptprof.run.execute import replay

@@ -1,8 +1,8 @@
 """The typed results a session carries besides its timings: the measured ceilings, the verdict and its predictions,
 the comparison of strategies replayed side by side, and what the server's own log said (``run --log``).
 
-Each is a frozen dataclass whose field names are the JSON keys (the contract users script against: README "JSON
-contracts"). ``from_dict`` reads a document written by any earlier version (a missing key takes its default, a key
+Each is a frozen dataclass whose field names are the JSON keys (the contract users script against:
+docs/json-contract.md). ``from_dict`` reads a document written by any earlier version (a missing key takes its default, a key
 this version does not know is ignored) and ``to_dict`` writes every field, so the renderers read attributes that
 mypy checks instead of string keys that it cannot.
 """

@@ -1,7 +1,7 @@
 """The one data model of a profiling run, and its versioned JSON form.
 
 Everything downstream of the replay (analysis, renderers, compare) reads only a ``Session``. The JSON layout
-is a contract users script against (see README "JSON contracts"): fields may be added, never renamed or
+is a contract users script against (see docs/json-contract.md): fields may be added, never renamed or
 removed, and ``schema_version`` changes only on a breaking change.
 """
 
