@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from ckptprof.analysis.attribution import run_totals
+from ckptprof.analysis.attribution import load_wall, run_totals
 from ckptprof.render import plots, svg
 from ckptprof.render.rows import (
     MODEL_HEADERS,
@@ -72,11 +72,12 @@ h2{font-size:16px;margin:0 0 10px;font-weight:600}
 .shares{display:flex;height:26px;border-radius:4px;overflow:hidden;margin:4px 0 4px;font-size:12px}
 .shares div{color:#fff;display:flex;align-items:center;justify-content:center;white-space:nowrap;overflow:hidden}
 .shares .other{color:#333}
-.cols{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:26px;margin-top:14px}
+.cols{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:26px}
 .cols h3{font-size:14px;margin:0 0 6px;color:#323f4b}
 ol.try{margin:0;padding-left:20px}
 ol.try li{margin-bottom:8px}
-ol.try .pred{color:#52606d}
+ol.try .pred,.headlines .pred{color:#52606d}
+ul.headlines{margin:0 0 12px;padding-left:20px;font-size:15px}
 code{font:12.5px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#f0f4f8;padding:1px 4px;
  border-radius:3px;word-break:break-word}
 table{border-collapse:collapse;width:100%;font-size:13px}
@@ -122,9 +123,10 @@ def html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str =
     return f'<div class="scroll"><table{class_attr}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
-def _section(title: str, body: str, caption: str = "") -> str:
+def _section(title: str, body: str, caption: str = "", section_id: str = "") -> str:
     cap = f'<p class="caption">{escape(caption)}</p>' if caption else ""
-    return f"<section><h2>{escape(title)}</h2>{cap}{body}</section>"
+    id_attr = f' id="{escape(section_id)}"' if section_id else ""
+    return f"<section{id_attr}><h2>{escape(title)}</h2>{cap}{body}</section>"
 
 
 def shares_bar(session: Session) -> str:
@@ -156,16 +158,52 @@ def _try_list(session: Session) -> str:
     return f'<ol class="try">{"".join(items)}</ol>'
 
 
-def verdict_section(session: Session) -> str:
+def _first_remedy(session: Session) -> str:
+    """The one thing to try: the fastest remedy predicted to help (predictions price the whole load)."""
+    for flags, outcome in recommendations(session):
+        if not outcome.startswith("not faster"):
+            what = f"<code>{escape(flags)}</code>" if flags.startswith("--") else escape(flags)
+            return f"try {what}" + (f' <span class="pred">({escape(outcome)})</span>' if outcome else "")
+    return escape(no_recommendation(session))
+
+
+def model_headlines(session: Session) -> str:
+    """One line per model, in load order: its load wall, the phase that took most of its rank time with that
+    share, and the one thing to try."""
+    labels = dict(SHARE_LABELS)
+    items = []
+    for role in dict.fromkeys(m.role for r in session.ranks for m in r.models):
+        shares = run_totals(session, role).shares()
+        key = max(shares, key=lambda k: shares[k]) if shares else ""
+        bound = (
+            f"most of its rank time: {labels.get(key, key)} {100 * shares[key]:.0f}%" if key else "no timings"
+        )
+        items.append(
+            f'<li class="model-headline"><strong>{escape(role)}</strong>: '
+            f"{load_wall(session, role):.2f} s load wall (slowest rank); {escape(bound)}; "
+            f"{_first_remedy(session)}</li>"
+        )
+    return f'<ul class="headlines">{"".join(items)}</ul>' if items else ""
+
+
+def headline_section(session: Session) -> str:
+    """The first screen: the run's badge and verdict, then a line per model, then where the rank time went."""
     v = session.verdict
     accent = BOTTLENECK_COLORS.get(str(v.bottleneck if v is not None else None), "#7b8794")
     summary = (v.summary if v is not None else "") or "No verdict in this session."
-    metrics = html_table(["metric", "value"], [list(r) for r in key_metrics(session)], cls="kv")
     return (
-        f'<section class="verdict" style="--accent:{accent}" id="verdict">'
+        f'<section class="verdict" style="--accent:{accent}" id="headline">'
         f'<span class="badge">{escape(headline(session))}</span>'
         f'<p class="summary">{escape(str(summary))}</p>'
-        f"{shares_bar(session)}"
+        f"{model_headlines(session)}{shares_bar(session)}</section>"
+    )
+
+
+def verdict_section(session: Session) -> str:
+    """Every remedy with its prediction, and the numbers behind the verdict (below the timeline)."""
+    metrics = html_table(["metric", "value"], [list(r) for r in key_metrics(session)], cls="kv")
+    return (
+        '<section id="verdict">'
         f'<div class="cols"><div><h3>Try (fastest predicted first)</h3>{_try_list(session)}</div>'
         f"<div><h3>Key metrics</h3>{metrics}</div></div></section>"
     )
@@ -201,13 +239,15 @@ def render(session: Session, with_plots: bool | None = None, slowest: int = 10) 
     models = ", ".join(f"{m.role} {m.path}" for m in session.models) or "no checkpoint"
     crows = ceiling_rows(session.ceilings)
     sections = [
-        verdict_section(session),
+        headline_section(session),
         _section(
             "Timeline",
             svg.timeline_svg(session),
             "Each block is one shard on one rank, split into the time its phases took (summed over its tensors, "
             "so interleaving is summarised); hover a block for its numbers. The bar under each row marks the model.",
+            section_id="timeline",
         ),
+        verdict_section(session),
         _section(
             "Per-shard throughput vs ceilings",
             svg.throughput_svg(session),
@@ -219,7 +259,7 @@ def render(session: Session, with_plots: bool | None = None, slowest: int = 10) 
     srows = strategy_rows(session)
     if srows and session.strategies is not None:
         sections.insert(
-            1,
+            3,
             _section(
                 "Strategies, side by side",
                 f"<p>{escape(session.strategies.summary)}</p>" + html_table(strategy_headers(session), srows),

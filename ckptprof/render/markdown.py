@@ -5,6 +5,7 @@ The rows it shares with the other formats live in rows.py.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from tabulate import tabulate
@@ -42,13 +43,103 @@ def md_cell(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
-def md_table(headers: list[str], rows: list[list[Any]]) -> str:
+# Lines fit 100 columns so the report reads in a terminal, a diff or an issue without scrolling sideways.
+WIDTH = 100
+# A cell moved out of a table that cannot fit becomes this reference; the text goes in a bullet below the table.
+_NOTE_REF = "note {n}"
+
+
+def _table_width(headers: list[str], rows: list[list[str]], columns: list[int]) -> int:
+    # Measured on the rendering itself: tabulate pads headers beyond their text.
+    table = _github_table([headers[c] for c in columns], [[r[c] for c in columns] for r in rows])
+    return max(len(line) for line in table.splitlines())
+
+
+def _column_groups(headers: list[str], rows: list[list[str]]) -> list[list[int]] | None:
+    """Columns split into tables that each fit WIDTH, the first (key) column repeated in each; None: one cannot."""
+    groups: list[list[int]] = [[0]]
+    for c in range(1, len(headers)):
+        if _table_width(headers, rows, [*groups[-1], c]) <= WIDTH:
+            groups[-1].append(c)
+        elif _table_width(headers, rows, [0, c]) <= WIDTH:
+            groups.append([0, c])
+        else:
+            return None
+    return groups if _table_width(headers, rows, groups[0]) <= WIDTH else None
+
+
+def _github_table(headers: list[str], rows: list[list[str]]) -> str:
     return tabulate(
-        [[md_cell(c) for c in row] for row in rows],
-        headers=[md_cell(h) for h in headers],
+        rows,
+        headers=headers,
         tablefmt="github",
         disable_numparse=True,  # keep the renderers' own formatting (e.g. "0.50"), never re-round
     )
+
+
+def md_table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A GitHub table no wider than WIDTH: too wide, it is split by columns (the key column repeated); when even
+    that cannot fit, its longest cells move into bullets below it, so every figure stays in the report."""
+    head = [md_cell(h) for h in headers]
+    body = [[md_cell(c) for c in row] for row in rows]
+    if len(head) == 2:
+        return _key_value_table(head, body)
+    notes: list[str] = []
+    groups = _column_groups(head, body)
+    while groups is None:
+        r, c = max(
+            ((r, c) for r in range(len(body)) for c in range(len(head))),
+            key=lambda rc: len(body[rc[0]][rc[1]]),
+        )
+        ref = _NOTE_REF.format(n=len(notes) + 1)
+        if len(body[r][c]) <= len(ref):
+            break  # nothing left to move: the headers alone are too wide
+        notes.append(f"- {ref} ({head[c] or 'column ' + str(c + 1)}): {body[r][c]}")
+        body[r][c] = ref
+        groups = _column_groups(head, body)
+    tables = [
+        _github_table([head[c] for c in cols], [[row[c] for c in cols] for row in body])
+        for cols in groups or [list(range(len(head)))]
+    ]
+    return "\n\n".join(tables) + ("\n\n" + "\n".join(notes) if notes else "")
+
+
+def _key_value_table(head: list[str], body: list[list[str]]) -> str:
+    """A two-column table keeps the rows that fit; the longest rows become "- key: value" bullets below it, in
+    their order, since a bare reference in a key/value table would hide what the row is about."""
+    moved: set[int] = set()
+    kept = body
+    while kept and _table_width(head, kept, [0, 1]) > WIDTH:
+        moved.add(
+            max((i for i in range(len(body)) if i not in moved), key=lambda i: len(body[i][0] + body[i][1]))
+        )
+        kept = [row for i, row in enumerate(body) if i not in moved]
+    bullets = [f"- {body[i][0]}: {body[i][1]}" for i in sorted(moved)]
+    table = _github_table(head, kept) if kept else ""
+    return "\n\n".join(part for part in (table, "\n".join(bullets)) if part)
+
+
+def wrap_prose(text: str) -> str:
+    """Prose lines wrapped at WIDTH, keeping a quote's "> " and a bullet's hanging indent; tables untouched."""
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= WIDTH or line.startswith(("|", "#")):
+            out.append(line)
+            continue
+        first = later = ""
+        if line.startswith("> "):
+            first = later = "> "
+        elif line.startswith("- "):
+            first, later = "- ", "  "
+        out += textwrap.wrap(
+            line[len(first) :],
+            WIDTH,
+            initial_indent=first,
+            subsequent_indent=later,
+            break_long_words=False,  # a long path or flag stays whole rather than split mid-token
+            break_on_hyphens=False,
+        )
+    return "\n".join(out)
 
 
 def _try_line(flags: str, outcome: str) -> str:
@@ -100,7 +191,7 @@ def render(session: Session, slowest: int = 10) -> str:
         out += ["### py-spy: top frames per phase", "", md_table(PY_SPY_HEADERS, prows), ""]
     if session.notes:
         out += ["### Notes", "", *(f"- {n}" for n in session.notes), ""]
-    return "\n".join(out).rstrip() + "\n"
+    return wrap_prose("\n".join(out).rstrip()) + "\n"
 
 
 # -- comparison (`ckptprof compare`), shared by its table and Markdown formats ---------------------------------
