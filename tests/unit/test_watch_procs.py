@@ -1,0 +1,126 @@
+"""ckptprof watch's process classifier, command-line reader and /proc parsers, on the titles and files the engines
+and the kernel really produce."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ckptprof.watch import procs
+from ckptprof.watch.cmdline import model_args
+from ckptprof.watch.counters import ProcessReader, parse_io, parse_stat
+
+
+@pytest.mark.parametrize(
+    ("name", "cmdline", "engine", "kind", "label"),
+    [
+        ("sglang::schedul", ["sglang::scheduler_TP3"], "sglang", "rank", "TP3"),
+        ("sglang::schedul", ["sglang::scheduler_DP1_TP3"], "sglang", "rank", "DP1 TP3"),
+        ("sglang::schedul", ["sglang::scheduler_PP1_TP0"], "sglang", "rank", "PP1 TP0"),
+        ("sglang::schedul", ["sglang::scheduler"], "sglang", "rank", "TP0"),
+        ("sglang::detoken", ["sglang::detokenizer"], "sglang", "helper", "sglang::detokenizer"),
+        ("VLLM::Worker_TP", ["VLLM::Worker_TP5"], "vllm", "rank", "TP5"),
+        ("VLLM::Worker_PP", ["VLLM::Worker_PP1_TP2"], "vllm", "rank", "PP1 TP2"),
+        ("VllmWorker-2", ["VllmWorker-2"], "vllm", "rank", "TP2"),
+        ("VLLM::EngineCor", ["VLLM::EngineCore"], "vllm", "engine-core", "VLLM::EngineCore"),
+        (
+            "python",
+            ["python", "-m", "vllm.entrypoints.cli.main", "EngineCore_DP1"],
+            "vllm",
+            "engine-core",
+            "DP1",
+        ),
+    ],
+)
+def test_the_engines_titles_are_recognised(
+    name: str, cmdline: list[str], engine: str, kind: str, label: str
+) -> None:
+    role = procs.classify_process(name, cmdline)
+    assert role is not None
+    assert (role.engine, role.kind, role.label) == (engine, kind, label)
+
+
+@pytest.mark.parametrize(
+    "cmdline",
+    [
+        ["sleep", "30"],
+        ["python", "train.py", "--model-path", "/data/x"],  # names a checkpoint, but no server process
+        ["bash", "-c", "echo Worker"],
+        ["python", "-m", "sglang.launch_server", "--model-path", "/m"],  # the launcher itself loads nothing
+    ],
+)
+def test_other_processes_are_not_ranks(cmdline: list[str]) -> None:
+    role = procs.classify_process(cmdline[0], cmdline)
+    assert role is None or role.kind != "rank"
+
+
+def test_a_launcher_command_names_its_engine() -> None:
+    assert procs.launcher_engine(["python3", "-m", "sglang.launch_server", "--tp", "8"]) == "sglang"
+    assert procs.launcher_engine(["/usr/bin/vllm", "serve", "/m"]) == "vllm"
+    assert procs.launcher_engine(["python", "-m", "vllm.entrypoints.openai.api_server"]) == "vllm"
+    assert procs.launcher_engine(["sleep", "30"]) is None
+
+
+def test_model_paths_come_from_the_flags_each_engine_spells() -> None:
+    sglang = [
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/v",
+        "--speculative-draft-model-path=/d",
+    ]
+    assert [(m.role, m.path, m.flag) for m in model_args(sglang)] == [
+        ("target", "/v", "--model-path"),
+        ("draft", "/d", "--speculative-draft-model-path"),
+    ]
+    vllm = ["vllm", "serve", "/v", "--speculative-config", '{"model": "/d", "num_speculative_tokens": 3}']
+    assert [(m.role, m.path) for m in model_args(vllm)] == [("target", "/v"), ("draft", "/d")]
+    assert [(m.role, m.path) for m in model_args(["python", "x.py", "--model", "/a", "--model", "/b"])] == [
+        ("target", "/b")
+    ]
+    assert model_args(["vllm", "serve", "--help"]) == []
+
+
+def test_stat_and_io_are_parsed_field_by_field() -> None:
+    # A command name with spaces and parentheses, as a process may title itself.
+    stat = (
+        "42 (a (b) c) S 1 42 42 0 -1 4194560 500 0 7 0 150 30 0 0 20 0 12 0 99 1000 2560 18446744073709551615"
+    )
+    majflt, user_s, system_s, threads, rss = parse_stat(stat)
+    ticks = os.sysconf("SC_CLK_TCK")
+    assert (majflt, threads) == (7, 12)
+    assert (user_s, system_s) == (150 / ticks, 30 / ticks)
+    assert rss == 2560 * os.sysconf("SC_PAGE_SIZE")
+    io = parse_io("rchar: 10\nwchar: 0\nsyscr: 3\nsyscw: 0\nread_bytes: 4096\nwrite_bytes: 0\n")
+    assert (io["read_bytes"], io["syscr"], io["rchar"]) == (4096, 3, 10)
+
+
+def test_a_live_process_is_read_and_a_gone_one_is_none(tmp_path: object) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(50_000_000); time.sleep(30)"])
+    try:
+        reader = ProcessReader(proc.pid)
+        deadline = time.monotonic() + 10
+        counters = reader.read(time.monotonic())
+        while counters is not None and counters.rss_bytes < 50_000_000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            counters = reader.read(time.monotonic())
+        assert counters is not None
+        assert counters.rss_bytes >= 50_000_000
+        assert counters.threads >= 1 and counters.read_bytes is not None
+        assert sum(counters.thread_classes.values()) == counters.threads
+    finally:
+        proc.kill()
+        proc.wait()
+    assert reader.read(time.monotonic()) is None
+
+
+def test_a_pid_that_does_not_exist_is_said_in_one_line() -> None:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    with pytest.raises(procs.WatchTargetError, match=rf"pid {proc.pid}: no such process"):
+        procs.discover(proc.pid)
