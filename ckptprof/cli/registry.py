@@ -6,7 +6,16 @@ from ckptprof.cli.base import Command
 
 
 def all_commands() -> list[Command]:
-    from ckptprof.cli import compare_cmd, inspect_cmd, log_cmd, probe_cmd, report_cmd, run_cmd, synth_cmd
+    from ckptprof.cli import (
+        compare_cmd,
+        inspect_cmd,
+        log_cmd,
+        probe_cmd,
+        report_cmd,
+        run_cmd,
+        synth_cmd,
+        watch_cmd,
+    )
 
     commands: list[Command] = [
         run_cmd.RunCommand(),
@@ -16,5 +25,6 @@ def all_commands() -> list[Command]:
         log_cmd.LogCommand(),
         report_cmd.ReportCommand(),
         compare_cmd.CompareCommand(),
+        watch_cmd.WatchCommand(),
     ]
     return commands

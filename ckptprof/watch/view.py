@@ -1,0 +1,133 @@
+"""The live view: one line per rank, one per model, one for the totals; redrawn in place on a terminal, printed as
+plain lines now and then otherwise. The server's own output (when watch started it) passes through above it."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from ckptprof.units import human_bytes
+from ckptprof.watch.record import RankTrack, WatchRecord
+from ckptprof.watch.residency import ModelTrack
+
+PLAIN_EVERY_S = 5.0
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{human_bytes(int(value))}/s"
+
+
+def rank_line(r: RankTrack) -> str:
+    last = r.last
+    cpu_rate = None
+    if len(r.samples) >= 2:
+        a, b = r.samples[-2], r.samples[-1]
+        if b.at > a.at:
+            cpu_rate = max(0.0, (b.user_s + b.system_s - a.user_s - a.system_s) / (b.at - a.at))
+    read = "-" if last.read_bytes is None else human_bytes(last.read_bytes)
+    status = "gone" if r.gone_s is not None else last.state
+    return (
+        f"  {r.label:<8} pid {r.rank.pid:<7} {status:<10} read {read:>9} ({_rate(r.rate('read_bytes')):>11})"
+        f"  syscr {last.syscr if last.syscr is not None else '-'}  majflt {last.major_faults}"
+        f"  cpu {'-' if cpu_rate is None else f'{100 * cpu_rate:.0f}%'}"
+        f"  rss {human_bytes(last.rss_bytes)}  threads {last.threads}"
+    )
+
+
+def model_line(m: ModelTrack) -> str:
+    if m.problem and not m.shards:
+        return f"  {m.role}: {m.problem}"
+    full = sum(1 for s in m.shards if s.bytes and s.resident >= s.bytes)
+    partly = sum(1 for s in m.shards if 0 < s.resident < s.bytes)
+    pct = 100.0 * m.resident_bytes / m.total_bytes if m.total_bytes else 100.0
+    return (
+        f"  {m.role} {m.path}: {len(m.shards)} shards, {full} in page cache, {partly} partly, "
+        f"{len(m.shards) - full - partly} not; resident {pct:.0f}% of {human_bytes(m.total_bytes)}"
+    )
+
+
+def totals_line(record: WatchRecord) -> str:
+    ckpt = record.checkpoint_bytes()
+    total = record.storage_bytes_total()
+    if not record.ranks:
+        return "  storage reads: no rank process seen yet"
+    if total is None:
+        return "  storage reads: unknown (/proc/PID/io not readable)"
+    amp = f" = {total / ckpt:.2f}x the checkpoint" if ckpt else ""
+    return f"  ranks read {human_bytes(total)} from storage since they started{amp}"
+
+
+def header_line(record: WatchRecord, elapsed_s: float, log_words: str | None) -> str:
+    engine = {"sglang": "SGLang", "vllm": "vLLM"}.get(record.engine or "", "server")
+    ranks = f"{len(record.ranks)} rank process{'es' if len(record.ranks) != 1 else ''}"
+    log = f"; log: {log_words}" if log_words else ""
+    return f"ckptprof watch: {engine} pid {record.pid}, {elapsed_s:.1f} s, {ranks}{log}"
+
+
+def lines(record: WatchRecord, elapsed_s: float, log_words: str | None) -> list[str]:
+    out = [header_line(record, elapsed_s, log_words)]
+    out += [rank_line(r) for r in record.ranks]
+    if not record.ranks:
+        out.append("  (no rank process yet)")
+    out += [model_line(m) for m in record.models]
+    out.append(totals_line(record))
+    return out
+
+
+class Screen:
+    """Writes the view to ``stream`` and the server's output through, one writer at a time."""
+
+    def __init__(
+        self,
+        stream: TextIO,
+        clock: Callable[[], float] = time.monotonic,
+        plain_every_s: float = PLAIN_EVERY_S,
+    ) -> None:
+        self.stream = stream
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.lock = threading.Lock()
+        self._clock = clock
+        self._plain_every_s = plain_every_s
+        self._last_plain = float("-inf")
+        self._drawn = 0  # lines of the view on screen now (terminal only)
+        self._last: list[str] = []
+
+    def _erase(self) -> None:
+        if self._drawn:
+            self.stream.write(f"\x1b[{self._drawn}F\x1b[J")
+            self._drawn = 0
+
+    def draw(self, view: list[str], force: bool = False) -> None:
+        with self.lock:
+            self._last = view
+            if self.tty:
+                width = max(20, shutil.get_terminal_size().columns - 1)
+                self._erase()
+                self.stream.write("".join(line[:width] + "\n" for line in view))
+                self._drawn = len(view)
+            elif force or self._clock() - self._last_plain >= self._plain_every_s:
+                self._last_plain = self._clock()
+                self.stream.write("".join(line + "\n" for line in view))
+            self.stream.flush()
+
+    def passthrough(self, stream: TextIO, text: str) -> None:
+        """The server's output: above the view on a terminal (the view is drawn again below it)."""
+        with self.lock:
+            if self.tty and stream.isatty():
+                self._erase()
+                stream.write(text)
+                stream.flush()
+                self.stream.write("".join(line + "\n" for line in self._last))
+                self._drawn = len(self._last)
+            else:
+                stream.write(text)
+            stream.flush()
+            self.stream.flush()
+
+    def finish(self) -> None:
+        """Leave the last view on screen as it is."""
+        with self.lock:
+            self._drawn = 0

@@ -1,0 +1,361 @@
+"""The watch loop: find the rank processes, sample their counters and the shards' residency at a fixed
+interval, feed the log to the boot-log reader, redraw the view, and stop when the server is gone, the log says it
+is ready, the time is up or the user interrupts. It only reads /proc and the page cache: the server is never
+stopped, traced or signalled (except, when watch started it, to pass on the user's Ctrl-C or SIGTERM)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TextIO
+
+import psutil
+
+from ckptprof.units import human_bytes
+from ckptprof.watch import procs
+from ckptprof.watch.cmdline import ModelArg, model_args
+from ckptprof.watch.counters import ProcessReader
+from ckptprof.watch.logfeed import FileFollower, LogFeed
+from ckptprof.watch.record import RankTrack, WatchRecord
+from ckptprof.watch.residency import ResidencyTracker
+from ckptprof.watch.view import Screen, lines
+
+# 2 Hz: one sample of a rank (stat, io, and every thread's stat and wchan for its state) costs ~0.1-0.3 ms of
+# one core for a few dozen threads, and a residency check of a shard tens of microseconds (benchmarks/
+# bench_watch.py measures the watched load's slowdown at this rate); a load that takes less than a second is
+# seen as its counters before and after.
+DEFAULT_INTERVAL_S = 0.5
+REDISCOVER_S = 1.0
+# Until the first rank appears, look this often: its first reads are the boot's.
+FIRST_RANK_POLL_S = 0.05
+EARLY_END_S = 1.0
+# How long a server watch started gets to stop after the user's signal is passed on, before it is killed.
+CHILD_STOP_GRACE_S = 10.0
+
+
+@dataclass
+class Target:
+    pid: int
+    create_time: float
+    popen: subprocess.Popen[bytes] | None = None
+
+    def alive(self) -> bool:
+        if self.popen is not None:
+            return self.popen.poll() is None
+        try:
+            proc = psutil.Process(self.pid)
+            return proc.create_time() == self.create_time and proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+
+def attach(pid: int) -> Target:
+    try:
+        proc = psutil.Process(pid)
+        return Target(pid, proc.create_time())
+    except psutil.NoSuchProcess:
+        raise procs.WatchTargetError(f"pid {pid}: no such process") from None
+
+
+def start(command: Sequence[str]) -> Target:
+    try:
+        popen = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise procs.WatchTargetError(f"cannot start {command[0]}: {exc.strerror}") from None
+    return Target(popen.pid, psutil.Process(popen.pid).create_time(), popen)
+
+
+class Watcher:
+    def __init__(
+        self,
+        target: Target,
+        model_path: str | None = None,
+        log_path: str | None = None,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        timeout_s: float | None = None,
+        screen: Screen | None = None,
+        threads: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.target = target
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.screen = screen
+        self.threads = threads
+        self._clock = clock
+        self._t0 = clock()
+        self._readers: dict[int, ProcessReader] = {}
+        self._tracks: dict[int, RankTrack] = {}
+        self._pumps: list[threading.Thread] = []
+        self._follower: FileFollower | None = None
+        self.residency = ResidencyTracker()
+        self.log: LogFeed | None = None
+        try:
+            command = psutil.Process(target.pid).cmdline()
+        except psutil.Error:
+            command = []
+        if target.popen is not None and isinstance(target.popen.args, list):
+            command = [str(a) for a in target.popen.args]
+        now = dt.datetime.now().astimezone()
+        self.record = WatchRecord(
+            pid=target.pid,
+            command=command,
+            started_by_watch=target.popen is not None,
+            interval_s=interval_s,
+            started_at=now.isoformat(timespec="seconds"),
+            launcher_age_s=max(0.0, now.timestamp() - target.create_time),
+        )
+        self._models(command, model_path)
+        if log_path is not None:
+            self.log = LogFeed(log_path)
+            self._follower = FileFollower(Path(log_path), self.log)
+            self._follower.start()
+        elif target.popen is not None:
+            self.log = LogFeed("the server's output")
+            self._pump(target.popen.stdout, sys.stdout)
+            self._pump(target.popen.stderr, sys.stderr)
+        self.record.log_source = None if self.log is None else self.log.source
+
+    # -- set-up --------------------------------------------------------------------------------------------------
+
+    def _models(self, command: list[str], model_path: str | None) -> None:
+        found: list[ModelArg] = model_args(command)
+        if model_path is not None:
+            found = [ModelArg("target", model_path, "watch --model-path")] + [
+                m for m in found if m.role != "target"
+            ]
+        for m in found:
+            self.residency.add_model(m.role, m.path, m.flag)
+        if not found:
+            self.record.notes.append(
+                "no checkpoint path on the server's command line (--model-path, --model, vllm serve MODEL): "
+                "shard residency is not followed; give watch --model-path DIR"
+            )
+        self.record.models = self.residency.models
+
+    def _pump(self, pipe: IO[bytes] | None, out: TextIO) -> None:
+        if pipe is None:
+            return
+
+        def run() -> None:
+            fd = pipe.fileno()
+            while True:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                assert self.log is not None
+                self.log.feed(data)
+                text = data.decode("utf-8", "replace")
+                if self.screen is not None:
+                    self.screen.passthrough(out, text)
+                else:
+                    out.write(text)
+                    out.flush()
+
+        thread = threading.Thread(target=run, name="ckptprof-watch-output", daemon=True)
+        thread.start()
+        self._pumps.append(thread)
+
+    # -- the loop ------------------------------------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        return self._clock() - self._t0
+
+    def check_is_server(self) -> None:
+        """Refuse, in one line, a pid under which nothing is a server (attach mode only)."""
+        found = procs.discover(self.target.pid)
+        if not self.target.alive():
+            raise procs.WatchTargetError(
+                f"pid {self.target.pid}: the process ended before watch could attach"
+            )
+        if not found.ranks and found.engine is None:
+            raise procs.WatchTargetError(procs.not_a_server_message(found))
+
+    def _discover(self) -> None:
+        try:
+            found = procs.discover(self.target.pid)
+        except procs.WatchTargetError:
+            return
+        self.record.engine = self.record.engine or found.engine
+        for rank in found.ranks:
+            if rank.pid in self._tracks or rank.pid in self._readers:
+                continue
+            reader = ProcessReader(rank.pid, threads=self.threads)
+            first = reader.read(self._clock())
+            if first is None:
+                continue
+            self._readers[rank.pid] = reader
+            track = RankTrack(rank, round(self.elapsed(), 3), first, first, [first], io_note=reader.io_error)
+            self._tracks[rank.pid] = track
+            self.record.ranks.append(track)
+            if reader.io_error and reader.io_error not in self.record.notes:
+                self.record.notes.append(reader.io_error)
+
+    def _sample(self) -> None:
+        for pid, reader in list(self._readers.items()):
+            track = self._tracks[pid]
+            if len(track.samples) == 1 and self._clock() - track.first.at < FIRST_RANK_POLL_S:
+                continue  # read a moment ago, when it was found
+            counters = reader.read(self._clock())
+            if counters is None:
+                track.gone_s = round(self.elapsed(), 3)
+                del self._readers[pid]
+            else:
+                track.add(counters)
+        self.residency.sample(self.elapsed())
+
+    def _log_words(self) -> tuple[str | None, str | None]:
+        """(the log's state, a few words on it) when there is a log."""
+        if self.log is None:
+            return None, None
+        report = self.log.report()
+        if not report.phases and report.state == "starting":
+            return report.state, None
+        bars = [f"{b.model + ' ' if b.model else ''}{b.done}/{b.total}" for b in report.progress[-2:]]
+        words = report.state + (f" ({', '.join(bars)} shards)" if bars else "")
+        return report.state, words
+
+    def run(self) -> WatchRecord:
+        """Watch until the end; KeyboardInterrupt (Ctrl-C, SIGTERM) ends it too, with end_reason 'interrupted'."""
+        self.residency.sample(0.0, first=True)
+        next_discovery = 0.0
+        try:
+            while True:
+                began = self._clock()
+                if self.elapsed() >= next_discovery:
+                    self._discover()
+                    # Every sample until a rank is seen (a rank's first reads are the boot's), then now and then.
+                    next_discovery = self.elapsed() + (REDISCOVER_S if self.record.ranks else 0.0)
+                self._sample()
+                state, words = self._log_words()
+                if self.screen is not None:
+                    self.screen.draw(lines(self.record, self.elapsed(), words))
+                if not self.target.alive():
+                    self.record.end_reason = "exited"
+                    break
+                if state == "ready":
+                    self.record.end_reason = "ready"
+                    break
+                if self.timeout_s is not None and self.elapsed() >= self.timeout_s:
+                    self.record.end_reason = "timeout"
+                    break
+                wait = self.interval_s if self.record.ranks else min(self.interval_s, FIRST_RANK_POLL_S)
+                time.sleep(max(0.0, wait - (self._clock() - began)))
+        except KeyboardInterrupt:
+            self.record.end_reason = "interrupted"
+        self._finish()
+        return self.record
+
+    def _finish(self) -> None:
+        if self.record.end_reason == "exited":
+            if self.target.popen is not None:
+                self.record.exit_code = self.target.popen.wait()
+            time.sleep(min(self.interval_s, 0.2))  # ranks that end with the launcher: a moment to go
+            self._sample()
+            for pid in self._readers:
+                track = self._tracks[pid]
+                self.record.notes.append(
+                    f"{track.label} (pid {pid}) was still running when the launcher ended (orphaned)"
+                )
+            if self.target.popen is not None:
+                for thread in self._pumps:
+                    thread.join(timeout=2)
+        if self._follower is not None:
+            self._follower.stop()
+            if self._follower.error:
+                self.record.notes.append(self._follower.error)
+        self.record.duration_s = self.elapsed()
+        self.record.ended_at = dt.datetime.now().astimezone().isoformat(timespec="seconds")
+        if self.log is not None:
+            self.record.log_report = self.log.report().to_dict()
+        self.record.notes += findings(self.record)
+        self.residency.close()
+        if self.screen is not None:
+            _, words = self._log_words()
+            self.screen.draw(lines(self.record, self.elapsed(), words), force=True)
+            self.screen.finish()
+
+    # -- after the session: a server watch started keeps running --------------------------------------------------
+
+    def stop_child(self, sig: int) -> None:
+        """Pass the user's signal on to the server watch started, and wait for it (killed after a grace)."""
+        popen = self.target.popen
+        if popen is None or popen.poll() is not None:
+            return
+        try:
+            family = psutil.Process(popen.pid).children(recursive=True)
+        except psutil.Error:
+            family = []
+        popen.send_signal(sig)
+        try:
+            popen.wait(timeout=CHILD_STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait()
+        for proc in family:
+            try:
+                proc.wait(timeout=CHILD_STOP_GRACE_S)
+            except psutil.TimeoutExpired:
+                proc.kill()
+            except psutil.Error:
+                pass
+        self.record.exit_code = popen.returncode
+
+    def wait_child(self) -> int | None:
+        """Keep passing the server's output through until it exits; its exit code."""
+        popen = self.target.popen
+        if popen is None:
+            return None
+        code = popen.wait()
+        for thread in self._pumps:
+            thread.join(timeout=2)
+        return code
+
+
+def findings(record: WatchRecord) -> list[str]:
+    """What the figures say, in sentences (each only where its figures are known)."""
+    out: list[str] = []
+    if not record.ranks:
+        out.append(
+            "no rank process was seen (no sglang::scheduler_*, VLLM::EngineCore or worker under the pid)"
+        )
+        return out
+    ckpt = record.checkpoint_bytes()
+    watched = record.storage_bytes_watched()
+    at_start = sum(s.resident_at_start for m in record.models for s in m.shards)
+    if ckpt and watched is not None and watched < 0.01 * ckpt and at_start >= 0.99 * ckpt:
+        before = record.storage_bytes_total() or 0
+        out.append(
+            f"the server was already past loading when watch attached: every shard was in the page cache and the "
+            f"ranks read {human_bytes(watched)} from storage while watched ({human_bytes(before)} since they "
+            "started)"
+        )
+    amp = record.amplification()
+    if amp is not None and amp > 1.2:
+        out.append(
+            f"read amplification {amp:.2f}x: the ranks fetched {human_bytes(record.storage_bytes_total() or 0)} "
+            f"from storage for a {human_bytes(ckpt)} checkpoint"
+        )
+    # A rank ended early when the launcher or another rank outlived it by more than a second: ranks that end with
+    # the server (a clean shutdown, a launcher that stops them) are not named.
+    ends = [record.duration_s] + [
+        r.gone_s if r.gone_s is not None else record.duration_s for r in record.ranks
+    ]
+    early = [r for r in record.ranks if r.gone_s is not None and r.gone_s < max(ends) - EARLY_END_S]
+    for r in early:
+        read = r.last.read_bytes
+        out.append(
+            f"{r.label} (pid {r.rank.pid}) ended at {r.gone_s:.1f} s while the server went on"
+            + (f", after reading {human_bytes(read)} from storage" if read is not None else "")
+        )
+    return out
