@@ -16,10 +16,24 @@ import sys
 
 from setuptools import setup
 
-# The modules each log record goes through; the engine tables and the report's words stay interpreted.
+# The modules each log record goes through; the engine tables, the report and its words stay interpreted.
 COMPILED_MODULES = [
     f"ckptprof/bootlog/{name}.py"
-    for name in ("parse", "phases", "failures", "wrappers", "state", "bars", "rules")
+    for name in (
+        "parse",
+        "prefilter",
+        "reading",
+        "phases",
+        "clock",
+        "boot",
+        "actions",
+        "bar_tracks",
+        "failures",
+        "wrappers",
+        "state",
+        "bars",
+        "rules",
+    )
 ]
 
 

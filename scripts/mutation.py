@@ -87,6 +87,10 @@ _SESSION_VALIDATION = (
     "validate_ceilings",
 )
 
+# The boot-log reader's modules that decide what a log says: the log-wide reader (phases), one boot's state (boot),
+# what each record does (actions) and the report (boot_report).
+_BOOTLOG_MODULES = ("phases", "boot", "actions", "boot_report")
+
 # The verdict is a package of one module per step: one target each (mutmut mutates one file a run), same tests.
 _VERDICT_MODULES = ("figures", "completeness", "classify", "wording", "remedies", "compose")
 _EVERY_REPORT_FORMAT = (
@@ -124,7 +128,13 @@ TARGETS: dict[str, Target] = {
         _unit("test_verdict", "test_mutants_attribution"),
         deselect=_EVERY_REPORT_FORMAT,
     ),
-    "phases": Target("ckptprof/bootlog/phases.py", _unit("test_bootlog_phases", "test_mutants_phases")),
+    # The boot-log reader is a pipeline of modules (#38): one target each, the same tests.
+    **{
+        module.replace("_", "-"): Target(
+            f"ckptprof/bootlog/{module}.py", _unit("test_bootlog_phases", "test_mutants_phases")
+        )
+        for module in _BOOTLOG_MODULES
+    },
 }
 
 

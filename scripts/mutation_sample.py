@@ -175,7 +175,8 @@ SAMPLE: tuple[Mutant, ...] = (
         "counted = process or (state.owner != me and me not in state.users)",
         "counted = process or state.owner != me",
     ),
-    # attribution and the boot-log phases: the full run's first-sight scores are lower; these are caught today
+    # attribution and the boot-log reader (phases, boot, actions, boot_report): the full run's first-sight scores
+    # are lower; these are caught today
     Mutant(
         "attribution",
         "    return max(walls) / median if median > 0 else 1.0",
@@ -191,26 +192,26 @@ SAMPLE: tuple[Mutant, ...] = (
         "        return max(0.0, self.wall_s - self.read_s - self.deserialize_s - self.h2d_s)",
         "        return max(0.0, self.wall_s - self.read_s - self.deserialize_s)",
     ),
-    Mutant("phases", "        if seconds > self._now_s:", "        if seconds < self._now_s:"),
-    Mutant("phases", "        span.end = record.timestamp", "        span.end = None"),
+    Mutant("phases", "        if seconds > clock.now_s:", "        if seconds < clock.now_s:"),
+    Mutant("boot", "        span.end = record.timestamp", "        span.end = None"),
     Mutant(
-        "phases",
+        "boot",
         "            return shift_timestamp(record.timestamp, -elapsed_s)",
         "            return shift_timestamp(record.timestamp, elapsed_s)",
     ),
     Mutant("phases", "STALL_AFTER_S = 120.0", "STALL_AFTER_S = 600.0"),
     # the earlier audit's planted bug: a phase with no logged end runs to the log's last line, not to ready
     Mutant(
-        "phases",
-        "        until_s = timestamp_seconds(ready_at) if ready_at else now_s",
-        "        until_s = now_s",
+        "boot-report",
+        "    until_s = timestamp_seconds(ready_at) if ready_at else now_s",
+        "    until_s = now_s",
     ),
     Mutant(
-        "phases",
+        "actions",
         '        if not (before.isalnum() or before == "_"):',
         "        if not before.isalnum():",
     ),
-    Mutant("phases", "if not 1 <= index <= self._boots:", "if not 1 < index <= self._boots:"),
+    Mutant("phases", "if not 1 <= index <= boots:", "if not 1 < index <= boots:"),
 )
 
 

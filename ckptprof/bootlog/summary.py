@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ckptprof.bootlog import sglang, vllm
+from ckptprof.bootlog import sglang
 from ckptprof.bootlog.failures import Failure
 from ckptprof.bootlog.parse import timestamp_seconds
+from ckptprof.bootlog.reading import ENGINES
 from ckptprof.bootlog.report import FailureReport, PhaseReport, ProgressReport
-from ckptprof.bootlog.rules import Engine
 from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan
 from ckptprof.bootlog.words import (
     PhaseKey,
@@ -24,8 +24,6 @@ from ckptprof.bootlog.words import (
     rank_sort_key,
     stall_warning,
 )
-
-ENGINES: tuple[Engine, ...] = (sglang.ENGINE, vllm.ENGINE)
 
 
 @dataclass(frozen=True)

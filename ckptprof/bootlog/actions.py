@@ -1,0 +1,127 @@
+"""What a boot record does to its boot: the action of the engine rule it matched (rules.py), carried out.
+
+Begin and End open and close phases on the record's rank, Configure reads the server's sizes and speculative
+decoding (and restarts the boot: the reader's to do, before calling here), Ready marks the boot up, Capture keeps
+a stated fact, Fail records the server's own word that the boot failed, Evidence only counts for its engine.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ckptprof.bootlog import sglang
+from ckptprof.bootlog.boot import Boot
+from ckptprof.bootlog.parse import Record
+from ckptprof.bootlog.reading import SIZE_KEYS, Reading
+from ckptprof.bootlog.rules import Action, Begin, Capture, Configure, End, Evidence, Fail, Ready
+
+_UNITS_PER_GIB = {"GiB": 1.0, "GB": 1e9 / 2**30, "MiB": 1 / 1024, "MB": 1e6 / 2**30}
+_SPECULATIVE_RE = re.compile(r"speculative_(?:algorithm|config)=(None\b|'[^']*'|\"[^\"]*\"|\{|\w+)")
+_DIGITS_RE = re.compile(r"\d{1,6}\b", re.ASCII)
+
+
+def restarts(action: Action | None, boot: Boot) -> bool:
+    """Whether this record is a new server's configuration: the boot so far was an earlier start."""
+    if not isinstance(action, Configure) or not boot.phases:
+        return False
+    return action.restart == "after-progress" or (action.restart == "after-ready" and boot.ready)
+
+
+def apply_reading(boot: Boot, reading: Reading, record: Record) -> None:
+    """Carry out the action of the rule ``reading`` matched, then count the rule's weight as evidence."""
+    engine, rule = reading.engine, reading.rule
+    action = reading.action
+    assert engine is not None and rule is not None
+    if isinstance(action, Begin):
+        _begin(boot, action, record)
+    elif isinstance(action, End):
+        _end(boot, action, reading, record)
+    elif isinstance(action, Configure):
+        _configure(boot, record.message)
+    elif isinstance(action, Ready):
+        _ready(boot, action, engine.name, record)
+    elif isinstance(action, Capture):
+        _capture(boot, action, record.message)
+    elif isinstance(action, Fail):
+        failure = boot.failures.add(record, "death", record.message.strip(), boot.where(record))
+        failure.phase, failure.step = None, action.step
+    elif not isinstance(action, Evidence):  # pragma: no cover - the tables hold only the types above
+        raise TypeError(f"unknown action {action!r}")
+    # Counted after the action: a configuration line that restarts the boot is evidence for the new one.
+    boot.evidence[engine.name] += rule.weight
+
+
+def _begin(boot: Boot, action: Begin, record: Record) -> None:
+    rank = boot.rank_state(record.rank)
+    slot = action.slot
+    if action.unless_open and slot in rank.open:
+        return
+    key = (action.phase, boot.model_for(rank, slot, action.phase, action.model), action.variant)
+    start = (rank.last_end or record.timestamp) if action.from_last_end else record.timestamp
+    boot.record_phases += 1
+    boot.begin(record.rank, slot, key, start, rank=rank, begun_at=record.timestamp)
+
+
+def _end(boot: Boot, action: End, reading: Reading, record: Record) -> None:
+    rank = boot.rank_state(record.rank)
+    begun = rank.begun.get(action.slot, 0)
+    if begun > 0 and (action.only_first or (action.only_if_open_or_new and action.slot not in rank.open)):
+        return
+    boot.record_phases += 1
+    boot.end(record, rank, action.slot, action.phase, reading.model, action.variant, reading.elapsed_s)
+
+
+def _ready(boot: Boot, action: Ready, engine: str, record: Record) -> None:
+    if action.until_more:
+        # The HTTP server is up, the engine may have more to say: up only if nothing happens after this.
+        if boot.framework() == engine and boot.ready_seq is None and boot.http_up is None:
+            boot.http_up = (record.rank, boot.last_phase_end or record.timestamp, record.timestamp)
+            boot.http_up_seq = boot.clock.seq
+    elif not action.when_leading or boot.framework() == engine:
+        boot.mark_ready(record)
+
+
+def _configure(boot: Boot, message: str) -> None:
+    """The server's configuration: its sizes, whether it runs speculative decoding, DP attention."""
+    for key in SIZE_KEYS:
+        if key not in boot.sizes and (size := int_arg(message, key)) is not None:
+            boot.sizes[key] = size
+    at = message.find("speculative_")  # a server_args line is kilobytes long: find before matching
+    speculative = _SPECULATIVE_RE.search(message, at) if at >= 0 else None
+    if speculative is not None:
+        boot.speculative = speculative.group(1) != "None"
+    if sglang.DP_ATTENTION in message:
+        boot.dp_attention = True
+
+
+def _capture(boot: Boot, action: Capture, message: str) -> None:
+    value = action.value
+    match = action.pattern.search(message) if action.pattern is not None else None
+    if match is not None:
+        value = match.group(1)
+    if value is None:
+        return
+    if action.field == "filesystem":
+        boot.filesystem = value.rstrip(".")
+    elif action.field == "prefetch":
+        boot.prefetch = value
+    elif action.field == "throughput_GiBps":
+        unit = match.group(2) if match is not None and match.lastindex == 2 else "GiB"
+        boot.throughput = round(float(value) * _UNITS_PER_GIB.get(unit or "GiB", 1.0), 4)
+    else:
+        boot.loader = value
+
+
+def int_arg(message: str, key: str) -> int | None:
+    """The number after ``key=`` where ``key`` is a whole name (``tp_size=8``, not ``attn_tp_size=2``).
+
+    str.find per key: a regex over a 14 kB server_args line costs more than the whole rest of a boot."""
+    needle = key + "="
+    at = message.find(needle)
+    while at >= 0:
+        before = message[at - 1 : at]
+        if not (before.isalnum() or before == "_"):
+            digits = _DIGITS_RE.match(message, at + len(needle))
+            return int(digits.group()) if digits else None
+        at = message.find(needle, at + 1)
+    return None

@@ -1,0 +1,308 @@
+"""One boot of the server as the log tells it: which phases each rank began and ended, the bars, the failures,
+the facts the server stated, and the evidence of which engine wrote it.
+
+A log that a restarted server appends to holds several boots: the reader starts a fresh ``Boot`` at each restart
+and keeps the finished ones as they were. The methods here are the phase bookkeeping that every kind of record
+shares (open a phase on a rank, end it, say whose it is); what each record does lives in actions.py and
+bar_tracks.py, and the report in boot_report.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ckptprof.bootlog.clock import LogClock
+from ckptprof.bootlog.failures import FailureTracker, Where
+from ckptprof.bootlog.parse import Record, shift_timestamp
+from ckptprof.bootlog.reading import ENGINE_NAMES
+from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan, RankState
+from ckptprof.bootlog.words import PhaseKey, rank_sort_key
+
+READY_KEY: PhaseKey = ("ready", None, None)
+# A bound that keeps memory flat whatever the input (a hostile log could invent endless ranks).
+MAX_RANKS = 4096
+
+
+def _per_engine() -> dict[str, int]:
+    return dict.fromkeys(ENGINE_NAMES, 0)
+
+
+@dataclass(slots=True)
+class Boot:
+    number: int  # 1-based, in the log
+    clock: LogClock  # the log's clock: shared while this boot is read, a copy once it is finished
+    first_ts: str | None = None  # the boot's first timestamp
+
+    # Evidence of the engine, weighed in this order: records only it writes (by their rules' weights), records in
+    # its prefix style, its module paths in traceback frames, its process names in line tags.
+    evidence: dict[str, int] = field(default_factory=_per_engine)
+    styles: dict[str, int] = field(default_factory=_per_engine)
+    module_frames: dict[str, int] = field(default_factory=_per_engine)
+    process_tags: dict[str, int] = field(default_factory=_per_engine)
+
+    boot_records: int = 0  # records a table knows
+    unparsed: int = 0  # of them, those behind a line prefix the reader could not read
+    unparsed_examples: list[str] = field(default_factory=list)
+    last_boot_record: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # rank -> (time, words)
+
+    phases: dict[PhaseKey, PhaseTrack] = field(default_factory=dict)
+    ranks: dict[str, RankState] = field(default_factory=dict)
+    order: int = 0  # phases opened so far: orders them
+    record_phases: int = 0  # phases opened or closed by a boot record (not by a bar alone)
+    last_phase_end: str | None = None
+    lead_rank: str | None = None  # global rank 0: the one that draws the bars
+    untagged_bar_phases: list[PhaseKey] = field(
+        default_factory=list
+    )  # opened by bars before the lead was tagged
+
+    bars: list[BarTrack] = field(default_factory=list)
+    current_bars: dict[tuple[str, PhaseKey | None], BarTrack] = field(default_factory=dict)
+    # (description, rank) -> (normalised description, phase), valid while ``bar_cache_seq`` is the clock's seq
+    bar_cache: dict[tuple[str, str], tuple[str, PhaseKey | None]] = field(default_factory=dict)
+    bar_cache_seq: int = -1
+
+    failures: FailureTracker = field(default_factory=FailureTracker)
+
+    # What the server's configuration and its records state.
+    speculative: bool | None = None  # None: the log did not say
+    sizes: dict[str, int] = field(default_factory=dict)  # server_args' sizes (tp_size=8, ...)
+    dp_attention: bool = False
+    filesystem: str | None = None
+    loader: str | None = None
+    model_loaders: dict[str, str] = field(
+        default_factory=dict
+    )  # the loader each model's load-weights bar shows
+    throughput: float | None = None
+    prefetch: str | None = None
+
+    ready_seq: int | None = None  # the event count when the engine said it was ready
+    # (rank, start, time) of an HTTP server that came up before the engine said ready, and the event count then
+    http_up: tuple[str, str | None, str | None] | None = None
+    http_up_seq: int = -1
+
+    @property
+    def ready(self) -> bool:
+        return self.ready_seq is not None
+
+    def finish(self) -> None:
+        """The server restarted: this boot's clock stops where the log was then."""
+        self.clock = self.clock.copy()
+
+    # ------------------------------------------------------------------------------------------ the engine
+
+    def framework(self) -> str:
+        # Records that only an engine writes first, then its record prefixes, then its modules in tracebacks.
+        for counts in (self.evidence, self.styles, self.module_frames, self.process_tags):
+            best = max(counts, key=lambda name: counts[name])
+            if counts[best] > 0:
+                return best
+        return "unknown"
+
+    def process_tags_needed(self) -> bool:
+        """Nothing else has said which engine wrote the log yet: the names it gives its processes may."""
+        return not any(
+            any(counts.values())
+            for counts in (self.evidence, self.styles, self.module_frames, self.process_tags)
+        )
+
+    # --------------------------------------------------------------------------------------------- ranks
+
+    def rank_state(self, label: str) -> RankState:
+        state = self.ranks.get(label)
+        if state is None:
+            state = self.ranks[label] = RankState()
+            # Global rank 0 draws the bars: TP0 (or DP0 TP0 ...); untagged only when nothing is tagged.
+            if _is_lead_label(label) and (self.lead_rank is None or (label and not self.lead_rank)):
+                self.lead_rank = label
+                if label and self.untagged_bar_phases:
+                    self._hand_bars_to_lead(label)
+        return state
+
+    def _hand_bars_to_lead(self, label: str) -> None:
+        """Phases that untagged bars opened before any rank was tagged were global rank 0's (it draws the bars):
+        they move to the tagged lead rank as soon as it shows up, instead of counting as one more rank."""
+        untagged = self.ranks.get("")
+        for key in self.untagged_bar_phases:
+            track = self.phases.get(key)
+            span = track.spans.pop("", None) if track is not None else None
+            if track is None or span is None:
+                continue
+            # Only the span moves: the lead's own records then say whose phase it was (a draft's end line
+            # replaces a bar's guess of the target, as it does on a tagged rank).
+            track.spans.setdefault(label, span)
+            if untagged is not None:
+                for slot in [slot for slot, open_key in untagged.open.items() if open_key == key]:
+                    del untagged.open[slot]
+        self.untagged_bar_phases.clear()
+
+    def touch(self, rank: RankState) -> None:
+        """Count an event on the rank."""
+        self.clock.seq += 1
+        rank.last_event_seq = self.clock.seq
+
+    # -------------------------------------------------------------------------------------------- phases
+
+    def track(self, key: PhaseKey, slot: str, provisional: bool = False) -> PhaseTrack:
+        track = self.phases.get(key)
+        if track is None:
+            if not provisional:
+                self._drop_provisional(key)
+            self.order += 1
+            track = self.phases[key] = PhaseTrack(key, order=self.order, slot=slot, provisional=provisional)
+        elif not provisional:
+            track.provisional = False
+        return track
+
+    def _drop_provisional(self, key: PhaseKey) -> None:
+        """A phase a bar opened on a guess (target, on whichever rank drew it) gives way to the phase of that name
+        a record names: its bars move over to it."""
+        for other in [track for track in self.phases.values() if track.provisional and track.name == key[0]]:
+            del self.phases[other.key]
+            for rank in self.ranks.values():
+                for slot in [slot for slot, open_key in rank.open.items() if open_key == other.key]:
+                    del rank.open[slot]
+            for bar in self.bars:
+                if bar.phase == other.key:
+                    bar.phase = key
+            self.current_bars = {
+                (desc, key if phase == other.key else phase): bar
+                for (desc, phase), bar in self.current_bars.items()
+            }
+            self.bar_cache.clear()
+
+    def model_for(self, rank: RankState, slot: str, phase: str, model: str | None) -> str | None:
+        """Count the rank's begins of ``slot`` and say whose phase this is; "nth" follows ``_nth_model``."""
+        count = rank.begun.get(slot, 0) + 1
+        rank.begun[slot] = count
+        if model == "nth":
+            model = self._nth_model(rank, phase, count)
+        rank.phases_seen.add(phase)
+        if phase == "load-weights" and model is not None:
+            rank.models_loaded.add(model)
+        return model
+
+    def _nth_model(self, rank: RankState, phase: str, count: int) -> str:
+        """The target's the first time, the draft's after that when the server runs speculative decoding.
+
+        Both boot orders follow from it: a load that begins after the rank captured graphs is the draft's (the
+        2025 order), and a pool or graph capture on a rank that has loaded only the draft (a log that starts after
+        the target's load) is the draft's too.
+        """
+        if self.speculative is False:
+            return "target"
+        if phase == "load-weights":
+            return "target" if count == 1 and "cuda-graph" not in rank.phases_seen else "draft"
+        if count == 1:
+            loaded: set[str | None] = set(rank.models_loaded) or {
+                key[1]
+                for key, track in self.phases.items()
+                if key[0] == "load-weights" and not track.provisional
+            }
+            return "draft" if loaded == {"draft"} else "target"
+        return "draft"
+
+    def begin(
+        self,
+        label: str,
+        slot: str,
+        key: PhaseKey,
+        start: str | None,
+        provisional: bool = False,
+        rank: RankState | None = None,
+        begun_at: str | None = None,
+    ) -> None:
+        """Open ``key`` in ``slot`` on rank ``label`` (``rank``: its state, when the caller holds it already).
+
+        A rank does one boot phase at a time: a phase still open on it ends where this one is known to have
+        begun (``begun_at``, else ``start``), so a release that logs no end line for it (no `Init torch
+        distributed ends`) does not leave it running to the end of the log."""
+        if rank is None:
+            rank = self.rank_state(label)
+        if rank.open:
+            self._end_previous(label, rank, key[0], begun_at or start)
+        self.track(key, slot, provisional).spans[label] = RankSpan(start=start)
+        rank.open[slot] = key
+        self.touch(rank)
+
+    def _end_previous(self, label: str, rank: RankState, phase: str, at: str | None) -> None:
+        """End the rank's open phases of other names at ``at`` (variants of one phase, SGLang's decode and
+        prefill graphs, may run at once); the end is inferred, and said so."""
+        for other_slot, other_key in list(rank.open.items()):
+            if other_key[0] == phase:
+                continue
+            del rank.open[other_slot]
+            track = self.phases.get(other_key)
+            span = track.spans.get(label) if track is not None else None
+            if span is not None and span.end is None and at is not None:
+                span.end = at
+                span.end_inferred = True
+
+    def end(
+        self,
+        record: Record,
+        rank: RankState,
+        slot: str,
+        phase: str,
+        model: str | None,
+        variant: str | None,
+        elapsed_s: float | None,
+    ) -> None:
+        """Close ``slot`` on the record's rank (``rank``: its state); when its begin was never logged, open it
+        implicitly: ``phase`` of ``model`` (as ``model_for`` reads it), ``variant``."""
+        key = rank.open.pop(slot, None)
+        span = None
+        if key is not None:
+            track = self.phases[key]
+            track.provisional = False  # a record closed it: no longer a guess
+            span = track.spans.get(record.rank)
+        if span is None:
+            span = RankSpan(start=self._implicit_start(record, rank, elapsed_s))
+            implicit = (phase, self.model_for(rank, slot, phase, model), variant)
+            self.track(implicit, slot).spans[record.rank] = span
+        span.end = record.timestamp
+        span.elapsed_s = elapsed_s
+        if record.timestamp is not None:
+            rank.last_end = record.timestamp
+            self.last_phase_end = record.timestamp
+        self.touch(rank)
+
+    def _implicit_start(self, record: Record, rank: RankState, elapsed_s: float | None) -> str | None:
+        if record.timestamp is not None and elapsed_s is not None:
+            return shift_timestamp(record.timestamp, -elapsed_s)
+        return rank.last_end or self.last_phase_end or record.timestamp
+
+    def mark_ready(self, record: Record) -> None:
+        if self.ready_seq is not None:
+            return
+        start = self.last_phase_end or record.timestamp
+        self.track(READY_KEY, "ready").spans[record.rank] = RankSpan(start=start, end=record.timestamp)
+        self.touch(self.rank_state(record.rank))
+        self.ready_seq = self.clock.seq
+
+    # ------------------------------------------------------------------------------------- where it stands
+
+    def current_key(self) -> PhaseKey | None:
+        """The newest phase of the boot (ready aside)."""
+        tracks = [track for track in self.phases.values() if track.name != "ready"]
+        return max(tracks, key=lambda track: track.order).key if tracks else None
+
+    def phase_still_open(self, key: PhaseKey | None) -> bool:
+        if key is None:
+            return True
+        return any(span.end is None for span in self.phases[key].spans.values())
+
+    def where(self, record: Record) -> Where:
+        """The phase open on the record's rank (else the boot's newest), for a failure logged there."""
+        rank = self.ranks.get(record.rank)
+        open_keys = list(rank.open.values()) if rank else []
+        clock = self.clock
+        if open_keys:
+            newest = max(open_keys, key=lambda key: self.phases[key].order)
+            return Where(newest, False, clock.now, clock.seq, self.ready)
+        phase = self.current_key()
+        after = phase is not None and not self.phase_still_open(phase)
+        return Where(phase, after, clock.now, clock.seq, self.ready)
+
+
+def _is_lead_label(label: str) -> bool:
+    return all(number == 0 for number in rank_sort_key(label)[0])

@@ -1,0 +1,221 @@
+"""A boot's report: its state, phases, bars, the failure that ended it and the warnings, built from a ``Boot``.
+
+Reads the boot and changes nothing, so it can run at any point of the log (``--follow`` reports as it reads) and
+on a finished boot kept from earlier in the log. The sentences come from summary.py and words.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ckptprof.bootlog.boot import MAX_RANKS, READY_KEY, Boot
+from ckptprof.bootlog.failures import Failure
+from ckptprof.bootlog.parse import timestamp_seconds
+from ckptprof.bootlog.reading import ENGINES
+from ckptprof.bootlog.report import BootReport, FailureReport
+from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan
+from ckptprof.bootlog.summary import (
+    SummaryContext,
+    build_summary,
+    failure_warnings,
+    missing_rank_warnings,
+    phase_report,
+    progress_report,
+    stall_warnings,
+)
+from ckptprof.bootlog.words import PhaseKey, boots_warning, done_words, rank_sort_key
+
+MAX_WARNINGS = 40
+# Above this share of its boot records not understood, a report says so (a few such records are pasting noise).
+UNPARSED_WARN_SHARE = 0.05
+_PLAIN_LABEL_RE = re.compile(r"([A-Za-z]+)(\d+)", re.ASCII)
+
+
+def build_report(boot: Boot, stall_after_s: float, log_ended: bool) -> BootReport:
+    """The boot's report as of its clock.
+
+    ``log_ended``: the whole log has been read (not a log still being followed), so an HTTP server that came up
+    with nothing after it counts as up; a follower waits for the engine's own ready line instead."""
+    framework = boot.framework()
+    now = boot.clock.now
+    now_s = timestamp_seconds(now) if now else None
+    ready = boot.phases.get(READY_KEY)
+    ready_at = next((span.end for span in ready.spans.values()), None) if ready else None
+    # A phase whose end was never logged in a boot that came up ended, at the latest, when it was ready.
+    until_s = timestamp_seconds(ready_at) if ready_at else now_s
+    tracks = sorted(boot.phases.values(), key=lambda track: track.order)
+    expected = _expected_ranks(boot)
+    fatal = _fatal(boot)
+    failure = _failure_report(boot, fatal) if fatal else None
+    current = boot.current_key()
+    up = (
+        boot.http_up
+        if log_ended and fatal is None and not boot.ready and boot.clock.seq == boot.http_up_seq
+        else None
+    )
+    if up is not None:
+        # Nothing happened after the HTTP server came up: the server is up (its ready line is past the log).
+        rank, start, at = up
+        tracks.append(PhaseTrack(READY_KEY, boot.order + 1, "ready", {rank: RankSpan(start=start, end=at)}))
+        until_s = timestamp_seconds(at) if at else now_s
+    if fatal is not None:
+        state = "failed"
+    elif boot.ready or up is not None:
+        state = "ready"
+    elif current is not None:
+        state = current[0]
+    else:
+        state = "starting"
+    context = SummaryContext(
+        framework=framework,
+        current=boot.phases[current] if current else None,
+        tracks=tracks,
+        expected=expected,
+        now_s=now_s,
+        first_ts=boot.first_ts,
+        speculative=boot.speculative,
+        stalls=_stalled_bars(boot, now_s, stall_after_s),
+        latest_bars={bar.phase: bar for bar in boot.bars},
+    )
+    return BootReport(
+        framework=framework,
+        state=state,
+        phases=tuple(phase_report(track, until_s) for track in tracks),
+        progress=tuple(progress_report(bar) for bar in boot.bars),
+        warnings=_warnings(boot, expected, context),
+        summary=build_summary(state, context, failure),
+        first_timestamp=boot.first_ts,
+        last_timestamp=now,
+        error=fatal.error if fatal else None,
+        filesystem=boot.filesystem,
+        boots=boot.number,
+        boot=boot.number,
+        loader=boot.loader,
+        loaders=dict(boot.model_loaders),
+        throughput_GiBps=boot.throughput,
+        prefetch=boot.prefetch,
+        failure=failure,
+        unparsed_records=boot.unparsed,
+    )
+
+
+def _is_fatal(boot: Boot, failure: Failure) -> bool:
+    if boot.ready_seq is not None and failure.seq < boot.ready_seq:
+        return False  # the server came up after it
+    if failure.after_ready and failure.kind != "death":
+        return False  # a request failed; the server lives on
+    if failure.kind == "death":
+        return True
+    if failure.kind == "error-record":
+        return boot.clock.seq <= failure.seq  # nothing moved on anywhere after it
+    # A traceback the rank survived (it went on to log boot progress) was only a warning.
+    if failure.rank in boot.ranks and failure.rank:
+        later = boot.ranks[failure.rank].last_event_seq
+    else:
+        later = boot.clock.seq
+    return later <= failure.seq
+
+
+def _fatal(boot: Boot) -> Failure | None:
+    """The failure that ended the boot: the first fatal one, with the richest traceback among its rank's."""
+    fatal = [failure for failure in boot.failures.all() if _is_fatal(boot, failure)]
+    if not fatal:
+        return None
+    # The most telling first: a traceback whose frames say what was running, then a Python error, then a
+    # bare ERROR record.
+    with_frames = [failure for failure in fatal if failure.frame_phase or failure.frame_model or failure.step]
+    errors = [failure for failure in fatal if failure.kind != "error-record"]
+    # A rank's own failure says more than an untagged one (a launcher's summary, a line whose tag a paste lost).
+    errors.sort(key=lambda failure: not failure.rank)
+    return (with_frames or errors or fatal)[0]
+
+
+def _failure_report(boot: Boot, fatal: Failure) -> FailureReport:
+    recorded = fatal.phase
+    step = fatal.step
+    error = fatal.error
+    if fatal.kind == "traceback" and not fatal.error_final:
+        error += " (the log ends before its error line)"
+    if fatal.after and fatal.frame_phase is None and recorded is not None:
+        # Nothing was running on that rank: the newest phase had ended everywhere.
+        step = step or f"after {done_words(recorded)}"
+        return FailureReport(fatal.rank, None, fatal.frame_model, step, error, fatal.timestamp)
+    name = fatal.frame_phase or (recorded[0] if recorded else None)
+    model = fatal.frame_model
+    if model is None and recorded is not None and recorded[0] == name:
+        model = recorded[1]
+    if model is None and name in ("load-weights", "kv-cache", "cuda-graph") and boot.speculative is False:
+        model = "target"
+    return FailureReport(fatal.rank, name, model, step, error, fatal.timestamp)
+
+
+def _expected_ranks(boot: Boot) -> list[str]:
+    """The ranks that should log each phase: those seen, plus those server_args says exist."""
+    seen = {rank for track in boot.phases.values() if track.name != "ready" for rank in track.spans}
+    tagged = {rank for rank in seen if rank and rank != "?"}
+    expected = set(tagged) if tagged else seen
+    world = _declared_world(boot)
+    plain = [_PLAIN_LABEL_RE.fullmatch(rank) for rank in tagged]
+    prefixes = {match.group(1) for match in plain if match is not None}
+    # Name the missing ranks only when the labels are simple (TPn / rankn) and the log covers one node.
+    single_node = boot.sizes.get("nnodes", 1) == 1
+    if world and world <= MAX_RANKS and len(prefixes) == 1 and all(plain) and single_node:
+        prefix = prefixes.pop()
+        expected |= {f"{prefix}{index}" for index in range(world)}
+    return sorted(expected, key=rank_sort_key)
+
+
+def _declared_world(boot: Boot) -> int | None:
+    tp = _size(boot, "tp")
+    if tp is None:
+        return None
+    pp = _size(boot, "pp") or 1
+    dp = _size(boot, "dp") or 1
+    return tp * pp * (1 if boot.dp_attention else dp)
+
+
+def _size(boot: Boot, kind: str) -> int | None:
+    for engine in ENGINES:
+        for key in engine.size_keys.get(kind, ()):
+            if key in boot.sizes:
+                return boot.sizes[key]
+    return None
+
+
+def _stalled_bars(boot: Boot, now_s: float | None, stall_after_s: float) -> list[tuple[BarTrack, float]]:
+    if now_s is None:
+        return []
+    latest: dict[tuple[str, PhaseKey | None], BarTrack] = {}
+    for bar in boot.bars:
+        latest[(bar.desc, bar.phase)] = bar
+    stalls = []
+    for bar in latest.values():
+        moved_s = timestamp_seconds(bar.moved_at) if bar.moved_at else None
+        if bar.done >= bar.total or moved_s is None or not boot.phase_still_open(bar.phase):
+            continue
+        if now_s - moved_s >= stall_after_s:
+            stalls.append((bar, now_s - moved_s))
+    return stalls
+
+
+def _warnings(boot: Boot, expected: list[str], context: SummaryContext) -> tuple[str, ...]:
+    warnings = [
+        *failure_warnings(boot.failures.all(), lambda failure: _is_fatal(boot, failure)),
+        *stall_warnings(context.stalls, boot.clock.now),
+    ]
+    if boot.number > 1:
+        warnings.insert(0, boots_warning(boot.number, boot.number))
+    if boot.unparsed and boot.unparsed > UNPARSED_WARN_SHARE * boot.boot_records:
+        shown = "; ".join(f"`{example}`" for example in boot.unparsed_examples)
+        warnings.insert(
+            0,
+            f"part of the log was not understood: {boot.unparsed} of {boot.boot_records} boot records sit "
+            f"behind a line prefix the reader does not know, so phases, ranks and times may be missing "
+            f"(e.g. {shown})",
+        )
+    tracks = sorted(boot.phases.values(), key=lambda track: track.order)
+    warnings += missing_rank_warnings(tracks, expected, boot.framework())
+    if len(warnings) > MAX_WARNINGS:
+        extra = len(warnings) - MAX_WARNINGS
+        warnings = [*warnings[:MAX_WARNINGS], f"... and {extra} more warnings"]
+    return tuple(warnings)

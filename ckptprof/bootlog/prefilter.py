@@ -1,0 +1,46 @@
+"""Which lines of a block can matter, found without reading every line: most of a log is text no table knows.
+
+A line matters when it holds a needle: one of an engine rule's words, a failure word, a traceback frame's
+``File "``, or a bar's ``%``. The reader jumps from needle to needle and reads only those lines; every other line
+moves the log's clock at most.
+"""
+
+from __future__ import annotations
+
+from ckptprof.bootlog.failures import FAILURE_NEEDLES, FRAME_NEEDLE
+from ckptprof.bootlog.parse import needle_pattern
+from ckptprof.bootlog.reading import ENGINES
+
+
+def _needles() -> tuple[str, ...]:
+    records = [rule.needle for engine in ENGINES for rule in engine.records]
+    return (*dict.fromkeys(records), *FAILURE_NEEDLES, FRAME_NEEDLE, "%")
+
+
+# Needles that start with a capital, a digit or punctuation go into one regex; those that start with a small
+# letter are looked for one by one with bytes.find. Small letters are most of a log's text, so the regex would
+# otherwise try a branch at almost every byte: split this way the pre-filter runs twice as fast.
+CANDIDATE_RE = needle_pattern(needle for needle in _needles() if not needle[0].islower())
+_RARE_NEEDLES = tuple(needle.encode() for needle in _needles() if needle[0].islower())
+FRAME_BYTES = FRAME_NEEDLE.encode()
+# The traceback frames some engine's table says something about (a phase, a model or a step).
+FRAME_RULES_RE = needle_pattern(
+    frame.needle
+    for engine in ENGINES
+    for frame in engine.frames
+    if frame.phase is not None or frame.model is not None or frame.step is not None
+)
+# An engine frame that says nothing about the phase is read only while it can still tell which engine ran or that
+# a traceback began above the excerpt: once both are known, most of a long traceback's lines are passed over.
+ENGINE_FRAME_RE = needle_pattern(path for engine in ENGINES for path in engine.module_paths)
+
+
+def rare_line_starts(block: bytes) -> list[int]:
+    """Where the lines holding a rare needle start, last first (the reader pops them in order)."""
+    starts: set[int] = set()
+    for needle in _RARE_NEEDLES:
+        at = block.find(needle)
+        while at >= 0:
+            starts.add(block.rfind(b"\n", 0, at) + 1)
+            at = block.find(needle, at + len(needle))
+    return sorted(starts, reverse=True)

@@ -1,0 +1,112 @@
+"""What a record's message says by itself, whatever the boot's state: which engine's rule it matches, what that
+rule does with it, the model and the duration it names, and whether it may be a failure.
+
+Pure: the same message always reads the same, so the reader keeps the readings of the last few messages (ranks
+print the same message one after another). The engines' tables are the data it reads with (rules.py says what a
+row can do).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import NamedTuple
+
+from ckptprof.bootlog import sglang, vllm
+from ckptprof.bootlog.failures import FAILURE_GATE_RE, FRAME_NEEDLE
+from ckptprof.bootlog.rules import Action, Begin, End, Engine, FrameRule, Model, Rule
+
+ENGINES: tuple[Engine, ...] = (sglang.ENGINE, vllm.ENGINE)
+ENGINE_NAMES: tuple[str, ...] = tuple(engine.name for engine in ENGINES)
+
+# ASCII-only digits with bounded repeats: float() must stay cheap and finite on hostile input.
+_ELAPSED_RE = re.compile(
+    r"(?:elapsed=|Time elapsed: |took |finished in |and )(\d{1,9}(?:\.\d{1,6})?) ?(?:s\b|secs?\b|seconds)",
+    re.ASCII,
+)
+
+
+class Reading(NamedTuple):
+    frame: bool  # a traceback's "File ..." line
+    engine: Engine | None
+    rule: Rule | None
+    action: Action | None  # the rule's, with the variant the message names
+    model: Model  # an End's model, "draft" when the message names a draft architecture
+    elapsed_s: float | None  # the time an End's message reports
+    may_fail: bool  # one of the failure checks' words is in it (the level is the caller's to add)
+
+
+def read_message(message: str, engines: tuple[Engine, ...]) -> Reading:
+    """The message read with ``engines``' tables, the first engine's first: the first rule that matches wins."""
+    may_fail = FAILURE_GATE_RE.search(message) is not None
+    if FRAME_NEEDLE in message and message.lstrip().startswith(FRAME_NEEDLE):
+        return Reading(True, None, None, None, None, None, may_fail)
+    for engine in engines:
+        rule = _first_rule(engine, message)
+        if rule is None:
+            continue
+        action = rule.action
+        if rule.pattern is not None and isinstance(action, (Begin, End)):
+            action = _with_variant(action, rule, message)
+        model: Model = None
+        elapsed_s = None
+        if isinstance(action, End):
+            model = action.model
+            if engine.draft_pattern is not None and action.phase == "load-weights":
+                model = "draft" if engine.draft_pattern.search(message) else model
+            elapsed_s = stated_seconds(message)
+        return Reading(False, engine, rule, action, model, elapsed_s, may_fail)
+    return Reading(False, None, None, None, None, None, may_fail)
+
+
+def _first_rule(engine: Engine, message: str) -> Rule | None:
+    for rule in engine.records:
+        if rule.needle in message and (rule.pattern is None or rule.pattern.search(message) is not None):
+            return rule
+    return None
+
+
+def _with_variant(action: Begin | End, rule: Rule, message: str) -> Begin | End:
+    """A patterned rule's action for this record: its variant (and so its slot) read from the record."""
+    match = rule.pattern.search(message) if rule.pattern is not None else None
+    variant = match.groupdict().get("variant") if match is not None else None
+    if not variant:
+        return action
+    variant = variant.lower()
+    return replace(action, slot=f"{action.slot}-{variant}", variant=variant)
+
+
+def stated_seconds(message: str) -> float | None:
+    """The duration an end record states ("took 5.38 seconds", "elapsed=20.02 s"), if it states one."""
+    match = _ELAPSED_RE.search(message)
+    return float(match.group(1)) if match else None
+
+
+# The tables a record is read with, by its style: a record in one engine's prefix style is read by that engine's
+# table only; an unprefixed line ("plain <leader>") by the table of whichever engine leads the evidence so far,
+# then the others'.
+_BY_STYLE = {engine.name: (engine,) for engine in ENGINES}
+_LED_BY = {
+    leader: tuple(sorted(ENGINES, key=lambda engine: engine.name != leader))
+    for leader in (*_BY_STYLE, "unknown")
+}
+TABLES_FOR_STYLE: dict[str, tuple[Engine, ...]] = {
+    **_BY_STYLE,
+    **{f"plain {leader}": engines for leader, engines in _LED_BY.items()},
+}
+
+# (engine, module path) pairs: a traceback frame in one is evidence of the engine.
+MODULE_PATHS: tuple[tuple[str, str], ...] = tuple(
+    (engine.name, path) for engine in ENGINES for path in engine.module_paths
+)
+# The frame tables a traceback is read with once the framework is known (every engine's while it is not).
+FRAMES_READ_BY: dict[str, tuple[FrameRule, ...]] = {
+    name: tuple(
+        frame for engine in ENGINES if engine.name == name or name == "unknown" for frame in engine.frames
+    )
+    for name in (*ENGINE_NAMES, "unknown")
+}
+# server_args keys read as sizes: every engine's, and the number of nodes.
+SIZE_KEYS: list[str] = sorted(
+    {key for engine in ENGINES for keys in engine.size_keys.values() for key in keys} | {"nnodes"}
+)
