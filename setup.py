@@ -32,9 +32,8 @@ COMPILED_MODULES = [
         "wrappers",
         "state",
         "bars",
-        "rules",
     )
-]
+] + ["ckptprof/engines/log_rules.py"]  # the rules' classes, read on every record
 
 
 # The commands that build the extensions; setuptools also runs this file for metadata (egg_info, dist_info), where

@@ -1,4 +1,5 @@
-"""What a boot record does to its boot: the action of the engine rule it matched (rules.py), carried out.
+"""What a boot record does to its boot: the action of the engine rule it matched
+(ckptprof/engines/log_rules.py says what each can do), carried out.
 
 Begin and End open and close phases on the record's rank, Configure reads the server's sizes and speculative
 decoding (and restarts the boot: the reader's to do, before calling here), Ready marks the boot up, Capture keeps
@@ -9,11 +10,11 @@ from __future__ import annotations
 
 import re
 
-from ckptprof.bootlog import sglang
 from ckptprof.bootlog.boot import Boot
 from ckptprof.bootlog.parse import Record
 from ckptprof.bootlog.reading import SIZE_KEYS, Reading
-from ckptprof.bootlog.rules import Action, Begin, Capture, Configure, End, Evidence, Fail, Ready
+from ckptprof.engines import sglang_log
+from ckptprof.engines.log_rules import Action, Begin, Capture, Configure, End, Evidence, Fail, Ready
 
 _UNITS_PER_GIB = {"GiB": 1.0, "GB": 1e9 / 2**30, "MiB": 1 / 1024, "MB": 1e6 / 2**30}
 _SPECULATIVE_RE = re.compile(r"speculative_(?:algorithm|config)=(None\b|'[^']*'|\"[^\"]*\"|\{|\w+)")
@@ -30,7 +31,7 @@ def restarts(action: Action | None, boot: Boot) -> bool:
 def apply_reading(boot: Boot, reading: Reading, record: Record) -> None:
     """Carry out the action of the rule ``reading`` matched, then count the rule's weight as evidence."""
     engine, rule = reading.engine, reading.rule
-    action = reading.action
+    action: Action | None = reading.action  # annotated: mypyc cannot infer it
     assert engine is not None and rule is not None
     if isinstance(action, Begin):
         _begin(boot, action, record)
@@ -90,7 +91,7 @@ def _configure(boot: Boot, message: str) -> None:
     speculative = _SPECULATIVE_RE.search(message, at) if at >= 0 else None
     if speculative is not None:
         boot.speculative = speculative.group(1) != "None"
-    if sglang.DP_ATTENTION in message:
+    if sglang_log.DP_ATTENTION in message:
         boot.dp_attention = True
 
 

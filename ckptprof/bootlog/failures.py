@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ckptprof.bootlog.parse import Record
-from ckptprof.bootlog.rules import FrameRule
 from ckptprof.bootlog.words import PhaseKey
+from ckptprof.engines.log_rules import FrameRule
 
 # The first failures are usually the cause and the last ones the verdict: both ends are kept, this many in all.
 MAX_FAILURES_KEPT = 256

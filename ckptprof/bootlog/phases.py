@@ -6,7 +6,8 @@ them), and can report at any point, which is what ``--follow`` needs:
 1. lines: collectors' prefixes come off the block (wrappers.py); only the lines that hold a needle are read
    (prefilter.py), and runs of one bar's frames are cut to the frames that change something (parse.bar_runs);
 2. records: each line read into timestamp, rank, style and message, its decoration stripped (parse.py);
-3. readings: what a message says by itself, by the engines' tables (reading.py, rules.py, sglang.py, vllm.py);
+3. readings: what a message says by itself, by the engines' tables (reading.py; the tables are data in
+   ckptprof/engines/: sglang_log.py, vllm_log.py, log_rules.py);
 4. boots: a server configuration after boot progress starts a new boot; each boot's state is one ``Boot``
    (boot.py), changed by the records' actions (actions.py), bars (bar_tracks.py) and failures (failures.py);
 5. report: a ``BootReport`` of the last boot, or of any kept one (boot_report.py, summary.py, words.py).

@@ -2,8 +2,8 @@
 rule does with it, the model and the duration it names, and whether it may be a failure.
 
 Pure: the same message always reads the same, so the reader keeps the readings of the last few messages (ranks
-print the same message one after another). The engines' tables are the data it reads with (rules.py says what a
-row can do).
+print the same message one after another). The engines' tables are the data it reads with: ckptprof/engines/
+sglang_log.py and vllm_log.py, one row per line a release writes (log_rules.py there says what a row can do).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import re
 from dataclasses import replace
 from typing import NamedTuple
 
-from ckptprof.bootlog import sglang, vllm
 from ckptprof.bootlog.failures import FAILURE_GATE_RE, FRAME_NEEDLE
-from ckptprof.bootlog.rules import Action, Begin, End, Engine, FrameRule, Model, Rule
+from ckptprof.engines import sglang_log, vllm_log
+from ckptprof.engines.log_rules import Action, Begin, End, EngineLog, FrameRule, Model, Rule
 
-ENGINES: tuple[Engine, ...] = (sglang.ENGINE, vllm.ENGINE)
+# Every engine whose logs the reader knows: a new engine is one more entry (its table in ckptprof/engines/).
+ENGINES: tuple[EngineLog, ...] = (sglang_log.LOG, vllm_log.LOG)
 ENGINE_NAMES: tuple[str, ...] = tuple(engine.name for engine in ENGINES)
 
 # ASCII-only digits with bounded repeats: float() must stay cheap and finite on hostile input.
@@ -28,7 +29,7 @@ _ELAPSED_RE = re.compile(
 
 class Reading(NamedTuple):
     frame: bool  # a traceback's "File ..." line
-    engine: Engine | None
+    engine: EngineLog | None
     rule: Rule | None
     action: Action | None  # the rule's, with the variant the message names
     model: Model  # an End's model, "draft" when the message names a draft architecture
@@ -36,7 +37,7 @@ class Reading(NamedTuple):
     may_fail: bool  # one of the failure checks' words is in it (the level is the caller's to add)
 
 
-def read_message(message: str, engines: tuple[Engine, ...]) -> Reading:
+def read_message(message: str, engines: tuple[EngineLog, ...]) -> Reading:
     """The message read with ``engines``' tables, the first engine's first: the first rule that matches wins."""
     may_fail = FAILURE_GATE_RE.search(message) is not None
     if FRAME_NEEDLE in message and message.lstrip().startswith(FRAME_NEEDLE):
@@ -59,7 +60,7 @@ def read_message(message: str, engines: tuple[Engine, ...]) -> Reading:
     return Reading(False, None, None, None, None, None, may_fail)
 
 
-def _first_rule(engine: Engine, message: str) -> Rule | None:
+def _first_rule(engine: EngineLog, message: str) -> Rule | None:
     for rule in engine.records:
         if rule.needle in message and (rule.pattern is None or rule.pattern.search(message) is not None):
             return rule
@@ -90,7 +91,7 @@ _LED_BY = {
     leader: tuple(sorted(ENGINES, key=lambda engine: engine.name != leader))
     for leader in (*_BY_STYLE, "unknown")
 }
-TABLES_FOR_STYLE: dict[str, tuple[Engine, ...]] = {
+TABLES_FOR_STYLE: dict[str, tuple[EngineLog, ...]] = {
     **_BY_STYLE,
     **{f"plain {leader}": engines for leader, engines in _LED_BY.items()},
 }

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ckptprof.bootlog import sglang
 from ckptprof.bootlog.failures import Failure
 from ckptprof.bootlog.parse import timestamp_seconds
 from ckptprof.bootlog.reading import ENGINES
@@ -24,6 +23,7 @@ from ckptprof.bootlog.words import (
     rank_sort_key,
     stall_warning,
 )
+from ckptprof.engines import sglang_log
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def is_single_process(track: PhaseTrack, expected: list[str]) -> bool:
 
 def end_marker(track: PhaseTrack, framework: str) -> str:
     """The log line that would close ``track``, as the user would grep for it."""
-    engine = next((engine for engine in ENGINES if engine.name == framework), sglang.ENGINE)
+    engine = next((engine for engine in ENGINES if engine.name == framework), sglang_log.LOG)
     return engine.end_markers.get(track.slot, "its end")
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 
-from ckptprof.bootlog.rules import (
+from ckptprof.engines.log_rules import (
     Begin,
     Capture,
     Configure,
     End,
-    Engine,
+    EngineLog,
     Evidence,
     Fail,
     FrameRule,
@@ -109,7 +109,7 @@ FRAMES: tuple[FrameRule, ...] = (
 
 MODULE_PATHS = ("/sglang/srt/",)
 
-ENGINE = Engine(
+LOG = EngineLog(
     name="sglang",
     title="SGLang",
     records=RECORDS,

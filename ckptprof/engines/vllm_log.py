@@ -10,7 +10,17 @@ from __future__ import annotations
 
 import re
 
-from ckptprof.bootlog.rules import Begin, Capture, Configure, End, Engine, Evidence, FrameRule, Ready, Rule
+from ckptprof.engines.log_rules import (
+    Begin,
+    Capture,
+    Configure,
+    End,
+    EngineLog,
+    Evidence,
+    FrameRule,
+    Ready,
+    Rule,
+)
 
 RECORDS: tuple[Rule, ...] = (
     Rule(
@@ -104,7 +114,7 @@ FRAMES: tuple[FrameRule, ...] = (
 
 MODULE_PATHS = ("/vllm/", "/vllm_ascend/")
 
-ENGINE = Engine(
+LOG = EngineLog(
     name="vllm",
     title="vLLM",
     records=RECORDS,

@@ -1,8 +1,9 @@
-"""The vocabulary of the engine tables: what a log record means to the boot's state machine.
+"""The vocabulary of the engines' boot-log tables: what a log record means to the boot-log reader.
 
-An engine module (sglang.py, vllm.py) lists ``Rule(needle, action)`` pairs; the analyzer finds the first rule
-whose needle the record's message contains and carries out its action. Actions are plain data, so a new
-release's line is one more row in one table and never new code.
+Each engine's log module (sglang_log.py, vllm_log.py) lists ``Rule(needle, action)`` pairs; the reader
+(ckptprof/bootlog) finds the first rule whose needle the record's message contains and carries out its action.
+Actions are plain data, so a new release's line is one more row in one table and never new code. Like the rest
+of engines/, this imports nothing else from ckptprof.
 
 Models: ``"nth"`` is the n-th rule, target for a rank's first model of this kind and draft for the next ones
 when the server runs speculative decoding; ``"target"`` and ``"draft"`` are fixed; None for phases that belong to
@@ -115,7 +116,10 @@ class FrameRule:
 
 
 @dataclass(frozen=True)
-class Engine:
+class EngineLog:
+    """What one engine writes in its boot logs: its records, the end lines a user would grep for, its traceback
+    frames, the sizes its configuration states, and the paths and process names that give it away."""
+
     name: str
     title: str
     records: tuple[Rule, ...]
