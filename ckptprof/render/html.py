@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from ckptprof.analysis.attribution import load_wall, run_totals
+from ckptprof.analysis.attribution import run_totals
+from ckptprof.analysis.headlines import model_headlines as analysed_headlines
 from ckptprof.render import plots, svg
 from ckptprof.render.rows import (
     MODEL_HEADERS,
@@ -25,6 +26,7 @@ from ckptprof.render.rows import (
     ceiling_rows,
     headline,
     key_metrics,
+    model_headline_text,
     model_rows,
     no_recommendation,
     py_spy_rows,
@@ -158,44 +160,31 @@ def _try_list(session: Session) -> str:
     return f'<ol class="try">{"".join(items)}</ol>'
 
 
-def _first_remedy(session: Session) -> str:
-    """The one thing to try: the fastest remedy predicted to help (predictions price the whole load)."""
-    for flags, outcome in recommendations(session):
-        if not outcome.startswith("not faster"):
-            what = f"<code>{escape(flags)}</code>" if flags.startswith("--") else escape(flags)
-            return f"try {what}" + (f' <span class="pred">({escape(outcome)})</span>' if outcome else "")
-    return escape(no_recommendation(session))
-
-
 def model_headlines(session: Session) -> str:
-    """One line per model, in load order: its load wall, the phase that took most of its rank time with that
-    share, and the one thing to try."""
-    labels = dict(SHARE_LABELS)
-    items = []
-    for role in dict.fromkeys(m.role for r in session.ranks for m in r.models):
-        shares = run_totals(session, role).shares()
-        key = max(shares, key=lambda k: shares[k]) if shares else ""
-        bound = (
-            f"most of its rank time: {labels.get(key, key)} {100 * shares[key]:.0f}%" if key else "no timings"
-        )
-        items.append(
-            f'<li class="model-headline"><strong>{escape(role)}</strong>: '
-            f"{load_wall(session, role):.2f} s load wall (slowest rank); {escape(bound)}; "
-            f"{_first_remedy(session)}</li>"
-        )
+    """One line per model, in load order: its load wall, the limit that bound it with the figure that shows it,
+    and the one thing to try (the same words as the terminal and Markdown headlines)."""
+    items = [
+        f'<li class="model-headline">{model_headline_text(h, code=_code, text=escape)}</li>'
+        for h in analysed_headlines(session)
+    ]
     return f'<ul class="headlines">{"".join(items)}</ul>' if items else ""
 
 
+def _code(flags: str) -> str:
+    return f"<code>{escape(flags)}</code>"
+
+
 def headline_section(session: Session) -> str:
-    """The first screen: the run's badge and verdict, then a line per model, then where the rank time went."""
+    """The first screen: the run's badge, a line per model, the run's verdict, then where the rank time went."""
     v = session.verdict
     accent = BOTTLENECK_COLORS.get(str(v.bottleneck if v is not None else None), "#7b8794")
     summary = (v.summary if v is not None else "") or "No verdict in this session."
     return (
         f'<section class="verdict" style="--accent:{accent}" id="headline">'
         f'<span class="badge">{escape(headline(session))}</span>'
+        f"{model_headlines(session)}"
         f'<p class="summary">{escape(str(summary))}</p>'
-        f"{model_headlines(session)}{shares_bar(session)}</section>"
+        f"{shares_bar(session)}</section>"
     )
 
 

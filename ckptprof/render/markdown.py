@@ -11,6 +11,7 @@ from typing import Any
 from tabulate import tabulate
 
 from ckptprof.analysis.compare import Comparison, Delta
+from ckptprof.analysis.headlines import model_headlines
 from ckptprof.render.rows import (
     MODEL_HEADERS,
     PY_SPY_HEADERS,
@@ -22,6 +23,7 @@ from ckptprof.render.rows import (
     ceiling_rows,
     headline,
     key_metrics,
+    model_headline_text,
     model_rows,
     no_recommendation,
     prediction_headers,
@@ -142,6 +144,14 @@ def wrap_prose(text: str) -> str:
     return "\n".join(out)
 
 
+def _code_span(text: str) -> str:
+    return f"`{text}`"
+
+
+def _bullet(text: str) -> str:
+    return f"- {text}"
+
+
 def _try_line(flags: str, outcome: str) -> str:
     # Flags go in a code span so they paste into a shell intact; prose remedies stay prose.
     what = f"`{flags}`" if flags.startswith("--") else flags
@@ -150,6 +160,10 @@ def _try_line(flags: str, outcome: str) -> str:
 
 def render(session: Session, slowest: int = 10) -> str:
     out = [f"## ckptprof verdict: {headline(session)}", ""]
+    # Each model's own verdict first, in the words the terminal and the HTML report use.
+    lines = [_bullet(model_headline_text(h, code=_code_span)) for h in model_headlines(session)]
+    if lines:
+        out += [*lines, ""]
     if session.verdict is not None and session.verdict.summary:
         out += [f"> {session.verdict.summary}", ""]
     out += [f"**Run:** {run_line(session)}", ""]

@@ -14,6 +14,7 @@ from ckptprof.analysis.attribution import (
     shard_work_s,
     slowest_shards,
 )
+from ckptprof.analysis.headlines import ModelHeadline, model_headlines
 from ckptprof.analysis.memory import memory_summary
 from ckptprof.profiling.sampler import CLASSES as SAMPLED_CLASSES
 from ckptprof.results import Ceilings, Verdict
@@ -370,6 +371,36 @@ def engine_output_text(session: Session) -> str:
         parts.append(f"--- rank {rank.rank} ({rank.device}): {count} line{'s' if count != 1 else ''} ---\n")
         parts.append(text if text.endswith("\n") else text + "\n")
     return "".join(parts)
+
+
+def model_headline_text(
+    h: ModelHeadline, code: Callable[[str], str] = str, text: Callable[[str], str] = str
+) -> str:
+    """A model's headline line: its load wall, the limit that bound it with the figure, and the one thing to try.
+    ``code`` marks up the flags (a Markdown code span, an HTML <code>) and ``text`` the rest (HTML escaping), so
+    every format says the same words."""
+    ranks = f"slowest of {h.ranks} ranks" if h.ranks > 1 else "1 rank"
+    head = f"{h.role}: {h.wall_s:.2f} s load ({human_bytes(h.bytes)}, {ranks}); {h.limit}: {h.figure}; "
+    remedy = h.remedy
+    if remedy is None:
+        why = (
+            "no loader flag is predicted to help it"
+            if h.priced
+            else "no ceilings to price a remedy (run without --no-probe)"
+        )
+        return text(head + f"nothing to try: {why}")
+    what = code(remedy.flags) if remedy.flags.startswith("--") else text(remedy.flags)
+    outcome = (
+        f"~{remedy.predicted_s:.2f} s predicted"
+        if remedy.predicted_s is not None
+        else "not priced: see below"
+    )
+    return text(head + "try ") + what + text(f" ({outcome})")
+
+
+def model_headline_lines(session: Session) -> list[str]:
+    """The per-model headlines as plain text, one line per model in load order."""
+    return [model_headline_text(h) for h in model_headlines(session)]
 
 
 def headline(session: Session) -> str:

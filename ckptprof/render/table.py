@@ -14,6 +14,7 @@ from ckptprof.render.rows import (
     ceiling_header,
     ceiling_rows,
     faithful_source_line,
+    model_headline_lines,
     prediction_headers,
     prediction_heading,
     prediction_rows,
@@ -37,6 +38,10 @@ def render(session: Session, slowest: int = 5) -> str:
         f"{m.role} {m.path} ({len(m.shards)} shards, {human_bytes(m.total_bytes)}, {m.fs_type})"
         for m in session.models
     )
+    # Each model's own verdict first: what a user came for, before any table.
+    headlines = model_headline_lines(session)
+    if headlines:
+        out += [*headlines, ""]
     out.append(
         f"ckptprof: {models}; tp={cfg.get('tp')} on {', '.join(cfg.get('devices', []))}; cache={cfg.get('cache')}; "
         f"strategy={cfg.get('strategy')}"

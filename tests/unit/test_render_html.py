@@ -76,9 +76,10 @@ def svg_fragments(document: str) -> list[ET.Element]:
 def test_verdict_is_on_top_and_the_sections_follow() -> None:
     # GIVEN a storage-bound session WHEN rendered
     doc = html.render(session_with(), with_plots=False)
-    # THEN the verdict (badge, summary, remedies) comes before the charts and tables
+    # THEN the verdict (badge, each model's line with its remedy, the run's summary) comes before the charts and
+    # tables
     summary = session_with().verdict.summary
-    at = [doc.index(x) for x in ("storage-bound</span>", summary[:40], "weight-loader-prefetch-checkpoints",
+    at = [doc.index(x) for x in ("storage-bound</span>", "weight-loader-prefetch-checkpoints", summary[:40],
                                  "<h2>Timeline", "<h2>Per-shard throughput", "<h2>Per rank", "<h2>Ceilings",
                                  "<h2>Notes")]  # fmt: skip
     assert at == sorted(at)

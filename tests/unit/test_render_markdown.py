@@ -78,10 +78,12 @@ def test_verdict_comes_first_then_recommendations_and_metrics() -> None:
     session = cold_session()
     # WHEN it is rendered as Markdown
     md = markdown.render(session)
-    # THEN the first heading names the bottleneck and the summary sentence follows as a quote
+    # THEN the first heading names the bottleneck, a line per model follows, then the summary sentence as a quote
     lines = md.splitlines()
     assert lines[0] == "## ckptprof verdict: storage-bound"
-    assert lines[2].startswith("> storage-bound:") and "GB/s" in lines[2]
+    assert lines[2].startswith("- draft: ") and " s load (" in lines[2]
+    quote = next(line for line in lines if line.startswith("> "))
+    assert quote.startswith("> storage-bound:") and "GB/s" in quote
     # AND the remedies are a list, flags in code spans, before the tables
     try_at = md.index("**Try**")
     assert "- `--weight-loader-prefetch-checkpoints`: ~" in md

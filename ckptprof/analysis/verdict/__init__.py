@@ -34,7 +34,13 @@ from ckptprof.analysis.verdict.remedies import (
     PREFETCH_FLAG,
     WHOLE_FILE_DESERIALIZE_PASSES,
 )
-from ckptprof.analysis.verdict.wording import ABOVE_CEILING, MMAP_STRATEGIES, PHASE_WORDS
+from ckptprof.analysis.verdict.wording import (
+    ABOVE_CEILING,
+    MMAP_STRATEGIES,
+    PHASE_WORDS,
+    bound_figure,
+    limit_word,
+)
 
 __all__ = [
     "ABOVE_CEILING",
@@ -51,12 +57,14 @@ __all__ = [
     "WHOLE_FILE_DESERIALIZE_PASSES",
     "Classification",
     "Figures",
+    "bound_figure",
     "classify",
     "close_phases",
     "cold_fraction",
     "completed_bytes",
     "compute_verdict",
     "incomplete_work",
+    "limit_word",
     "read_figures",
     "storage_amplification",
 ]

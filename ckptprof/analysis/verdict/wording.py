@@ -115,6 +115,68 @@ def _rank_skew(session: Session, fig: Figures, cls: Classification) -> str:
     return f"rank-skew: the slowest rank took {fig.skew:.2f}x the median rank's wall (then {cls.secondary}-bound)"
 
 
+def limit_word(bottleneck: str | None, stand_in: bool) -> str:
+    """The one word every view shows for a limit (badge, summary, per-model headline, tables): 'host-copy-bound'
+    wherever the copies were host memcpys standing in for H2D (no CUDA device), never 'h2d-bound' beside it."""
+    if not bottleneck:
+        return "no verdict"
+    if bottleneck == "unknown":
+        return "no timings"
+    if bottleneck == "mixed":
+        return "no single bottleneck"
+    if bottleneck == "rank-skew":
+        return "rank-skew"
+    if bottleneck == "h2d" and stand_in:
+        return "host-copy-bound"
+    return f"{bottleneck}-bound"
+
+
+def bound_figure(session: Session, fig: Figures, cls: Classification) -> str:
+    """The figure that shows the binding limit, in a clause short enough for a headline line: the binding phase's
+    share and, where a ceiling exists, its rate against that ceiling."""
+    shares, basis = fig.shares, fig.basis
+    bottleneck = cls.bottleneck
+    if bottleneck == "storage":
+        return (
+            f"storage reads took {100 * shares['storage']:.0f}% {basis}, {fig.fetched / 1e9:.2f} GB at "
+            f"{fig.read_rate:.2f} GB/s{_of_ceiling(fig.read_rate, fig.storage_best, 'cold-read ceiling')}"
+        )
+    if bottleneck == "page-cache":
+        totals = fig.totals
+        rate = totals.bytes / totals.read_busy / 1e9 if totals.read_busy > 0 else 0.0
+        return (
+            f"page-cache reads took {100 * shares['page_cache']:.0f}% {basis} with {100 * (1 - fig.cold):.0f}% "
+            f"of the checkpoint cached, at {rate:.2f} GB/s{_of_ceiling(rate, fig.page_cache, 'page-cache read')}"
+        )
+    if bottleneck == "h2d":
+        rate = fig.h2d_rate or 0.0
+        if fig.stand_in:
+            memcpy = positive(session.ceilings.memcpy_GBps)
+            return (
+                f"host copies took {100 * shares['h2d']:.0f}% {basis} at {rate:.2f} GB/s"
+                f"{_of_ceiling(rate, memcpy, 'host memcpy')}"
+            )
+        return (
+            f"host-to-device copies took {100 * shares['h2d']:.0f}% {basis} at {rate:.2f} GB/s"
+            f"{_of_ceiling(rate, fig.pageable, 'pageable ceiling')}"
+        )
+    if bottleneck == "deserialize":
+        return f"deserialisation took {100 * shares['deserialize']:.0f}% {basis}"
+    if bottleneck == "cpu":
+        return f"work outside reads, deserialisation and copies took {100 * shares['other']:.0f}% {basis}"
+    if bottleneck == "mixed":
+        listed = ", ".join(f"{PHASE_WORDS[k]} {100 * shares[k]:.0f}%" for k in cls.close)
+        return f"{listed} {basis}, within {100 * CLOSE_SHARE:.0f} points of each other"
+    if bottleneck == "rank-skew":
+        then = limit_word(cls.secondary, fig.stand_in)
+        return f"the slowest rank took {fig.skew:.2f}x the median rank's wall (then {then})"
+    return "no rank produced timings"
+
+
+def _of_ceiling(rate: float, ceiling: float | None, name: str) -> str:
+    return f", {100 * rate / ceiling:.0f}% of the {ceiling:.2f} GB/s {name}" if ceiling else ""
+
+
 Headline = Callable[[Session, Figures, Classification], str]
 # The first clause of the summary for each bottleneck: the limit and the figures that back it.
 HEADLINES: dict[str, Headline] = {
