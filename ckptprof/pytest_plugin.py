@@ -163,7 +163,7 @@ def _medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 def _round_session(plan: Any, models: list[Any], results: list[Any]) -> Any:
     import datetime as dt
 
-    from ckptprof import api
+    from ckptprof.run.notes import add_notes_and_verdict
     from ckptprof.session import Session
 
     session = Session(
@@ -172,20 +172,20 @@ def _round_session(plan: Any, models: list[Any], results: list[Any]) -> Any:
     session.config["launcher"] = "spawn"
     session.models = models
     session.ranks = results
-    api.add_notes_and_verdict(session)
+    add_notes_and_verdict(session)
     return session
 
 
 def _prepare_cache(plan: Any, cache: str) -> list[Any]:
     """The models' cache state for the round about to start; a cold cache that cannot be dropped is a problem."""
-    from ckptprof import api
+    from ckptprof.run.cache_prep import model_info, prepare_cache
 
     infos = []
     for model in plan.models:
-        resident, note = api.prepare_cache(model, cache)
+        resident, note = prepare_cache(model, cache)
         if cache == "cold" and note.startswith("could not"):
             raise FixtureProblem(f"cache='cold': {note} ({model.path})")
-        infos.append(api._model_info(model, resident, note))
+        infos.append(model_info(model, resident, note))
     return infos
 
 

@@ -99,11 +99,21 @@ def test_nothing_imports_the_command_line() -> None:
         ("probe", "run"),
         ("checkpoint", "run"),
         ("session", "run"),
-        ("api", "run"),
+        # api.py is the stage runner's public face over run/: run/ never reaches back up to it
+        ("run", "api"),
     ],
 )
 def test_a_lower_room_never_imports_a_higher_one(frm: str, to: str) -> None:
     assert arrows(frm, to) == []
+
+
+def test_only_the_entry_points_import_the_run_package() -> None:
+    # run/ owns a run: the command line, the API's face, the pytest plugin and the package root start one
+    entry = {"cli", "api", "pytest_plugin", "ckptprof", "run"}
+    inward = [
+        f"{a} -> {b}" for a, deps in GRAPH.items() if room(a) not in entry for b in deps if room(b) == "run"
+    ]
+    assert inward == []
 
 
 @pytest.mark.parametrize("alone", ["engines", "bootlog"])

@@ -93,11 +93,7 @@ def replay_rank(
     captured: engine_output.Captured | None = None
     output = contextlib.ExitStack()
     try:
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-            copy_timer: Any = CudaCopyTimer(device)
-        else:
-            copy_timer = HostCopyTimer()
+        copy_timer = _copy_timer(device)
         ctx = LoadContext(
             rank=rank,
             tp=plan.tp,
@@ -118,85 +114,28 @@ def replay_rank(
         engines = [s for s in unique(strategies) if isinstance(s, SGLangOwnIterator)]
         if engines:
             captured = output.enter_context(engine_output.capture())
-        # Set-up a server does before loading (process groups, pinned buffer rings, importing the engine): outside
-        # the timed wall, like allocating the parameters.
-        for strategy in unique(strategies):
-            began = time.perf_counter()
-            strategy.prepare(ctx, plan)
-            if strategy in engines:  # the engine's import: its own figure, never part of a wall
-                result.engine_import_s = (result.engine_import_s or 0.0) + time.perf_counter() - began
+        _prepare(strategies, engines, ctx, plan, result)
         disks = [diskstats.device_for(model.path) for model in plan.models]
         if wait_for_all is not None:
             wait_for_all()  # like SGLang's TP workers, every rank starts reading at the same moment
         result.rss_before_load_bytes = memory.current_rss_bytes()
         peak_resettable = memory.reset_peak_rss()
-        # /proc/diskstats is read once at each boundary between models, the first before the wall starts and the
-        # last after it ends, not on each side of every model: none inside the wall of a single model's load (a
-        # read costs up to a millisecond on a host with many block devices).
-        boundaries = [_disk_samples(disks[:1])]
-        timed_models = []
-        recorder.start()
-        result.started_monotonic = time.monotonic()
-        started = time.perf_counter()
-        for i, model in enumerate(plan.models):
-            # The faithful recorder's last deliveries (a rank's shards on their way to the parent) go after the
-            # wall: one shard's dict and queue put each, in order, before the result (flushed below).
-            with recorder.model(model.role, flush_at_end=False) as timed:
-                strategies[model.role].load_model(ctx, model, recorder)
-            timed_models.append(timed)
-            if i + 1 < len(plan.models):
-                boundaries.append(_disk_samples(disks[i : i + 2]))
-        result.wall_s = time.perf_counter() - started
-        boundaries.append(_disk_samples(disks[-1:]))
-        recorder.flush_deliveries()
-        for i, (timed, disk) in enumerate(zip(timed_models, disks, strict=False)):
-            before = boundaries[i].get(disk) if disk else None
-            after = boundaries[i + 1].get(disk) if disk else None
-            if before is not None and after is not None:
-                timed.disk = disk
-                timed.disk_busy_s = after.busy_since(before)
-                timed.disk_read_bytes = after.read_since(before)
+        _timed_load(plan, ctx, recorder, strategies, result, disks)
         if peak_resettable:  # read before --verify's digests copy parameters to the host
             result.load_peak_rss_bytes = memory.peak_rss_bytes()
         if plan.verify and not faithful:
             result.checksums = param_digests(ctx)
-        failed = [s for m in recorder.models for s in m.shards if s.status != "ok"]
-        for shard in failed:  # a raw EFAULT or "incomplete metadata" is a file that shrank under the load
-            shard.error = explain_shard_error(plan, shard.file, shard.error or "failed")
-        if failed:
-            result.error = f"{len(failed)} shard(s) failed; first: {failed[0].file}: {failed[0].error}"
-    except KeyboardInterrupt:
+        _explain_failed_shards(plan, recorder, result)
+    except (KeyboardInterrupt, Exception) as exc:
         result.status = "failed"
-        result.error = "interrupted (SIGINT)"
-    except threading.BrokenBarrierError:
-        result.status = "failed"
-        result.error = "stopped before loading: another rank died before the start barrier"
-    except torch.cuda.OutOfMemoryError as exc:
-        result.status = "failed"
-        result.error = f"out of device memory on {device_name}: {str(exc).splitlines()[0]}"
-    except MemoryError:
-        result.status = "failed"
-        result.error = "out of host memory (MemoryError)"
-    except Exception as exc:
-        result.status = "failed"
-        last = traceback.extract_tb(exc.__traceback__)[-1:]
-        where = f" at {os.path.basename(last[0].filename)}:{last[0].lineno}" if last else ""
-        result.error = f"{type(exc).__name__}: {exc}{where}"
-        changed = changed_files(plan)
-        if changed:
-            result.error = f"{changed[0].path}: {changed[0].cause()}: {result.error}"
+        result.error = _failure(exc, plan, device_name)
     finally:
         for strategy in unique(strategies):
             # Releasing buffers or a process group must not hide the load's own outcome.
             with contextlib.suppress(Exception):
                 strategy.close()
         output.close()
-        if captured is not None and captured.total_bytes:
-            result.engine_output = captured.text
-            if result.status != "ok" or result.error:
-                # A failed rank: what the engine said last is part of why, so it goes with the error.
-                summary = engine_output.summarise(captured.text)
-                result.error = f"{result.error}; {summary.sentence('the engine')}"
+        _keep_engine_output(result, captured)
         if recorder is not None:
             # A failed load's closed shards too reach the parent before its result.
             with contextlib.suppress(Exception):
@@ -208,3 +147,101 @@ def replay_rank(
         # ru_maxrss is in KiB on Linux.
         result.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return result
+
+
+def _copy_timer(device: torch.device) -> Any:
+    """CUDA events around each copy on a GPU, the host's clock on the CPU."""
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        return CudaCopyTimer(device)
+    return HostCopyTimer()
+
+
+def _prepare(
+    strategies: dict[str, Strategy],
+    engines: list[SGLangOwnIterator],
+    ctx: LoadContext,
+    plan: ReplayPlan,
+    result: RankResult,
+) -> None:
+    """Set-up a server does before loading (process groups, pinned buffer rings, importing the engine): outside
+    the timed wall, like allocating the parameters."""
+    for strategy in unique(strategies):
+        began = time.perf_counter()
+        strategy.prepare(ctx, plan)
+        if strategy in engines:  # the engine's import: its own figure, never part of a wall
+            result.engine_import_s = (result.engine_import_s or 0.0) + time.perf_counter() - began
+
+
+def _timed_load(
+    plan: ReplayPlan,
+    ctx: LoadContext,
+    recorder: Recorder,
+    strategies: dict[str, Strategy],
+    result: RankResult,
+    disks: list[str | None],
+) -> None:
+    """The timed wall: every model in turn, and the block devices' busy time and reads across each model."""
+    # /proc/diskstats is read once at each boundary between models, the first before the wall starts and the
+    # last after it ends, not on each side of every model: none inside the wall of a single model's load (a
+    # read costs up to a millisecond on a host with many block devices).
+    boundaries = [_disk_samples(disks[:1])]
+    timed_models = []
+    recorder.start()
+    result.started_monotonic = time.monotonic()
+    started = time.perf_counter()
+    for i, model in enumerate(plan.models):
+        # The faithful recorder's last deliveries (a rank's shards on their way to the parent) go after the
+        # wall: one shard's dict and queue put each, in order, before the result (flushed below).
+        with recorder.model(model.role, flush_at_end=False) as timed:
+            strategies[model.role].load_model(ctx, model, recorder)
+        timed_models.append(timed)
+        if i + 1 < len(plan.models):
+            boundaries.append(_disk_samples(disks[i : i + 2]))
+    result.wall_s = time.perf_counter() - started
+    boundaries.append(_disk_samples(disks[-1:]))
+    recorder.flush_deliveries()
+    for i, (timed, disk) in enumerate(zip(timed_models, disks, strict=False)):
+        before = boundaries[i].get(disk) if disk else None
+        after = boundaries[i + 1].get(disk) if disk else None
+        if before is not None and after is not None:
+            timed.disk = disk
+            timed.disk_busy_s = after.busy_since(before)
+            timed.disk_read_bytes = after.read_since(before)
+
+
+def _explain_failed_shards(plan: ReplayPlan, recorder: Recorder, result: RankResult) -> None:
+    failed = [s for m in recorder.models for s in m.shards if s.status != "ok"]
+    for shard in failed:  # a raw EFAULT or "incomplete metadata" is a file that shrank under the load
+        shard.error = explain_shard_error(plan, shard.file, shard.error or "failed")
+    if failed:
+        result.error = f"{len(failed)} shard(s) failed; first: {failed[0].file}: {failed[0].error}"
+
+
+def _failure(exc: BaseException, plan: ReplayPlan, device_name: str) -> str:
+    """Why a rank failed, in one line: where the exception came from, or the file that changed under the load."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (SIGINT)"
+    if isinstance(exc, threading.BrokenBarrierError):
+        return "stopped before loading: another rank died before the start barrier"
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return f"out of device memory on {device_name}: {str(exc).splitlines()[0]}"
+    if isinstance(exc, MemoryError):
+        return "out of host memory (MemoryError)"
+    last = traceback.extract_tb(exc.__traceback__)[-1:]
+    where = f" at {os.path.basename(last[0].filename)}:{last[0].lineno}" if last else ""
+    error = f"{type(exc).__name__}: {exc}{where}"
+    changed = changed_files(plan)
+    if changed:
+        error = f"{changed[0].path}: {changed[0].cause()}: {error}"
+    return error
+
+
+def _keep_engine_output(result: RankResult, captured: engine_output.Captured | None) -> None:
+    """What a real engine wrote while it loaded; a failed rank's error ends with what it said last."""
+    if captured is None or not captured.total_bytes:
+        return
+    result.engine_output = captured.text
+    if result.status != "ok" or result.error:
+        summary = engine_output.summarise(captured.text)
+        result.error = f"{result.error}; {summary.sentence('the engine')}"

@@ -20,7 +20,7 @@ from ckptprof.devices import default_device_spec, parse_devices
 from ckptprof.errors import CkptprofError
 from ckptprof.loader.options import DEFAULT_RANK_TIMEOUT_S, ReplayOptions
 from ckptprof.results import Ceilings
-from ckptprof.run import cache_state
+from ckptprof.run import cache_state, stages
 from ckptprof.run.builtin import builtin_checkpoint
 from ckptprof.run.policy import Printer, RunConfig, Spec
 from ckptprof.run.request import RunRequest
@@ -139,21 +139,10 @@ def execute(config: RunConfig, say: Printer | None = None, progress: bool = Fals
         return _execute(config, say, progress)
 
 
-def _execute(config: RunConfig, say: Printer | None, progress: bool) -> RunOutcome:
-    from ckptprof import api
-    from ckptprof.run.predictions import check_recommendations, nothing_to_check
-
+def shared_options(config: RunConfig, devices: str | tuple[str, ...]) -> dict[str, Any]:
+    """What every replay of this run shares: the main strategies and the checked recommendations alike."""
     request = config.request
-    tell = say or (lambda _msg: None)
-    is_rank0 = config.is_rank0
-    target = request.target or builtin_checkpoint(request.synth_size, quiet=not progress or not is_rank0)
-    devices = request.devices or default_device_spec()
-    if request.py_spy_dir is not None:
-        from ckptprof.profiling.pyspy import check_available
-
-        check_available()
-    # What every replay of this run shares: the main strategies and the checked recommendations alike.
-    replay_options: dict[str, Any] = {
+    return {
         "tp": request.tp,
         "devices": devices,
         "cache": request.cache,
@@ -168,6 +157,21 @@ def _execute(config: RunConfig, say: Printer | None, progress: bool) -> RunOutco
         "expert_parallel": request.expert_parallel,
         "rank_timeout_s": rank_timeout_s(request),
     }
+
+
+def _execute(config: RunConfig, say: Printer | None, progress: bool) -> RunOutcome:
+    from ckptprof.run import strategies as series
+
+    request = config.request
+    tell = say or (lambda _msg: None)
+    is_rank0 = config.is_rank0
+    target = request.target or builtin_checkpoint(request.synth_size, quiet=not progress or not is_rank0)
+    devices = request.devices or default_device_spec()
+    if request.py_spy_dir is not None:
+        from ckptprof.profiling.pyspy import check_available
+
+        check_available()
+    replay_options = shared_options(config, devices)
     release = dict(config.release)
     strategies = list(config.strategies)
     vllm_rule = None
@@ -195,7 +199,7 @@ def _execute(config: RunConfig, say: Printer | None, progress: bool) -> RunOutco
         # to end, and are named when they did not.
         dropped_beside = cache_state.before_dropping([p for p in (target, request.draft) if p], tell)
     py_spy = Path(request.py_spy_dir) if request.py_spy_dir is not None else None
-    runs = api.replay_strategies(
+    runs = series.replay_strategies(
         target,
         request.draft,
         strategies,
@@ -212,28 +216,15 @@ def _execute(config: RunConfig, say: Printer | None, progress: bool) -> RunOutco
         progress=progress and is_rank0,
         **release_kwargs,
     )
-    sessions, interrupted = runs.sessions, runs.interrupted
-    for one in sessions:
-        cache_state.changed_under_warm_run(one)
-        if dropped_beside is not None:
-            one.notes.append(dropped_beside)
-    if vllm_rule is not None and sessions:
-        sessions[0].notes.append(vllm_rule(sessions))
-    if reused is not None:
-        for one in sessions:
-            one.notes.insert(0, reused.note())
-    elif runs.ceilings is not None:
-        from ckptprof.probe import contention
-
-        crowded = [n for n in runs.ceilings.notes if contention.is_contended([n])]
-        for one in sessions:
-            one.notes.extend(n for n in crowded if n not in one.notes)
-    session = sessions[0]
-    session.server_log = config.server_log
-    unchecked = None
-    if request.check_predictions and not interrupted:
+    sessions = runs.sessions
+    _add_run_notes(sessions, runs.ceilings, reused, dropped_beside, vllm_rule)
+    sessions[0].server_log = config.server_log
+    outcome = RunOutcome(
+        sessions=sessions, comparison=runs.comparison, interrupted=runs.interrupted, is_rank0=is_rank0
+    )
+    if request.check_predictions and not outcome.interrupted:
         replay_one = functools.partial(
-            api.replay,
+            stages.run_stages,
             target,
             request.draft,
             **release_kwargs,
@@ -243,25 +234,54 @@ def _execute(config: RunConfig, say: Printer | None, progress: bool) -> RunOutco
             ceilings=runs.ceilings,
             probe=False,
         )
-        try:
-            stage_begins("check")
-            unchecked = nothing_to_check(session)
-            if unchecked is not None:
-                session.notes.append(f"--check-predictions: nothing was checked: {unchecked}")
-            else:
-                check_recommendations(session, replay_one, tell)
-        except (api.InterruptedReplay, KeyboardInterrupt):
-            session.notes.append(
-                f"interrupted ({interrupts.description()}) while checking the predictions: not all were checked"
-            )
-            unchecked, interrupted = None, True
-    return RunOutcome(
-        sessions=sessions,
-        comparison=runs.comparison,
-        interrupted=interrupted,
-        is_rank0=is_rank0,
-        unchecked=unchecked,
-    )
+        _check_predictions(outcome, replay_one, tell)
+    return outcome
+
+
+def _add_run_notes(
+    sessions: list[Session],
+    ceilings: Ceilings | None,
+    reused: Reused | None,
+    dropped_beside: str | None,
+    vllm_rule: Callable[[list[Session]], str] | None,
+) -> None:
+    """What the run owes every session's reader: a warm cache lost under it, a drop beside other runs, vLLM's
+    prefetch rule, the reused probe (first) or the crowding the probe saw."""
+    for one in sessions:
+        cache_state.changed_under_warm_run(one)
+        if dropped_beside is not None:
+            one.notes.append(dropped_beside)
+    if vllm_rule is not None and sessions:
+        sessions[0].notes.append(vllm_rule(sessions))
+    if reused is not None:
+        for one in sessions:
+            one.notes.insert(0, reused.note())
+    elif ceilings is not None:
+        from ckptprof.probe import contention
+
+        crowded = [n for n in ceilings.notes if contention.is_contended([n])]
+        for one in sessions:
+            one.notes.extend(n for n in crowded if n not in one.notes)
+
+
+def _check_predictions(outcome: RunOutcome, replay_one: Callable[..., Session], say: Printer) -> None:
+    """``--check-predictions``: each recommended flag set replayed and held to its prediction, or why none was."""
+    from ckptprof.run.interrupted import InterruptedReplay
+    from ckptprof.run.predictions import check_recommendations, nothing_to_check
+
+    session = outcome.session
+    try:
+        stage_begins("check")
+        outcome.unchecked = nothing_to_check(session)
+        if outcome.unchecked is not None:
+            session.notes.append(f"--check-predictions: nothing was checked: {outcome.unchecked}")
+        else:
+            check_recommendations(session, replay_one, say)
+    except (InterruptedReplay, KeyboardInterrupt):
+        session.notes.append(
+            f"interrupted ({interrupts.description()}) while checking the predictions: not all were checked"
+        )
+        outcome.unchecked, outcome.interrupted = None, True
 
 
 def run_request(
@@ -297,7 +317,7 @@ def replay(
     the command line's default (the installed or newest release's path and order, the page cache as it is,
     cuda when present, a 1,800 s rank timeout). ``options``, a ``ReplayOptions``, is a complete set of choices
     instead (its own defaults included: a warm cache, the ``sglang`` path); keywords still win over it. The stage
-    runner, which applies no policy at all, is ``ckptprof.api.replay``.
+    runner, which applies no policy at all, is ``ckptprof.api.replay`` (``ckptprof.run.stages``).
     """
     if options is not None:
         asked = RunRequest.from_options(target, draft, options)

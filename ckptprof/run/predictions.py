@@ -15,13 +15,13 @@ def check_recommendations(
 ) -> None:
     """Replay each recommended flag set the verdict has a prediction and a strategy for; record predicted vs
     measured in ``session.extra["prediction_check"]``."""
-    from ckptprof import api
     from ckptprof.analysis.predictions import check_predictions
     from ckptprof.loader.strategies import parse_spec
+    from ckptprof.run.ceilings import checkpoint_files
 
     replays = []
     ceilings_then: list[dict[str, Any]] = []
-    paths = api.checkpoint_files(session)  # listed once for every re-measure below
+    paths = checkpoint_files(session)  # listed once for every re-measure below
     for prediction in session.verdict.predictions if session.verdict is not None else ():
         spec = prediction.strategy
         if not spec or prediction.predicted_s is None:
@@ -37,12 +37,12 @@ def storage_now(session: Session, fastsafetensors: bool, paths: list[Path] | Non
     """The drifting ceilings measured again just before a checked replay (nothing when the run had no probe, or
     the files cannot be read: the check then holds the first prediction alone). ``paths``: the session's files,
     when the caller has listed them already."""
-    from ckptprof import api
     from ckptprof.probe.run_probes import measure_storage_now
+    from ckptprof.run.ceilings import checkpoint_files
 
     if not session.ceilings.storage_read_n_streams_GBps:
         return {}
-    files = paths if paths is not None else api.checkpoint_files(session)
+    files = paths if paths is not None else checkpoint_files(session)
     if files is None:
         return {}
     devices = [str(d) for d in session.config.get("devices") or []]

@@ -21,6 +21,7 @@ from ckptprof.analysis.verdict import BOTTLENECKS
 from ckptprof.cli.main import main
 from ckptprof.engines.sglang import profile_for_version
 from ckptprof.loader.strategies.sglang_own import OwnCall, own_call
+from ckptprof.run.faithful import FETCHED_NOTHING
 from ckptprof.session import Session
 
 if TYPE_CHECKING:
@@ -627,7 +628,7 @@ def test_sample_threads_gives_shares_of_sglangs_own_load(small_draft: Path, tmp_
     for rank in Session.load(warm / "session.json").ranks:
         for model in rank.models:
             loaded = sum(shard.bytes for shard in model.shards)
-            if model.disk and (model.faithful_storage_bytes or 0) <= api.FETCHED_NOTHING * loaded:
+            if model.disk and (model.faithful_storage_bytes or 0) <= FETCHED_NOTHING * loaded:
                 assert (
                     model.faithful_sampled_shares is not None
                     and model.faithful_sampled_shares["storage"] == 0.0

@@ -68,9 +68,9 @@ def test_an_output_that_cannot_be_written_fails_before_any_work(
     (tmp_path / "a-file").write_text("not a folder\n")
     monkeypatch.chdir(tmp_path)
     started = []
-    import ckptprof.api
+    import ckptprof.run.stages
 
-    monkeypatch.setattr(ckptprof.api, "replay", lambda *a, **k: started.append(1))
+    monkeypatch.setattr(ckptprof.run.stages, "run_stages", lambda *a, **k: started.append(1))
     argv = ["run", str(small_draft), "--no-probe", "-q", flag, where]
     if flag != "-o":
         argv += ["-o", str(tmp_path / "out")]

@@ -108,14 +108,14 @@ def cold_session(root: Path, fetched_GBps: float) -> Session:
 
 
 def test_a_run_holds_its_probe_to_its_replays_on_the_real_files(tmp_path: Path) -> None:
-    from ckptprof import api
     from ckptprof.checkpoint.synth import synthesize
+    from ckptprof.run.ceilings import hold_probe_to_replays
 
     ckpt = tmp_path / "ckpt"
     synthesize(ckpt, preset="eagle3-draft", shards=4, size=8_000_000, seed=1)
     said: list[str] = []
     # GIVEN a replay that fetched far faster than any disk here (so every setting is read for real)
-    learned = api.hold_probe_to_replays([cold_session(ckpt, 10_000.0)], PROBE, said.append)
+    learned = hold_probe_to_replays([cold_session(ckpt, 10_000.0)], PROBE, said.append)
     # THEN the storage was measured again on the checkpoint's own files, and the run says so
     assert said and "measuring the storage again" in said[0]
     assert learned is not PROBE and "pipelined fetched from storage at 10000.00 GB/s" in learned.notes[-1]
@@ -123,7 +123,7 @@ def test_a_run_holds_its_probe_to_its_replays_on_the_real_files(tmp_path: Path) 
     assert "measured again" in learned.notes[-1]
     assert (learned.storage_read_GBps or 0.0) >= (PROBE.storage_read_GBps or 0.0)
     # AND a replay within the noise of the probe leaves it untouched
-    assert api.hold_probe_to_replays([cold_session(ckpt, 2.05)], PROBE, said.append) is PROBE
+    assert hold_probe_to_replays([cold_session(ckpt, 2.05)], PROBE, said.append) is PROBE
 
 
 @pytest.mark.parametrize("direct", [False, True])
