@@ -21,6 +21,7 @@ COMPILED_MODULES = [
     f"ckptprof/bootlog/{name}.py"
     for name in (
         "parse",
+        "timestamps",
         "prefilter",
         "reading",
         "phases",

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 from ckptprof.bootlog.clock import LogClock
 from ckptprof.bootlog.failures import FailureTracker, Where
-from ckptprof.bootlog.parse import Record, shift_timestamp
+from ckptprof.bootlog.parse import Record
 from ckptprof.bootlog.reading import ENGINE_NAMES
 from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan, RankState
+from ckptprof.bootlog.timestamps import shift_timestamp
 from ckptprof.bootlog.words import PhaseKey, rank_sort_key
 
 READY_KEY: PhaseKey = ("ready", None, None)

@@ -10,7 +10,6 @@ import re
 
 from ckptprof.bootlog.boot import MAX_RANKS, READY_KEY, Boot
 from ckptprof.bootlog.failures import Failure
-from ckptprof.bootlog.parse import timestamp_seconds
 from ckptprof.bootlog.reading import ENGINES
 from ckptprof.bootlog.report import BootReport, FailureReport
 from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan
@@ -23,6 +22,7 @@ from ckptprof.bootlog.summary import (
     progress_report,
     stall_warnings,
 )
+from ckptprof.bootlog.timestamps import timestamp_seconds
 from ckptprof.bootlog.words import PhaseKey, boots_warning, done_words, rank_sort_key
 
 MAX_WARNINGS = 40

@@ -1,4 +1,4 @@
-"""The text level of a boot log: bounded chunking, record prefixes, tqdm bar frames, timestamps.
+"""The text level of a boot log: bounded chunking, record prefixes, tqdm bar frames (timestamps: timestamps.py).
 
 A physical line of a server log can hold several things: tqdm redraws its bar with a carriage return and no
 newline, so the bar's frames and the next record another rank writes share one line. This module cuts the byte
@@ -7,7 +7,6 @@ stream into those pieces and parses each one; what the records mean is phases.py
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import re
 import sys
@@ -21,8 +20,6 @@ CHUNK_BYTES = 1 << 20
 # A multi-megabyte line (a dumped tensor, a base64 blob) is kept only up to here: nothing we look for is
 # further than a few kilobytes into a line, and the cap keeps memory bounded.
 MAX_LINE_BYTES = 64 << 10
-# How far back to look for a timestamped line when a bar frame (which has none) needs a time.
-TIMESTAMP_LOOKBACK_LINES = 64
 
 
 class LogInputError(Exception):
@@ -106,18 +103,6 @@ _RATE_RE = re.compile(r"(?P<value>[\d.]{1,20})\s*(?P<left>[A-Za-z]*)/(?P<right>[
 _TEXT_BYTES = bytes(
     b for b in range(256) if b == 0 or (b >= 0x20 and b != 0x7F) or b in b"\t\n\r\x0b\x0c\x1b"
 )
-# Finds the timestamp a line starts with, in bytes (used while scanning backwards through a block).
-_LINE_TIMESTAMP_RE = re.compile(
-    rb"[ \t]*(?:\x1b\[[0-9;]*m)*(?:\[((?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)[ \]]"
-    rb"|(?:\([^()\n]{1,90}\)(?:\x1b\[[0-9;]*m)* )?(?:\x1b\[[0-9;]*m)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
-    rb"(?:\x1b\[[0-9;]*m)*"
-    rb" (\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) )"
-)
-_TIMESTAMP_RE = re.compile(
-    r"(?:(?:(\d{4})-)?(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?", re.ASCII
-)
-# vLLM prints no year; any leap year keeps 02-29 valid. Spans across New Year are not worth more.
-_YEARLESS = 2000
 
 
 def open_log(path: str) -> BinaryIO:
@@ -244,41 +229,6 @@ def candidate_lines(block: bytes, candidates: re.Pattern[bytes]) -> Iterator[tup
             block[start : start + MAX_LINE_BYTES] if end - start > MAX_LINE_BYTES else block[start:end],
         )
         pos = end + 1
-
-
-def last_timestamp_before(
-    block: bytes, end: int, max_lines: int | None = TIMESTAMP_LOOKBACK_LINES, floor: int = 0
-) -> str | None:
-    """The timestamp of the last record that starts a line before offset ``end``, looking back ``max_lines``
-    lines (None: all of them) and never before offset ``floor``."""
-    stop = end
-    lines = 0
-    while max_lines is None or lines < max_lines:
-        lines += 1
-        if stop <= floor:
-            return None
-        start = block.rfind(b"\n", 0, stop - 1) + 1
-        match = _LINE_TIMESTAMP_RE.match(block, start)
-        if match is not None:
-            raw = match.group(1) or match.group(2)
-            return raw.decode("ascii") if raw else None
-        stop = start
-    return None
-
-
-def first_timestamp(block: bytes, max_lines: int = TIMESTAMP_LOOKBACK_LINES) -> str | None:
-    """The timestamp of the first record near the start of ``block``."""
-    start = 0
-    for _ in range(max_lines):
-        match = _LINE_TIMESTAMP_RE.match(block, start)
-        if match is not None:
-            raw = match.group(1) or match.group(2)
-            return raw.decode("ascii") if raw else None
-        newline = block.find(b"\n", start)
-        if newline < 0:
-            return None
-        start = newline + 1
-    return None
 
 
 def _has_escape(text: str) -> bool:
@@ -448,50 +398,6 @@ def clock_seconds(text: str) -> int | None:
             return None
         seconds = seconds * 60 + int(part)
     return seconds
-
-
-_EPOCH = dt.datetime(1970, 1, 1)
-
-
-@lru_cache(maxsize=8192)
-def timestamp_seconds(timestamp: str) -> float | None:
-    """Seconds since an arbitrary origin for a log timestamp ('2025-11-29 10:00:01[.123]' or vLLM's
-    '11-29 10:00:01'); None when it is not a valid time."""
-    match = _TIMESTAMP_RE.fullmatch(timestamp)
-    if match is None:
-        return None
-    year, month, day, hour, minute, second, fraction = match.groups()
-    try:
-        moment = dt.datetime(
-            int(year) if year else _YEARLESS,
-            int(month) if month else 1,  # a time without a date (SGLang before 0.4)
-            int(day) if day else 1,
-            int(hour),
-            int(minute),
-            int(second),
-        )
-    except ValueError:
-        return None
-    return (moment - _EPOCH).total_seconds() + (float(f"0.{fraction}") if fraction else 0.0)
-
-
-def shift_timestamp(timestamp: str, delta_s: float) -> str:
-    """``timestamp`` moved by ``delta_s`` seconds, written in the same style (year and fraction or not)."""
-    base = timestamp_seconds(timestamp)
-    match = _TIMESTAMP_RE.fullmatch(timestamp)
-    if base is None or match is None:
-        return timestamp
-    try:
-        moment = _EPOCH + dt.timedelta(seconds=base + delta_s)
-    except (OverflowError, ValueError):
-        return timestamp
-    text = moment.strftime(
-        "%Y-%m-%d %H:%M:%S" if match.group(1) else "%m-%d %H:%M:%S" if match.group(2) else "%H:%M:%S"
-    )
-    fraction = match.group(7)
-    if fraction:
-        text += timestamp[match.start(7) - 1] + f"{moment.microsecond:06d}"[: len(fraction)]
-    return text
 
 
 # A tqdm frame in bytes, for runs of frames: its head (ANSI colours, a worker prefix and the description) is

@@ -34,14 +34,11 @@ from ckptprof.bootlog.parse import (
     LogInputError,
     Record,
     bar_runs,
-    first_timestamp,
     iter_blocks,
-    last_timestamp_before,
     looks_binary,
     open_log,
     parse_record,
     split_line,
-    timestamp_seconds,
 )
 from ckptprof.bootlog.prefilter import (
     CANDIDATE_RE,
@@ -60,6 +57,7 @@ from ckptprof.bootlog.reading import (
     read_message,
 )
 from ckptprof.bootlog.report import BootReport
+from ckptprof.bootlog.timestamps import first_timestamp, last_timestamp_before, timestamp_seconds
 from ckptprof.bootlog.words import boots_warning
 from ckptprof.bootlog.wrappers import unwrap
 

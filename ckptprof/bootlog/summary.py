@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ckptprof.bootlog.failures import Failure
-from ckptprof.bootlog.parse import timestamp_seconds
 from ckptprof.bootlog.reading import ENGINES
 from ckptprof.bootlog.report import FailureReport, PhaseReport, ProgressReport
 from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan
+from ckptprof.bootlog.timestamps import timestamp_seconds
 from ckptprof.bootlog.words import (
     PhaseKey,
     doing_words,

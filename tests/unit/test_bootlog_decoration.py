@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ckptprof.bootlog.parse import Record, parse_record, timestamp_seconds
+from ckptprof.bootlog.parse import Record, parse_record
+from ckptprof.bootlog.timestamps import timestamp_seconds
 
 VLLM_RECORD = "INFO 01-30 11:53:52 model_runner.py:1115] Loading model weights took 7.5100 GB"
 

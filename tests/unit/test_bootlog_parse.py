@@ -14,18 +14,20 @@ from ckptprof.bootlog.parse import (
     Record,
     candidate_lines,
     clock_seconds,
-    first_timestamp,
     iter_blocks,
-    last_timestamp_before,
     looks_binary,
     parse_bar,
     parse_rate,
     parse_record,
-    shift_timestamp,
     split_line,
     strip_ansi,
-    timestamp_seconds,
     worker_rank_label,
+)
+from ckptprof.bootlog.timestamps import (
+    first_timestamp,
+    last_timestamp_before,
+    shift_timestamp,
+    timestamp_seconds,
 )
 
 SHARD_FRAME = "Loading safetensors checkpoint shards:  62% Completed | 40/64 [00:24<00:14,  1.64it/s]"

@@ -1,0 +1,105 @@
+"""Timestamps in boot logs: finding the one a line starts with (in bytes, scanning a block backwards or forwards),
+and reading one as seconds or moving it by a duration, in the style it was written in.
+
+SGLang writes ``2025-11-29 10:00:01[.123]`` (before 0.4, the time alone), vLLM ``11-29 10:00:01`` (no year).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from functools import lru_cache
+
+# How far back to look for a timestamped line when a bar frame (which has none) needs a time.
+TIMESTAMP_LOOKBACK_LINES = 64
+# Finds the timestamp a line starts with, in bytes (used while scanning backwards through a block).
+_LINE_TIMESTAMP_RE = re.compile(
+    rb"[ \t]*(?:\x1b\[[0-9;]*m)*(?:\[((?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)[ \]]"
+    rb"|(?:\([^()\n]{1,90}\)(?:\x1b\[[0-9;]*m)* )?(?:\x1b\[[0-9;]*m)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
+    rb"(?:\x1b\[[0-9;]*m)*"
+    rb" (\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) )"
+)
+_TIMESTAMP_RE = re.compile(
+    r"(?:(?:(\d{4})-)?(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?", re.ASCII
+)
+# vLLM prints no year; any leap year keeps 02-29 valid. Spans across New Year are not worth more.
+_YEARLESS = 2000
+
+
+def last_timestamp_before(
+    block: bytes, end: int, max_lines: int | None = TIMESTAMP_LOOKBACK_LINES, floor: int = 0
+) -> str | None:
+    """The timestamp of the last record that starts a line before offset ``end``, looking back ``max_lines``
+    lines (None: all of them) and never before offset ``floor``."""
+    stop = end
+    lines = 0
+    while max_lines is None or lines < max_lines:
+        lines += 1
+        if stop <= floor:
+            return None
+        start = block.rfind(b"\n", 0, stop - 1) + 1
+        match = _LINE_TIMESTAMP_RE.match(block, start)
+        if match is not None:
+            raw = match.group(1) or match.group(2)
+            return raw.decode("ascii") if raw else None
+        stop = start
+    return None
+
+
+def first_timestamp(block: bytes, max_lines: int = TIMESTAMP_LOOKBACK_LINES) -> str | None:
+    """The timestamp of the first record near the start of ``block``."""
+    start = 0
+    for _ in range(max_lines):
+        match = _LINE_TIMESTAMP_RE.match(block, start)
+        if match is not None:
+            raw = match.group(1) or match.group(2)
+            return raw.decode("ascii") if raw else None
+        newline = block.find(b"\n", start)
+        if newline < 0:
+            return None
+        start = newline + 1
+    return None
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+@lru_cache(maxsize=8192)
+def timestamp_seconds(timestamp: str) -> float | None:
+    """Seconds since an arbitrary origin for a log timestamp ('2025-11-29 10:00:01[.123]' or vLLM's
+    '11-29 10:00:01'); None when it is not a valid time."""
+    match = _TIMESTAMP_RE.fullmatch(timestamp)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, fraction = match.groups()
+    try:
+        moment = dt.datetime(
+            int(year) if year else _YEARLESS,
+            int(month) if month else 1,  # a time without a date (SGLang before 0.4)
+            int(day) if day else 1,
+            int(hour),
+            int(minute),
+            int(second),
+        )
+    except ValueError:
+        return None
+    return (moment - _EPOCH).total_seconds() + (float(f"0.{fraction}") if fraction else 0.0)
+
+
+def shift_timestamp(timestamp: str, delta_s: float) -> str:
+    """``timestamp`` moved by ``delta_s`` seconds, written in the same style (year and fraction or not)."""
+    base = timestamp_seconds(timestamp)
+    match = _TIMESTAMP_RE.fullmatch(timestamp)
+    if base is None or match is None:
+        return timestamp
+    try:
+        moment = _EPOCH + dt.timedelta(seconds=base + delta_s)
+    except (OverflowError, ValueError):
+        return timestamp
+    text = moment.strftime(
+        "%Y-%m-%d %H:%M:%S" if match.group(1) else "%m-%d %H:%M:%S" if match.group(2) else "%H:%M:%S"
+    )
+    fraction = match.group(7)
+    if fraction:
+        text += timestamp[match.start(7) - 1] + f"{moment.microsecond:06d}"[: len(fraction)]
+    return text
