@@ -5,6 +5,7 @@ stopped, traced or signalled (except, when watch started it, to pass on the user
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import subprocess
@@ -288,7 +289,8 @@ class Watcher:
     # -- after the session: a server watch started keeps running --------------------------------------------------
 
     def stop_child(self, sig: int) -> None:
-        """Pass the user's signal on to the server watch started, and wait for it (killed after a grace)."""
+        """Pass the user's signal on to the server watch started and wait for it and its processes; whatever
+        is left of them after a grace gets the signal itself, then SIGKILL: nothing watch started outlives it."""
         popen = self.target.popen
         if popen is None or popen.poll() is not None:
             return
@@ -297,18 +299,21 @@ class Watcher:
         except psutil.Error:
             family = []
         popen.send_signal(sig)
+        deadline = time.monotonic() + CHILD_STOP_GRACE_S
         try:
             popen.wait(timeout=CHILD_STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             popen.kill()
             popen.wait()
-        for proc in family:
-            try:
-                proc.wait(timeout=CHILD_STOP_GRACE_S)
-            except psutil.TimeoutExpired:
+        _, alive = psutil.wait_procs(family, timeout=max(0.0, min(1.0, deadline - time.monotonic())))
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)
+        _, alive = psutil.wait_procs(alive, timeout=max(0.5, deadline - time.monotonic()))
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
                 proc.kill()
-            except psutil.Error:
-                pass
+        psutil.wait_procs(alive, timeout=2)
         self.record.exit_code = popen.returncode
 
     def wait_child(self) -> int | None:
