@@ -34,6 +34,7 @@ from ckptprof.render.rows import (
     recommendations,
     run_line,
     slowest_rows,
+    storage_disagreement,
     strategy_headers,
     strategy_rows,
 )
@@ -80,6 +81,7 @@ ol.try{margin:0;padding-left:20px}
 ol.try li{margin-bottom:8px}
 ol.try .pred,.headlines .pred{color:#52606d}
 ul.headlines{margin:0 0 12px;padding-left:20px;font-size:15px}
+.disagree{color:#8a4b08;font-weight:600}
 code{font:12.5px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#f0f4f8;padding:1px 4px;
  border-radius:3px;word-break:break-word}
 table{border-collapse:collapse;width:100%;font-size:13px}
@@ -170,6 +172,11 @@ def model_headlines(session: Session) -> str:
     return f'<ul class="headlines">{"".join(items)}</ul>' if items else ""
 
 
+def _disagreement(session: Session) -> str:
+    text = storage_disagreement(session)
+    return f'<p class="disagree">{escape(text)}</p>' if text else ""
+
+
 def _code(flags: str) -> str:
     return f"<code>{escape(flags)}</code>"
 
@@ -182,7 +189,7 @@ def headline_section(session: Session) -> str:
     return (
         f'<section class="verdict" style="--accent:{accent}" id="headline">'
         f'<span class="badge">{escape(headline(session))}</span>'
-        f"{model_headlines(session)}"
+        f"{model_headlines(session)}{_disagreement(session)}"
         f'<p class="summary">{escape(str(summary))}</p>'
         f"{shares_bar(session)}</section>"
     )

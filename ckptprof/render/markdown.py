@@ -34,6 +34,7 @@ from ckptprof.render.rows import (
     recommendations,
     run_line,
     slowest_rows,
+    storage_disagreement,
     strategy_headers,
     strategy_rows,
 )
@@ -164,6 +165,9 @@ def render(session: Session, slowest: int = 10) -> str:
     lines = [_bullet(model_headline_text(h, code=_code_span)) for h in model_headlines(session)]
     if lines:
         out += [*lines, ""]
+    disagreement = storage_disagreement(session)
+    if disagreement:
+        out += [f"**{disagreement[:1].upper()}{disagreement[1:]}**", ""]
     if session.verdict is not None and session.verdict.summary:
         out += [f"> {session.verdict.summary}", ""]
     out += [f"**Run:** {run_line(session)}", ""]

@@ -16,6 +16,9 @@ from ckptprof.analysis.attribution import (
 )
 from ckptprof.analysis.headlines import ModelHeadline, model_headlines
 from ckptprof.analysis.memory import memory_summary
+from ckptprof.analysis.storage import LABEL as STORAGE_LABEL
+from ckptprof.analysis.storage import storage_figure
+from ckptprof.analysis.verdict import limit_word
 from ckptprof.profiling.sampler import CLASSES as SAMPLED_CLASSES
 from ckptprof.results import Ceilings, Verdict
 from ckptprof.session import RankModel, Session
@@ -175,6 +178,8 @@ def strategy_rows(session: Session) -> list[list[str]]:
     """One row per strategy of `run --strategy` (empty when the run replayed one strategy without --verify)."""
     if session.strategies is None:
         return []
+    # The same word for a limit as the verdict's: 'host-copy-bound' where the copies had no CUDA device.
+    stand_in = not any(str(d).startswith("cuda") for d in session.config.get("devices") or [])
     rows = []
     for r in session.strategies.rows:
         shares = r.shares
@@ -196,7 +201,7 @@ def strategy_rows(session: Session) -> list[list[str]]:
                 )
                 if shares
                 else "-",
-                r.bottleneck or "-",
+                limit_word(r.bottleneck, stand_in) if r.bottleneck else "-",
                 r.verify,
                 r.flags,
             ]
@@ -404,21 +409,24 @@ def model_headline_lines(session: Session) -> list[str]:
 
 
 def headline(session: Session) -> str:
-    """The badge: the words the verdict's summary starts with, so the two never name one bottleneck twice."""
+    """The badge: the verdict's word for its limit, the one the summary, the per-model lines and the tables use."""
     verdict = session.verdict
-    bottleneck = verdict.bottleneck if verdict is not None else None
-    if verdict is None or not bottleneck:
+    if verdict is None:
         return "no verdict"
-    if bottleneck == "unknown":
-        return "no timings"
-    if bottleneck == "mixed":
-        return "no single bottleneck"
-    if bottleneck == "rank-skew":
-        return "rank-skew"
-    if bottleneck == "h2d" and verdict.h2d_stand_in:
-        # No CUDA device: the copies are host memcpys standing in for H2D (the JSON keeps its word, "h2d").
-        return "host-copy-bound"
-    return f"{bottleneck}-bound"
+    return limit_word(verdict.bottleneck, verdict.h2d_stand_in)
+
+
+def storage_line(session: Session) -> str | None:
+    """'storage share: 85% of the cold load's wall (cold minus warm); also ...': the one storage figure, named the
+    same in every view."""
+    figure = storage_figure(session)
+    return None if figure is None else f"{STORAGE_LABEL}: {figure.value()}"
+
+
+def storage_disagreement(session: Session) -> str | None:
+    """The headline's sentence when the session's storage figures disagree beyond their noise."""
+    figure = storage_figure(session)
+    return None if figure is None else figure.disagreement()
 
 
 def key_metrics(session: Session) -> list[tuple[str, str]]:
@@ -448,6 +456,9 @@ def key_metrics(session: Session) -> list[tuple[str, str]]:
             + " / ".join(f"{100 * shares[k]:.0f}%" for k in ("deserialize", "h2d", "other")),
         )
     )
+    figure = storage_figure(session)
+    if figure is not None:
+        rows.append((STORAGE_LABEL, figure.value()))
     on_path = v.path_shares
     if on_path:
         rows.append(

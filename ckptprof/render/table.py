@@ -23,6 +23,8 @@ from ckptprof.render.rows import (
     release_line,
     sampled_shares_text,
     slowest_rows,
+    storage_disagreement,
+    storage_line,
     strategy_headers,
     strategy_rows,
 )
@@ -40,8 +42,9 @@ def render(session: Session, slowest: int = 5) -> str:
     )
     # Each model's own verdict first: what a user came for, before any table.
     headlines = model_headline_lines(session)
+    disagreement = storage_disagreement(session)
     if headlines:
-        out += [*headlines, ""]
+        out += [*headlines, *([disagreement] if disagreement else []), ""]
     out.append(
         f"ckptprof: {models}; tp={cfg.get('tp')} on {', '.join(cfg.get('devices', []))}; cache={cfg.get('cache')}; "
         f"strategy={cfg.get('strategy')}"
@@ -89,13 +92,6 @@ def render(session: Session, slowest: int = 5) -> str:
             rounds = session.config.get("faithful_rounds") or 1
             medians = f" (medians of {rounds} alternated passes)" if rounds > 1 else ""
             extras.append(f"decomposed vs faithful wall {100 * v.faithful_delta:+.1f}%{medians}")
-            on_path = v.path_shares or {}
-            if on_path.get("storage", 0.0) >= 0.05:  # on a warm load there is nothing to say
-                source = v.path_storage_source
-                extras.append(
-                    f"storage busy {100 * on_path.get('storage', 0.0):.0f}% of the faithful wall"
-                    + (f" ({source})" if source else "")
-                )
             sampled = sampled_shares_text(session)
             if sampled:
                 extras.append(f"threads sampled (storage / page cache / cpu / waiting): {sampled}")
@@ -105,6 +101,9 @@ def render(session: Session, slowest: int = 5) -> str:
             extras.append("faithful check not run (--faithful)")
         if session.ranks:  # amplification, skew and the faithful check describe a load that ran
             out.append("  " + "; ".join(extras))
+            storage = storage_line(session)
+            if storage:
+                out.append(f"  {storage}")
         memory = memory_summary(session)
         if memory:
             out.append(f"  memory: {memory}")

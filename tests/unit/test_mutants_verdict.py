@@ -308,7 +308,7 @@ def test_a_skew_over_a_tie_prices_the_top_phase() -> None:
     v = compute_verdict(build(0.2, 1.0, 0.95, 0.1, resident=4 * GB, ranks=3, slow=2.0))
     assert (v.bottleneck, v.secondary) == ("rank-skew", "mixed")
     assert v.summary.startswith(
-        "rank-skew: the slowest rank took 2.00x the median rank's wall (then mixed-bound)"
+        "rank-skew: the slowest rank took 2.00x the median rank's wall (then no single bottleneck)"
     )
 
 
@@ -494,7 +494,7 @@ STORAGE_NOTE = (
     "storage (its reads are not SGLang's page faults), the kernel's read-ahead fetched part of the bytes while other "
     "phases were timed, or the storage lets reads catch up after idle gaps (a token bucket: a cgroup io.max cap, a "
     "cloud volume's throughput credits) - in the last two cases storage held SGLang's load for longer than the "
-    "storage share says"
+    "decomposed replay's storage share says"
 )
 
 

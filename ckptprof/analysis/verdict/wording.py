@@ -112,7 +112,8 @@ def _mixed(session: Session, fig: Figures, cls: Classification) -> str:
 
 
 def _rank_skew(session: Session, fig: Figures, cls: Classification) -> str:
-    return f"rank-skew: the slowest rank took {fig.skew:.2f}x the median rank's wall (then {cls.secondary}-bound)"
+    then = limit_word(cls.secondary, fig.stand_in)
+    return f"rank-skew: the slowest rank took {fig.skew:.2f}x the median rank's wall (then {then})"
 
 
 def limit_word(bottleneck: str | None, stand_in: bool) -> str:
@@ -256,7 +257,7 @@ def storage_note(session: Session, fig: Figures) -> str | None:
         "SGLang's page faults), the "
         "kernel's read-ahead fetched part of the bytes while other phases were timed, or the storage lets "
         "reads catch up after idle gaps (a token bucket: a cgroup io.max cap, a cloud volume's throughput "
-        "credits) - in the last two cases storage held SGLang's load for longer than the storage share says"
+        "credits) - in the last two cases storage held SGLang's load for longer than the decomposed replay's storage share says"
     )
     faithful_wall = faithful_load_wall(session)
     if faithful_wall > 0:
