@@ -30,7 +30,7 @@ from ckptprof.loader.copytimers import CudaCopyTimer, HostCopyTimer
 from ckptprof.loader.plan import ReplayPlan, build_plan
 from ckptprof.loader.recorder import Recorder, WallOnlyRecorder
 from ckptprof.loader.strategies.base import LoadContext
-from ckptprof.loader.strategies.sglang import SGLangMmap
+from ckptprof.loader.strategies.sglang import SGLang
 
 ROUNDS = 5
 # Rounds of the interleaved passes whose per-round ratios are held to the bounds: single rounds on the shared VM
@@ -84,7 +84,7 @@ def replay_instrumented(plan: ReplayPlan, ctx: LoadContext, faithful: bool) -> R
     rec.start()
     for model in plan.models:
         with rec.model(model.role):
-            SGLangMmap().load_model(ctx, model, rec)
+            SGLang().load_model(ctx, model, rec)
     return rec
 
 

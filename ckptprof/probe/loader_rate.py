@@ -5,8 +5,8 @@ rank), reads the file whole into device memory (GPUDirect Storage when it is the
 preads into pinned bounce buffers), hands its tensors out, and closes the loader before the next file. No
 storage or PCIe ceiling prices that: its reads bypass the page cache (a warm load reads storage again), run at
 the rate of its own 16 threads over one file, and each file pays a setup (a device buffer, the loader's threads
-and bounce buffers). On the H200 it ran well below an 8-stream O_DIRECT probe of the same files
-(reports/h200/2026-11-30g-h200-release-profile-predictions).
+and bounce buffers), so a storage probe of the same files overprices it (the GPU figures:
+reports/h200/2026-11-30g-h200-release-profile-predictions).
 
 So the package itself is timed on a sample of the checkpoint's files of different sizes, one loader per file as
 SGLang does, each file on its own; every file of the checkpoint is then priced by its size from those points

@@ -10,7 +10,7 @@ another tenant on the PCIe switch) is the price of reuse, which is why the age i
 A probe stands only for what it measured, so its key holds:
 - each file system's mount as /proc/self/mountinfo and statx(2) name it (the unique mount id, mount id, source,
   type and options) and this boot: a new sshfs mount at the same mount point reused the device number (st_dev)
-  of the fast mount before it, and was quoted its 0.149 GB/s where it read 0.042 GB/s;
+  of the fast mount before it, and would have been quoted the fast mount's rate;
 - the size class of the sample it read (a power of two): a 0.26 GB sample of a small checkpoint does not stand
   for a 2.8 GB one;
 - for a cold load, the checkpoint's own files (path, size, mtime): the cold figure is the files' own storage.

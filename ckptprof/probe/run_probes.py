@@ -98,7 +98,7 @@ def measure_storage_now(
 ) -> dict[str, Any]:
     """The ceilings that drift while a run goes on, measured again: cold storage reads (1 and N streams, no page
     cache) and, when asked, fastsafetensors' own timings. A cloud volume spending its burst credits or a shared
-    file server can lose a third of its rate within minutes (reports/h200/2026-11-30j-h200x2-predictions-checked),
+    file server can lose much of its rate within minutes (reports/h200/2026-11-30j-h200x2-predictions-checked),
     and a prediction made from the first figure then misses by that much without the model being wrong."""
     out = storage.measure_storage(paths, sample_bytes=RECHECK_SAMPLE_BYTES, streams=streams, page_cache=False)
     out.pop("notes", None)

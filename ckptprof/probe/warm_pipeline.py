@@ -3,9 +3,8 @@ to the device, both at once.
 
 The page-cache read and the pinned H2D copy are each measured alone; min(page cache, H2D) is not what a loader can
 reach with both running, because both use the host's memory: the CPU copy out of the page cache reads and writes
-every byte, the DMA reads it once more. On one H200 host, 33-39 GB/s of reading alone and 55 GB/s of copying alone
-gave 29-31 GB/s together (reports/h200/2026-12-01f-h200-warm-floor-memory-bandwidth). This probe measures that
-combined rate directly: ``threads`` threads read a warm sample of the checkpoint, ``CHUNK_BYTES`` at a time, into a
+every byte, the DMA reads it once more, so together they reach less than the slower of the two alone (the figures:
+reports/h200/2026-12-01f-h200-warm-floor-memory-bandwidth). This probe measures that combined rate directly: ``threads`` threads read a warm sample of the checkpoint, ``CHUNK_BYTES`` at a time, into a
 ring of pinned buffers, and each filled buffer is copied to the device on a side stream; a buffer is reused once its
 copy finished. With several devices (ranks spread over GPUs) the buffers go to them in turn, each on its own
 stream: the host's memory then feeds every link the load uses at once. The same loop on a CPU device copies into
@@ -26,7 +25,7 @@ import psutil
 import torch
 
 CHUNK_BYTES = 64 << 20
-# Long enough that the pass's fixed costs are noise: 1 GiB ran 3-15% below the loader it should bound.
+# Long enough that the pass's fixed costs are noise (a 1 GiB pass read below the loader it should bound).
 SAMPLE_CAP_BYTES = 4 << 30
 THREADS = 16  # pipelined's readers for one rank
 EXTRA_BUFFERS = 4  # buffers beyond one per thread: copies in flight while every thread reads

@@ -17,10 +17,9 @@ from pathlib import Path
 from ckptprof.errors import UsageError
 from ckptprof.units import human_bytes
 
-# A spawned CPU rank after importing the worker and torch (torch 2.13.0+cpu, the 2-core CPU VM): 156 MB of its own
-# memory (USS; 244 MB resident with the shared libraries). A CUDA rank held 640 MB resident before its load on the
-# H200 (reports/h200/2026-11-30h-h200x2-peers), the CUDA context most of it. The parameters a rank loads come on
-# top; the check only refuses counts whose bare processes cannot fit.
+# What a bare rank process holds before its load: a CPU rank, the worker and torch imported (its own memory, USS); a
+# CUDA rank, mostly its CUDA context (the GPU figure: reports/h200/2026-11-30h-h200x2-peers). The parameters a rank
+# loads come on top; the check only refuses counts whose bare processes cannot fit.
 CPU_RANK_BYTES = 156 * 10**6
 CUDA_RANK_BYTES = 640 * 10**6
 # Tasks (processes and threads) a rank may run: the multithread loader's 8 threads, torch's intra-op pool (one per

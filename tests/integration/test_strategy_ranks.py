@@ -202,14 +202,14 @@ def test_a_read_ahead_failure_fails_its_shard_only(
             raise OSError(5, "Input/output error (injected)")
         real_fault_in(t)
 
-    real_load = sglang_mod.SGLangMmap._load_shard_read_ahead
+    real_load = sglang_mod.SGLang._load_shard_read_ahead
 
-    def tracking(self: sglang_mod.SGLangMmap, ctx: LoadContext, role: str, path: str, *rest: object) -> None:
+    def tracking(self: sglang_mod.SGLang, ctx: LoadContext, role: str, path: str, *rest: object) -> None:
         current[0] = Path(path).name
         real_load(self, ctx, role, path, *rest)
 
     monkeypatch.setattr(sglang_mod, "fault_in", failing)
-    monkeypatch.setattr(sglang_mod.SGLangMmap, "_load_shard_read_ahead", tracking)
+    monkeypatch.setattr(sglang_mod.SGLang, "_load_shard_read_ahead", tracking)
     ctx = LoadContext(rank=0, tp=1, device=torch.device("cpu"))
     ctx.allocate(model)
     rec = Recorder(copy_timer=HostCopyTimer())

@@ -859,7 +859,7 @@ def test_faithful_pass_marks_a_corrupt_shard_failed(small_draft: Path, tmp_path:
 
 def test_shared_chunks_cover_every_row_once_and_stay_within_the_chunk(models: list[ModelPlan]) -> None:
     from ckptprof.checkpoint.header import read_header
-    from ckptprof.loader.strategies.shared_reads import plan_chunks
+    from ckptprof.loader.strategies.pipelined_shared import plan_chunks
 
     headers = [read_header(str(f)) for m in models for f in m.files]
     for chunk_bytes in (4096, 64 * 1024, 1 << 20, 64 << 20):
@@ -900,10 +900,10 @@ def test_vllm_prefetch_reads_its_share_of_the_files_in_the_plans_order(models: l
 
 
 def test_shared_slots_are_sized_by_the_files_not_only_by_the_chunk(models: list[ModelPlan]) -> None:
-    from ckptprof.loader.strategies.shared_reads import SharedReads
+    from ckptprof.loader.strategies.pipelined_shared import PipelinedShared
 
     strategy = (
-        SharedReads()
+        PipelinedShared()
     )  # 64 MiB chunks, 16 readers: 17 slots of 64 MiB were 1.1 GB for a 16 MB checkpoint
     ctx = LoadContext(rank=0, tp=1, device=torch.device("cpu"))
     strategy._setup(ctx, models, f"sizing-{os.getpid()}", None)

@@ -22,12 +22,12 @@ from ckptprof.loader.strategies.fastsafetensors import FastSafetensors
 from ckptprof.loader.strategies.instanttensor import InstantTensor
 from ckptprof.loader.strategies.no_mmap import SGLangNoMmap
 from ckptprof.loader.strategies.pipelined import Pipelined
+from ckptprof.loader.strategies.pipelined_shared import PipelinedShared
 from ckptprof.loader.strategies.pread import SafetensorsPread
 from ckptprof.loader.strategies.prefetch import SGLangPrefetch
 from ckptprof.loader.strategies.runai import RunaiStreamer
-from ckptprof.loader.strategies.sglang import SGLangMmap
+from ckptprof.loader.strategies.sglang import SGLang
 from ckptprof.loader.strategies.sglang_mt import SGLangMultiThread
-from ckptprof.loader.strategies.shared_reads import SharedReads
 from ckptprof.loader.strategies.vllm import VllmEager, VllmLazy, VllmMultiThread, VllmPrefetch
 
 __all__ = [
@@ -50,13 +50,13 @@ def _mt_in_order(num_threads: int = 8) -> SGLangMultiThread:
 
 
 _FACTORIES: dict[str, Callable[..., Any]] = {
-    "sglang": SGLangMmap,
+    "sglang": SGLang,
     "sglang-mt": _mt_in_order,
     "sglang-mt-completed": _mt_completed,
     "no-mmap": SGLangNoMmap,
     "prefetch": SGLangPrefetch,
     "pipelined": Pipelined,
-    "pipelined-shared": SharedReads,
+    "pipelined-shared": PipelinedShared,
     "fastsafetensors": FastSafetensors,
     "runai-streamer": RunaiStreamer,
     "instanttensor": InstantTensor,

@@ -94,7 +94,7 @@ class _Piece:
 
 
 @dataclass
-class _File:
+class _ShardInFlight:
     shard: ShardPlan
     timing: ShardTiming
     direct: bool
@@ -108,7 +108,7 @@ class _File:
 
 @dataclass
 class _Request:
-    file: _File
+    file: _ShardInFlight
     offset: int
     length: int
     pieces: list[_Piece]
@@ -253,7 +253,7 @@ class Pipelined(Strategy):
         ring = self._ring_for(ctx, model.total_bytes)
         self._start_readers(ctx, ring)  # already running when prepare() ran
         threads = self._threads
-        files: list[_File] = []
+        files: list[_ShardInFlight] = []
         try:
             for shard in model.shards:
                 files.append(self._plan_file(ctx, model.role, shard, self._work, rec))
@@ -276,11 +276,11 @@ class Pipelined(Strategy):
 
     def _plan_file(
         self, ctx: LoadContext, role: str, shard: ShardPlan, work: queue.Queue[_Request | None], rec: Recorder
-    ) -> _File:
+    ) -> _ShardInFlight:
         """Read the header, turn the rank's tensors into merged read requests, queue them."""
         missing = nonresident(shard.path, shard.bytes)
         timing = rec.open_shard(Path(shard.path).name, nonresident_bytes=missing)
-        f = _File(shard=shard, timing=timing, direct=False, rec=rec)
+        f = _ShardInFlight(shard=shard, timing=timing, direct=False, rec=rec)
         try:
             if shard.error is not None:
                 raise UnreadableShard(shard.error)
@@ -311,7 +311,7 @@ class Pipelined(Strategy):
         return ctx.tp == 1 and missing > shard.bytes // 2
 
     @staticmethod
-    def _open(path: str, f: _File) -> int:
+    def _open(path: str, f: _ShardInFlight) -> int:
         if f.direct:
             try:
                 return os.open(path, os.O_RDONLY | os.O_DIRECT)
@@ -322,7 +322,7 @@ class Pipelined(Strategy):
         return os.open(path, os.O_RDONLY)
 
     @staticmethod
-    def _close_fds(f: _File) -> None:
+    def _close_fds(f: _ShardInFlight) -> None:
         for fd in f.fds:
             with suppress(OSError):
                 os.close(fd)
@@ -395,7 +395,7 @@ class Pipelined(Strategy):
                 )
         return out
 
-    def _requests(self, f: _File, pieces: list[_Piece]) -> list[_Request]:
+    def _requests(self, f: _ShardInFlight, pieces: list[_Piece]) -> list[_Request]:
         """Merge ranges in file order into requests of at most one chunk."""
         requests: list[_Request] = []
         for p in sorted(pieces, key=lambda p: p.offset):

@@ -23,7 +23,7 @@ from ckptprof.engines import flags as sglang_flags
 from ckptprof.loader.plan import ModelPlan, ShardPlan, UnreadableShard
 from ckptprof.loader.recorder import Recorder
 from ckptprof.loader.strategies.base import LoadContext, Strategy, nonresident
-from ckptprof.loader.strategies.sglang import SGLangMmap
+from ckptprof.loader.strategies.sglang import SGLang
 from ckptprof.session import ShardTiming
 
 DEFAULT_THREADS = 4
@@ -100,7 +100,7 @@ class SGLangPrefetch(Strategy):
         self, ctx: LoadContext, model: ModelPlan, trackers: dict[str, _Tracker], rec: Recorder
     ) -> None:
         """The default mmap path, unchanged, recording onto the shared shard records."""
-        mmap_path = SGLangMmap()
+        mmap_path = SGLang()
         for shard in model.shards:
             tracker = trackers[shard.path]
             error: BaseException | None = None

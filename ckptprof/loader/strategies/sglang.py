@@ -3,8 +3,8 @@
 This is ``DefaultModelLoader`` with ``safetensors_weights_iterator`` on one thread, what a server runs without
 ``--weight-loader-disable-mmap``, multithread loading or prefetching.
 
-Decomposing a shard whose bytes are not all cached, with ``read_ahead=true`` (off by default: not yet measured on a
-GPU in this form; a tensor-level first version was, see reports/h200/2026-11-30c-h200x2-run): in SGLang's own
+Decomposing a shard whose bytes are not all cached, with ``read_ahead=true`` (off by default until this form is
+measured on a GPU; a tensor-level first version was: reports/h200/2026-11-30c-h200x2-run): in SGLang's own
 sequence the kernel's read-ahead fetches the next pages while ``copy_`` copies the resident ones, so storage and
 copies overlap; faulting each tensor in and then copying it, one after the other, times that overlap away (the
 phases of a cold load then add up to more than SGLang's wall: reports/h200/2026-11-30c-h200x2-run). With ``read_ahead``, each
@@ -47,7 +47,7 @@ class _Block:
     last: bool  # the tensor's last block
 
 
-class SGLangMmap(Strategy):
+class SGLang(Strategy):
     name = "sglang"
     flags = "(default: no flags)"
 
@@ -63,10 +63,10 @@ class SGLangMmap(Strategy):
     def prepare(self, ctx: LoadContext, plan: ReplayPlan) -> None:
         """On the faithful pass, open every shard once before the timed load, to ask the kernel for its residency
         at each shard's start on that descriptor: the same figure at the same moment (the page cache is the
-        inode's), without an open, an fstat of the path and a close inside the wall (a CPU profile of the H200 runs
-        put the per-shard check at ~4 ms of a 64-shard load). A shard replaced by another file under the run is
-        then asked about on the old file, whose load fails or is flagged as changed anyway. The decomposed pass
-        keeps opening at each shard: its wall is not the one compared with SGLang's."""
+        inode's), without an open, an fstat of the path and a close inside the wall (a CPU profile of the GPU
+        runs found them there: reports/h200/2026-12-02d-h200-faithful-overhead). A shard replaced by another file
+        under the run is then asked about on the old file, whose load fails or is flagged as changed anyway. The
+        decomposed pass keeps opening at each shard: its wall is not the one compared with SGLang's."""
         self.close()
         if ctx.decompose:
             return

@@ -24,11 +24,11 @@ from ckptprof.loader.plan import ModelPlan, ShardPlan
 from ckptprof.loader.strategies.base import LoadContext
 from ckptprof.loader.strategies.no_mmap import SGLangNoMmap
 from ckptprof.loader.strategies.prefetch import SGLangPrefetch
-from ckptprof.loader.strategies.sglang import SGLangMmap
+from ckptprof.loader.strategies.sglang import SGLang
 from ckptprof.loader.strategies.sglang_mt import SGLangMultiThread
 
 
-class VllmLazy(SGLangMmap):
+class VllmLazy(SGLang):
     name = "vllm"
     flags = vllm_engine.load_strategy("lazy")
 

@@ -105,7 +105,7 @@ class _Chunk:
 
 
 @dataclass
-class _File:
+class _ShardFile:
     path: str
     header: ShardHeader
     timing: ShardTiming
@@ -174,7 +174,7 @@ def _plan_digest(chunks: list[_Chunk]) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
-class SharedReads(Strategy):
+class PipelinedShared(Strategy):
     name = "pipelined-shared"
     flags = (
         "not an SGLang flag: each byte read once per node, handed to the TP ranks through shared host memory"
@@ -235,8 +235,8 @@ class SharedReads(Strategy):
         self._slot_bytes = self._slot_size(models)
         readers = self.readers if self.readers is not None else default_readers(ctx.tp)
         # A whole chunk per read, one read per reader thread in flight, and the slot being copied out: as many
-        # reads in flight as pipelined's ring, in as few calls (per-read Python costs GIL hand-overs: 4 MiB
-        # parts read at half the rate on the H200, reports/h200/2026-12-01c-h200-shared-reads). No more slots
+        # reads in flight as pipelined's ring, in as few calls (per-read Python costs GIL hand-overs, so small
+        # parts read markedly slower: reports/h200/2026-12-01c-h200-shared-reads). No more slots
         # than the rounds the largest model can need.
         rounds = max(-(-_chunks_at_most(m, self.chunk_bytes) // ctx.tp) for m in models) if models else 1
         self._slots = self.slots if self.slots is not None else max(2, min(readers + 1, rounds + 1))
@@ -341,7 +341,7 @@ class SharedReads(Strategy):
         # the barrier ``lag`` rounds later, and the readers stay that many rounds behind the slots they reuse.
         lag = 2 if self._slots >= 3 else 1
         ahead = self._slots - lag  # rounds read ahead of the one being copied out
-        inflight: deque[tuple[int, Any, list[_File]]] = (
+        inflight: deque[tuple[int, Any, list[_ShardFile]]] = (
             deque()
         )  # (round, its copies' event, files it completes)
         try:
@@ -385,7 +385,7 @@ class SharedReads(Strategy):
         event.record(self._stream)
         return event
 
-    def _retire(self, done: tuple[int, Any, list[_File]], rec: Recorder) -> None:
+    def _retire(self, done: tuple[int, Any, list[_ShardFile]], rec: Recorder) -> None:
         """Wait for a round's copies (its slots and scratch are then free) and close the files it completed."""
         t, event, completes = done
         if event is not None:
@@ -394,7 +394,7 @@ class SharedReads(Strategy):
         for f in completes:
             self._finish(f, rec)
 
-    def _finish(self, f: _File, rec: Recorder) -> None:
+    def _finish(self, f: _ShardFile, rec: Recorder) -> None:
         if f.last_chunk == -2:
             return
         rec.close_shard(f.timing, f.error)
@@ -402,9 +402,9 @@ class SharedReads(Strategy):
 
     def _open_files(
         self, ctx: LoadContext, model: ModelPlan, rec: Recorder
-    ) -> tuple[list[_File], list[_Chunk]]:
+    ) -> tuple[list[_ShardFile], list[_Chunk]]:
         """Every rank parses every header (a few kB each) and cuts the same chunks."""
-        files: list[_File] = []
+        files: list[_ShardFile] = []
         for shard in model.shards:
             missing = nonresident(shard.path, shard.bytes)
             timing = rec.open_shard(Path(shard.path).name, nonresident_bytes=missing)
@@ -416,7 +416,7 @@ class SharedReads(Strategy):
             except Exception as exc:
                 rec.close_shard(timing, exc)
                 continue
-            files.append(_File(path=shard.path, header=header, timing=timing, missing=missing))
+            files.append(_ShardFile(path=shard.path, header=header, timing=timing, missing=missing))
         with rec.deserialize(shard=files[0].timing) if files else nullcontext():
             chunks = plan_chunks([f.header for f in files], self.chunk_bytes)
         for c in chunks:
@@ -441,7 +441,7 @@ class SharedReads(Strategy):
 
     # -- reading --------------------------------------------------------------------------------------------------
     def _read_round(
-        self, ctx: LoadContext, files: list[_File], chunks: list[_Chunk], t: int, rec: Recorder
+        self, ctx: LoadContext, files: list[_ShardFile], chunks: list[_Chunk], t: int, rec: Recorder
     ) -> list[Future[Any]]:
         """Start reading this rank's chunk of round ``t`` (if it has one) into its slot; returns the reads."""
         i = t * self._ranks + ctx.rank
@@ -469,7 +469,7 @@ class SharedReads(Strategy):
             self._pool.submit(self._read_part, f, chunk, slot, lo, (start, hi), rec, status, status_index)
         ]
 
-    def _open(self, f: _File) -> None:
+    def _open(self, f: _ShardFile) -> None:
         with f.fd_lock:
             if f.fd is not None:
                 return
@@ -491,7 +491,7 @@ class SharedReads(Strategy):
 
     def _read_part(
         self,
-        f: _File,
+        f: _ShardFile,
         chunk: _Chunk,
         slot: torch.Tensor,
         lo: int,
@@ -526,13 +526,13 @@ class SharedReads(Strategy):
             raise
 
     @staticmethod
-    def _fd(f: _File) -> int:
+    def _fd(f: _ShardFile) -> int:
         with f.fd_lock:
             assert f.fd is not None
             return f.fd
 
     @staticmethod
-    def _go_buffered(f: _File) -> None:
+    def _go_buffered(f: _ShardFile) -> None:
         with f.fd_lock:
             if f.direct and f.fd is not None:
                 old, f.fd, f.direct = f.fd, os.open(f.path, os.O_RDONLY), False
@@ -550,7 +550,7 @@ class SharedReads(Strategy):
         self,
         ctx: LoadContext,
         role: str,
-        files: list[_File],
+        files: list[_ShardFile],
         chunk: _Chunk,
         owner: int,
         t: int,
