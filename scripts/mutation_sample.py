@@ -203,8 +203,8 @@ SAMPLE: tuple[Mutant, ...] = (
     # the earlier audit's planted bug: a phase with no logged end runs to the log's last line, not to ready
     Mutant(
         "boot-report",
-        "    until_s = timestamp_seconds(ready_at) if ready_at else now_s",
-        "    until_s = now_s",
+        "    return timestamp_seconds(ready_at) if ready_at else now_s",
+        "    return now_s",
     ),
     Mutant(
         "actions",

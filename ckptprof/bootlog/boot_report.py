@@ -7,6 +7,7 @@ on a finished boot kept from earlier in the log. The sentences come from summary
 from __future__ import annotations
 
 import re
+from typing import TypeAlias
 
 from ckptprof.bootlog.boot import MAX_RANKS, READY_KEY, Boot
 from ckptprof.bootlog.failures import Failure
@@ -39,33 +40,16 @@ def build_report(boot: Boot, stall_after_s: float, log_ended: bool) -> BootRepor
     framework = boot.framework()
     now = boot.clock.now
     now_s = timestamp_seconds(now) if now else None
-    ready = boot.phases.get(READY_KEY)
-    ready_at = next((span.end for span in ready.spans.values()), None) if ready else None
-    # A phase whose end was never logged in a boot that came up ended, at the latest, when it was ready.
-    until_s = timestamp_seconds(ready_at) if ready_at else now_s
     tracks = sorted(boot.phases.values(), key=lambda track: track.order)
     expected = _expected_ranks(boot)
     fatal = _fatal(boot)
     failure = _failure_report(boot, fatal) if fatal else None
     current = boot.current_key()
-    up = (
-        boot.http_up
-        if log_ended and fatal is None and not boot.ready and boot.clock.seq == boot.http_up_seq
-        else None
-    )
+    up = _http_server_up(boot, log_ended, fatal)
     if up is not None:
-        # Nothing happened after the HTTP server came up: the server is up (its ready line is past the log).
-        rank, start, at = up
-        tracks.append(PhaseTrack(READY_KEY, boot.order + 1, "ready", {rank: RankSpan(start=start, end=at)}))
-        until_s = timestamp_seconds(at) if at else now_s
-    if fatal is not None:
-        state = "failed"
-    elif boot.ready or up is not None:
-        state = "ready"
-    elif current is not None:
-        state = current[0]
-    else:
-        state = "starting"
+        tracks.append(_up_track(boot, up))
+    state = _state(boot, fatal, up, current)
+    until_s = _phases_end_by(boot, up, now_s)
     context = SummaryContext(
         framework=framework,
         current=boot.phases[current] if current else None,
@@ -97,6 +81,45 @@ def build_report(boot: Boot, stall_after_s: float, log_ended: bool) -> BootRepor
         failure=failure,
         unparsed_records=boot.unparsed,
     )
+
+
+# (rank, start, time) of an HTTP server that came up before the engine said it was ready
+HttpUp: TypeAlias = tuple[str, str | None, str | None]
+
+
+def _http_server_up(boot: Boot, log_ended: bool, fatal: Failure | None) -> HttpUp | None:
+    """The HTTP server that came up with nothing after it in a log read to its end: the server is up (its
+    engine's ready line is past the log)."""
+    if log_ended and fatal is None and not boot.ready and boot.clock.seq == boot.http_up_seq:
+        return boot.http_up
+    return None
+
+
+def _up_track(boot: Boot, up: HttpUp) -> PhaseTrack:
+    """The ready phase of a server whose HTTP server came up (``_http_server_up``)."""
+    rank, start, at = up
+    return PhaseTrack(READY_KEY, boot.order + 1, "ready", {rank: RankSpan(start=start, end=at)})
+
+
+def _phases_end_by(boot: Boot, up: HttpUp | None, now_s: float | None) -> float | None:
+    """Until when a phase whose end was never logged ran: when the boot came up, else the log's last time."""
+    if up is not None:
+        at = up[2]
+        return timestamp_seconds(at) if at else now_s
+    ready = boot.phases.get(READY_KEY)
+    ready_at = next((span.end for span in ready.spans.values()), None) if ready else None
+    return timestamp_seconds(ready_at) if ready_at else now_s
+
+
+def _state(boot: Boot, fatal: Failure | None, up: HttpUp | None, current: PhaseKey | None) -> str:
+    """One of phases.STATES: failed, ready, the newest phase's name, or starting."""
+    if fatal is not None:
+        return "failed"
+    if boot.ready or up is not None:
+        return "ready"
+    if current is not None:
+        return current[0]
+    return "starting"
 
 
 def _is_fatal(boot: Boot, failure: Failure) -> bool:
