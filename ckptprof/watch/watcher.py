@@ -33,7 +33,9 @@ from ckptprof.watch.view import Screen, lines
 # bench_watch.py measures the watched load's slowdown at this rate); a load that takes less than a second is
 # seen as its counters before and after.
 DEFAULT_INTERVAL_S = 0.5
-REDISCOVER_S = 1.0
+# Then every 5 s: a look walks every process of the host (psutil builds the parent map), ~3.5 ms of CPU on the
+# 2-core VM, ten times a sample's cost; ranks that start late (a restarted worker) are still found.
+REDISCOVER_S = 5.0
 # Until the first rank appears, look this often: its first reads are the boot's.
 FIRST_RANK_POLL_S = 0.05
 EARLY_END_S = 1.0
