@@ -1,7 +1,8 @@
 """Reading SGLang and vLLM boot logs: what the server did, for how long, and what it is doing now.
 
-Stands alone: nothing here imports the rest of ckptprof, so ``ckptprof log`` stays light and the reader can be
-reused on its own.
+Stands alone: nothing here imports the rest of ckptprof but the engines' log texts (ckptprof/engines/, pure data)
+and errors.py, so ``ckptprof log`` stays light and the reader can be reused on its own. phases.py says how the
+stages fit together.
 """
 
 from __future__ import annotations

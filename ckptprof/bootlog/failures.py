@@ -1,5 +1,5 @@
 """What a failing server writes: Python tracebacks and their error lines, the words of a dying process, and the
-gate that lets the rest of the log past in one C-level scan. Pure functions on text; phases.py keeps the state."""
+gate that lets the rest of the log past in one C-level scan. Pure functions on text, and each boot's FailureTracker (boot.py holds one per boot)."""
 
 from __future__ import annotations
 

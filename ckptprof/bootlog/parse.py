@@ -2,7 +2,7 @@
 
 A physical line of a server log can hold several things: tqdm redraws its bar with a carriage return and no
 newline, so the bar's frames and the next record another rank writes share one line. This module cuts the byte
-stream into those pieces and parses each one; what the records mean is phases.py's business.
+stream into those pieces and parses each one; what the records mean is reading.py's and actions.py's business.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The analyzer's records of one boot: phases and their spans per rank, ranks, bars and failures."""
+"""The pieces a Boot (boot.py) is made of: each phase and its span per rank, each rank's progress, each bar."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The report's sentences and tables from the analyzer's records: phase times, the state's one-line summary,
+"""The report's sentences and tables from a boot's records: phase times, the state's one-line summary,
 and what has not happened yet. Reads the state (state.py); changes nothing."""
 
 from __future__ import annotations
