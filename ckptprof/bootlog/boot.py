@@ -86,8 +86,9 @@ class Boot:
         return self.ready_seq is not None
 
     def finish(self) -> None:
-        """The server restarted: this boot's clock stops where the log was then."""
+        """The server restarted: this boot's clock stops where the log was then, and what only reading needs goes."""
         self.clock = self.clock.copy()
+        self.bar_cache.clear()  # up to a thousand entries, in each of the 33 boots kept
 
     # ------------------------------------------------------------------------------------------ the engine
 
