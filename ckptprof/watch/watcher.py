@@ -147,8 +147,17 @@ class Watcher:
         if pipe is None:
             return
 
+        def write(data: bytes) -> None:
+            text = data.decode("utf-8", "replace")
+            if self.screen is not None:
+                self.screen.passthrough(out, text)
+            else:
+                out.write(text)
+                out.flush()
+
         def run() -> None:
             fd = pipe.fileno()
+            pending = b""
             while True:
                 try:
                     data = os.read(fd, 65536)
@@ -158,12 +167,15 @@ class Watcher:
                     break
                 assert self.log is not None
                 self.log.feed(data)
-                text = data.decode("utf-8", "replace")
-                if self.screen is not None:
-                    self.screen.passthrough(out, text)
-                else:
-                    out.write(text)
-                    out.flush()
+                # Whole lines only (a bar frame ends at its carriage return): the view is drawn between them, never
+                # inside one.
+                pending += data
+                cut = max(pending.rfind(b"\n"), pending.rfind(b"\r")) + 1
+                if cut:
+                    write(pending[:cut])
+                    pending = pending[cut:]
+            if pending:
+                write(pending + b"\n")
 
         thread = threading.Thread(target=run, name="ckptprof-watch-output", daemon=True)
         thread.start()
@@ -231,7 +243,7 @@ class Watcher:
     def run(self) -> WatchRecord:
         """Watch until the end; KeyboardInterrupt (Ctrl-C, SIGTERM) ends it too, with end_reason 'interrupted'."""
         self.residency.sample(0.0, first=True)
-        next_discovery = 0.0
+        next_discovery = next_draw = 0.0
         try:
             while True:
                 began = self._clock()
@@ -241,8 +253,9 @@ class Watcher:
                     next_discovery = self.elapsed() + (REDISCOVER_S if self.record.ranks else 0.0)
                 self._sample()
                 state, words = self._log_words()
-                if self.screen is not None:
+                if self.screen is not None and self.elapsed() >= next_draw:
                     self.screen.draw(lines(self.record, self.elapsed(), words))
+                    next_draw = self.elapsed() + self.interval_s
                 if not self.target.alive():
                     self.record.end_reason = "exited"
                     break

@@ -273,3 +273,17 @@ def test_a_log_file_given_with_pid_ends_the_watch_at_ready(ckpt: Path, tmp_path:
     assert [p["name"] for p in data["log"]["report"]["phases"]][:1] == ["load-weights"]
     assert all(r["status"] == "running" for r in data["ranks"])
     assert all(s["resident_at_end"] == s["bytes"] for s in data["models"][0]["shards"])
+
+
+def test_the_servers_output_passes_through_in_whole_lines(tmp_path: Path) -> None:
+    # GIVEN a command that ends without finishing its last line, and no rank process at all
+    script = "import sys; print('first'); sys.stdout.write('unfinished'); sys.stdout.flush()"
+    done = watch("-o", str(tmp_path / "w"), "--", sys.executable, "-c", script)
+    # THEN its lines come through whole, the view's lines never glued to them, and the session says what was seen
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "first" in lines and "unfinished" in lines
+    data = session(tmp_path / "w")
+    assert data["ranks"] == [] and data["end_reason"] == "exited" and data["target"]["exit_code"] == 0
+    assert any(note.startswith("no rank process was seen") for note in data["notes"])
+    assert any(note.startswith("no checkpoint path on the server's command line") for note in data["notes"])
