@@ -9,7 +9,7 @@ speculative decoding loads inside each scheduler. vLLM's API server starts ``VLL
 ``VllmWorker-0``, ``VllmWorker rank=0``); at TP 1 the engine core loads the weights itself.
 
 A title set with setproctitle shows in ``/proc/PID/cmdline``; ``/proc/PID/comm`` holds its first 15 bytes. Both
-are read; the rank number comes from the full one.
+are read; the rank number comes from the full one. A title counts where an argument starts with it.
 """
 
 from __future__ import annotations
@@ -58,28 +58,38 @@ def _parts(suffix: str) -> tuple[tuple[str, int], ...]:
     return tuple((k, int(v)) for k, v in _PARTS.findall(suffix))
 
 
+def _find(pattern: re.Pattern[str], texts: Sequence[str]) -> re.Match[str] | None:
+    """The first argument (or the name) that starts with the pattern: a title is a whole argument, and a shell's
+    or a launcher's argument that merely mentions one (``bash -c '... sglang::scheduler_TP0 ...'``) is not one."""
+    for text in texts:
+        m = pattern.match(text.strip())
+        if m:
+            return m
+    return None
+
+
 def classify_process(name: str, cmdline: Sequence[str]) -> Role | None:
     """The role of a process from its comm name and its command line; None when it is no known server process."""
-    text = " ".join(cmdline) if cmdline else name
-    m = _SGLANG_SCHEDULER.search(text)
+    texts = [*cmdline, name]
+    m = _find(_SGLANG_SCHEDULER, texts)
     if m:
         parts = _parts(m.group(1))
         tp = dict(parts).get("TP", 0)
         return Role("sglang", "rank", m.group(0), tp, parts or (("TP", tp),))
-    m = _SGLANG_OTHER.search(text) or _SGLANG_OTHER.search(name)
+    m = _find(_SGLANG_OTHER, texts)
     if m:
         return Role("sglang", "helper", m.group(0))
-    m = _VLLM_WORKER.search(text)
+    m = _find(_VLLM_WORKER, texts)
     if m:
         parts = _parts(m.group(1) or "")
         if not parts and m.group(2) is not None:
             parts = (("TP", int(m.group(2))),)
         return Role("vllm", "rank", m.group(0).strip(), dict(parts).get("TP"), parts)
-    m = _VLLM_ENGINE.search(text) or _VLLM_ENGINE.search(name)
+    m = _find(_VLLM_ENGINE, texts)
     if m:
         dp = m.group(1) or m.group(2)
         return Role("vllm", "engine-core", m.group(0), None, (("DP", int(dp)),) if dp else ())
-    m = _VLLM_OTHER.search(text)
+    m = _find(_VLLM_OTHER, texts)
     if m:
         return Role("vllm", "helper", m.group(0))
     return None

@@ -124,3 +124,54 @@ def test_a_pid_that_does_not_exist_is_said_in_one_line() -> None:
     proc.wait()
     with pytest.raises(procs.WatchTargetError, match=rf"pid {proc.pid}: no such process"):
         procs.discover(proc.pid)
+
+
+def _tree(shell: str) -> subprocess.Popen[bytes]:
+    """A process tree whose processes carry the engines' titles as their argv[0] (bash's exec -a), as setproctitle
+    leaves them."""
+    return subprocess.Popen(["bash", "-c", shell], start_new_session=True)
+
+
+def _discover_when(pid: int, ranks: int) -> procs.Discovery:
+    deadline = time.monotonic() + 10
+    found = procs.discover(pid)
+    while len(found.ranks) < ranks and time.monotonic() < deadline:
+        time.sleep(0.05)
+        found = procs.discover(pid)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("shell", "expected", "helpers"),
+    [
+        (  # vLLM at TP2: API server -> engine core -> one worker per rank
+            "(exec -a VLLM::EngineCore bash -c '(exec -a VLLM::Worker_TP0 sleep 30) & "
+            "(exec -a VLLM::Worker_TP1 sleep 30) & wait') & wait",
+            [("vllm", "TP0"), ("vllm", "TP1")],
+            ["VLLM::EngineCore"],
+        ),
+        (  # vLLM at TP1: the engine core loads the weights itself
+            "(exec -a VLLM::EngineCore sleep 30) & wait",
+            [("vllm", "TP0")],
+            [],
+        ),
+        (  # SGLang: launcher -> one scheduler per rank + the detokenizer
+            "(exec -a sglang::scheduler_TP1 sleep 30) & (exec -a sglang::scheduler_TP0 sleep 30) & "
+            "(exec -a sglang::detokenizer sleep 30) & wait",
+            [("sglang", "TP0"), ("sglang", "TP1")],
+            ["sglang::detokenizer"],
+        ),
+    ],
+)
+def test_rank_processes_are_found_in_each_engines_process_tree(
+    shell: str, expected: list[tuple[str, str]], helpers: list[str]
+) -> None:
+    tree = _tree(shell)
+    try:
+        found = _discover_when(tree.pid, len(expected))
+    finally:
+        os.killpg(tree.pid, 9)
+        tree.wait()
+    assert [(r.role.engine, r.label) for r in found.ranks] == expected
+    assert sorted(role.title for _, role in found.helpers) == helpers
+    assert found.engine == expected[0][0]
