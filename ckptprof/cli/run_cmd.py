@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ckptprof import interrupts
 from ckptprof.checkpoint.discovery import ORDERS
 from ckptprof.cli.outputs import DEFAULT_PARENT, check_output_file, claim_run_dir, release_run_dir
-from ckptprof.run.request import CACHE_MODES, DEFAULT_PROBE_SAMPLE_BYTES, DEFAULT_SYNTH_SIZE
+from ckptprof.run.request import DEFAULT_PROBE_SAMPLE_BYTES, DEFAULT_SYNTH_SIZE, RUN_CACHE_MODES
 from ckptprof.session import Session
 from ckptprof.stage_hooks import CLOCK, stage_begins
 from ckptprof.units import parse_size
@@ -35,6 +35,7 @@ The session JSON is always saved (default ./ckptprof-runs/<timestamp>/session.js
 examples:
   ckptprof run                                   built-in synthetic EAGLE-3 draft (64 shards, 512 MB)
   ckptprof run /data/eagle3 --cache cold         diagnose a draft checkpoint from a cold page cache
+  ckptprof run /data/eagle3 --cache cold,warm    cold, then warm: what storage cost, beside the attribution
   ckptprof run /data/verifier --draft /data/eagle3 --tp 8 --devices cuda --faithful
   torchrun --nproc-per-node 8 -m ckptprof run /data/verifier --devices cuda
   ckptprof run /data/eagle3 --strategy all --verify    every SGLang loading path side by side, values checked
@@ -98,9 +99,12 @@ class RunCommand:
         parser.add_argument(
             "-c",
             "--cache",
-            choices=CACHE_MODES,
+            choices=RUN_CACHE_MODES,
             default="as-is",
-            help="cold: drop the checkpoint's pages first; warm: read it once first; as-is (default): record residency",
+            metavar="MODE",
+            help="cold: drop the checkpoint's pages first; warm: read it once first; as-is (default): record "
+            "residency; cold,warm: the same load cold and then warm, and what storage cost the cold load (cold minus "
+            "warm) printed beside the attribution's storage share",
         )
         parser.add_argument(
             "--order",
@@ -325,6 +329,7 @@ class RunCommand:
     ) -> int:
         """Save the sessions, print the summary, write the asked-for renderings; the exit code for the outcome
         (an interrupted run's outcome is the interruption: its ranks' and strategies' states are not listed)."""
+        from ckptprof.cli.referee import referee_lines
         from ckptprof.cli.stages import stage_times, stages_line
         from ckptprof.render import table
 
@@ -357,6 +362,8 @@ class RunCommand:
             if args.json:
                 _write(unwritten, Path(args.json), lambda: session.save(args.json))
             print(table.render(session))
+            for line in referee_lines(session):
+                print(line)
             if times:
                 print(stages_line(times, probe_reused=session.ceilings.reused is not None))
         if wrote:

@@ -11,6 +11,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+# `cache` for a run that loads cold and then the same load warm: what the cold load took beyond the warm one is what
+# storage cost it (ckptprof.run.referee).
+COLD_THEN_WARM = "cold,warm"
+
 # A rank that reports nothing for this long is hung: `run` stops the pass and says where the rank was.
 DEFAULT_RANK_TIMEOUT_S = 1800.0
 
@@ -24,7 +28,8 @@ class ReplayOptions:
     """``cpu``, ``cuda`` (every visible GPU), ``cuda:0-7``, ``cuda:0,3``, or the names; ranks map round-robin."""
 
     cache: str = "warm"
-    """``cold`` (drop the checkpoint's pages first), ``warm`` (read them in first) or ``as-is``."""
+    """``cold`` (drop the checkpoint's pages first), ``warm`` (read them in first), ``as-is``, or ``cold,warm``
+    (``COLD_THEN_WARM``: cold, then the same load warm, to measure what storage cost the cold load)."""
 
     order: str = "sorted"
     """Shard order: ``sorted`` (SGLang from 0.5.13) or ``glob`` (the file system's listing, older releases)."""

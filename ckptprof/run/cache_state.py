@@ -98,7 +98,8 @@ def changed_under_warm_run(session: Session) -> None:
         culprits = [
             e
             for e in inprogress.others(since=_started(session))
-            if e.cache == "cold" and _overlap(here, e.files)
+            if (e.cache or "").startswith("cold")
+            and _overlap(here, e.files)  # cold, or cold then warm: both drop
         ]
         why = (
             f"{inprogress.words(culprits)} dropping it"

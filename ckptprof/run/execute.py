@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from ckptprof import inprogress, interrupts
 from ckptprof.devices import default_device_spec, parse_devices
 from ckptprof.errors import CkptprofError
-from ckptprof.loader.options import DEFAULT_RANK_TIMEOUT_S, ReplayOptions
+from ckptprof.loader.options import COLD_THEN_WARM, DEFAULT_RANK_TIMEOUT_S, ReplayOptions
 from ckptprof.results import Ceilings
-from ckptprof.run import cache_state, stages
+from ckptprof.run import cache_state, referee, stages
 from ckptprof.run.builtin import builtin_checkpoint
 from ckptprof.run.policy import Printer, RunConfig, Spec
 from ckptprof.run.request import RunRequest
@@ -69,7 +69,7 @@ def recent_probe(
         max_age = request.probe_max_age_s if request.probe_max_age_s is not None else reuse.max_age_from_env()
         files = [f for p in (target, request.draft) if p for f in discover(Path(p)).files]
         names = list(devices) if isinstance(devices, tuple) else parse_devices(devices)
-        key = reuse.probe_key(files, names, request.probe_sample_bytes, cache=request.cache)
+        key = reuse.probe_key(files, names, request.probe_sample_bytes, cache=request.first_cache)
     except (CkptprofError, OSError, ValueError):
         return None, None
     if request.reprobe:
@@ -79,6 +79,13 @@ def recent_probe(
         return key, None
     reused = {"measured_at": found.measured_at, "age_s": round(found.age_s, 1), "max_age_s": max_age}
     return key, dataclasses.replace(found, ceilings={**found.ceilings, "reused": reused})
+
+
+def checkpoint_paths(target: str | Path, draft: str | Path | None) -> list[Path]:
+    """The shard files of the target and the draft as the loader finds them."""
+    from ckptprof.checkpoint.discovery import discover
+
+    return [Path(f) for p in (target, draft) if p for f in discover(Path(p)).files]
 
 
 def probe_origin(target: str | Path, draft: str | Path | None, ceilings: Ceilings) -> str:
@@ -194,10 +201,12 @@ def _execute(config: RunConfig, say: Printer | None, progress: bool) -> RunOutco
             reuse.store(probe_key, ceilings.to_dict(), origin=probe_origin(target, request.draft, ceilings))
 
     dropped_beside = None
-    if request.cache == "cold" and is_rank0:
+    if request.first_cache == "cold" and is_rank0:
         # A cold run's drop evicts these files for every run reading them: warm runs on them first get a chance
         # to end, and are named when they did not.
         dropped_beside = cache_state.before_dropping([p for p in (target, request.draft) if p], tell)
+    if request.cache == COLD_THEN_WARM and is_rank0:
+        referee.check_cold_possible(checkpoint_paths(target, request.draft))
     py_spy = Path(request.py_spy_dir) if request.py_spy_dir is not None else None
     runs = series.replay_strategies(
         target,
@@ -223,6 +232,7 @@ def _execute(config: RunConfig, say: Printer | None, progress: bool) -> RunOutco
         sessions=sessions, comparison=runs.comparison, interrupted=runs.interrupted, is_rank0=is_rank0
     )
     if request.check_predictions and not outcome.interrupted:
+        # A checked flag is one load, in the run's first cache state (cold, for a cold-then-warm run).
         replay_one = functools.partial(
             stages.run_stages,
             target,
@@ -230,7 +240,7 @@ def _execute(config: RunConfig, say: Printer | None, progress: bool) -> RunOutco
             **release_kwargs,
             progress=progress and is_rank0,
             log=tell,
-            **replay_options,
+            **{**replay_options, "cache": request.first_cache},
             ceilings=runs.ceilings,
             probe=False,
         )

@@ -5,7 +5,7 @@ written into the session's models as medians."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ Key = tuple[int, str]
 FETCHED_NOTHING = 0.01
 
 
-def engine_title(config: dict[str, Any]) -> str:
+def engine_title(config: Mapping[str, Any]) -> str:
     """The engine whose loading a session replays, as a person names it."""
     vllm = config.get("vllm_release") is not None or str(config.get("strategy", "")).startswith("vllm")
     return "vLLM" if vllm else "SGLang"

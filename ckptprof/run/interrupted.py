@@ -26,6 +26,11 @@ def keep_partial(session: Session, plan: ReplayPlan, stage: str, exc: BaseExcept
     if isinstance(exc, ranks_mod.Interrupted):
         if stage == "replay":
             session.ranks = exc.results
+        elif stage == "warm pass":
+            session.notes.append(
+                "the warm pass was interrupted: the cold load is complete, storage's cost (cold minus warm) was not "
+                "measured"
+            )
         else:
             # The faithful pass was cut: the decomposed results stand, the faithful walls are incomplete.
             session.notes.append(

@@ -7,8 +7,9 @@ from ckptprof.engines import flags as sglang_flags
 from ckptprof.session import Session
 
 
-def add_notes_and_verdict(session: Session) -> None:
-    """Notes that every report must carry, then the verdict."""
+def add_notes_and_verdict(session: Session, warmed_again: bool = False) -> None:
+    """Notes that every report must carry, then the verdict. ``warmed_again``: a warm pass followed the cold
+    load (``--cache cold,warm``), so the pages are in the page cache again."""
     devices = session.config.get("devices", [])
     if not any(str(d).startswith("cuda") for d in devices):
         session.notes.append(
@@ -21,9 +22,13 @@ def add_notes_and_verdict(session: Session) -> None:
         )
     if session.config.get("cache") == "cold":
         dropped = [m for m in session.models if m.cache_note]
+        after = (
+            "its warm pass then read them in again"
+            if warmed_again
+            else "a server started next will read them from storage again"
+        )
         session.notes.append(
-            "cold cache: this run dropped the checkpoint's pages from the page cache before replaying "
-            "(a server started next will read them from storage again)"
+            f"cold cache: this run dropped the checkpoint's pages from the page cache before replaying ({after})"
         )
         for m in dropped:
             if m.cache_note.startswith("could not"):

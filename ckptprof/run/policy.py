@@ -17,6 +17,7 @@ from pathlib import Path
 from ckptprof.errors import UsageError
 from ckptprof.loader import launch
 from ckptprof.loader.launch import Launch
+from ckptprof.loader.options import COLD_THEN_WARM
 from ckptprof.results import ServerLog
 from ckptprof.run.request import RunRequest, spec_text
 
@@ -218,6 +219,9 @@ def resolve(request: RunRequest) -> RunConfig:
     if request.check_predictions and joined is not None:
         # Only rank 0 holds the verdict whose flags are replayed: the other ranks could not follow.
         raise UsageError("--check-predictions runs with spawned ranks (--tp N), not under torchrun")
+    if request.cache == COLD_THEN_WARM and joined is not None:
+        # The warm pass is held against rank 0's cold one; a torchrun launch's ranks drop and warm per node.
+        raise UsageError(f"--cache {COLD_THEN_WARM} runs with spawned ranks (--tp N), not under torchrun")
     server_log = read_server_log(request.server_log) if request.server_log else None
     engine = request.engine
     engine_from_log = False

@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from ckptprof.errors import UsageError
-from ckptprof.loader.options import ReplayOptions
-from ckptprof.loader.plan import CACHE_MODES as CACHE_MODES
+from ckptprof.loader.options import COLD_THEN_WARM, ReplayOptions
+from ckptprof.loader.plan import CACHE_MODES
+
+# What --cache takes: a cache state for the load, or both in turn (cold, then warm: storage's cost).
+RUN_CACHE_MODES = (*CACHE_MODES, COLD_THEN_WARM)
 
 # The flags' defaults, named once: the CLI's help and the API share them.
 DEFAULT_PROBE_SAMPLE_BYTES = 2 * 10**9
@@ -39,7 +42,9 @@ class RunRequest:
     """``cpu``, ``cuda``, ``cuda:0-7``, ``0,1`` (or the names); None: cuda when torch sees one, else cpu."""
 
     cache: str = "as-is"
-    """``cold``, ``warm`` or ``as-is`` (record residency and leave the page cache alone)."""
+    """``cold``, ``warm``, ``as-is`` (record residency and leave the page cache alone), or ``cold,warm``: the same
+    load cold and then warm, and storage's cost (cold minus warm) beside the attribution
+    (``session.extra["cache_referee"]``)."""
 
     order: str | None = None
     """Shard order; None: the release's own (SGLang's sorted or glob order, vLLM's natural or glob)."""
@@ -120,6 +125,11 @@ class RunRequest:
             rank_timeout_s=options.rank_timeout_s,
         )
 
+    @property
+    def first_cache(self) -> str:
+        """The cache state of the run's (first) load: ``cold`` for a cold-then-warm run."""
+        return "cold" if self.cache == COLD_THEN_WARM else self.cache
+
     def with_fields(self, **fields: Any) -> RunRequest:
         """This request with some fields replaced; an unknown name is refused (a typo must not pass silently)."""
         known = {f.name for f in dataclasses.fields(self)}
@@ -136,8 +146,10 @@ class RunRequest:
             raise UsageError("--faithful-rounds must be at least 1")
         if self.vllm_version and self.engine not in (None, "vllm"):
             raise UsageError("--vllm-version goes with --engine vllm")
-        if self.cache not in CACHE_MODES:
-            raise UsageError(f"--cache {self.cache}: choose one of {', '.join(CACHE_MODES)}")
+        if self.cache not in RUN_CACHE_MODES:
+            raise UsageError(
+                f"--cache {self.cache}: choose one of {', '.join(CACHE_MODES)}, or {COLD_THEN_WARM} for both in turn"
+            )
         if self.engine not in (None, "sglang", "vllm"):
             raise UsageError(f"--engine {self.engine}: choose sglang or vllm")
 

@@ -8,6 +8,7 @@ ranks return a session holding only the plan's models and config.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import time
 from collections.abc import Callable
@@ -16,10 +17,11 @@ from typing import Any
 
 from ckptprof.loader import ranks as ranks_mod
 from ckptprof.loader import torchrun
-from ckptprof.loader.options import ReplayOptions, resolve
+from ckptprof.loader.options import COLD_THEN_WARM, ReplayOptions, resolve
 from ckptprof.loader.plan import ReplayPlan, build_plan
 from ckptprof.profiling.pyspy import PySpySession, native_supported
 from ckptprof.results import Ceilings
+from ckptprof.run import referee
 from ckptprof.run.cache_prep import model_info, prepare_all
 from ckptprof.run.ceilings import probe_ceilings
 from ckptprof.run.environment import environment
@@ -51,7 +53,12 @@ def run_stages(
     o = resolve(options, overrides)
     if o.faithful_rounds < 1:
         raise ValueError(f"faithful_rounds must be at least 1, got {o.faithful_rounds}")
+    warm_referee = o.cache == COLD_THEN_WARM
+    if warm_referee:
+        o = o.with_overrides(cache="cold")  # the load is the cold one; the warm pass referees it
     group = torchrun.TorchrunGroup() if torchrun.in_torchrun() else None
+    if warm_referee and group is not None:
+        raise ValueError(f"cache={COLD_THEN_WARM!r} runs with spawned ranks, not under torchrun")
     o = fit_to_launch(o, group)
     plan = build_plan(target, draft, o)
     if group is not None:
@@ -59,6 +66,7 @@ def run_stages(
         plan.devices = [plan.devices[group.local_rank % len(plan.devices)]]
     session = new_session(plan, o, group, sglang_release, vllm_release)
     stages = Stages(session, plan, o, group, progress=progress, say=log or (lambda _msg: None))
+    stages.warm_referee = warm_referee
     return stages.run(ceilings, Path(py_spy_dir) if py_spy_dir is not None else None)
 
 
@@ -169,6 +177,8 @@ class Stages:
         self.progress, self.say = progress, say
         self.stage = "probe"
         self.timer = StageTimer(session)
+        self.warm_referee = False
+        """After the load, the same load from a warm page cache (``cache="cold,warm"``)."""
 
     def run(self, ceilings: Ceilings | None, py_spy_dir: Path | None) -> Session:
         session = self.session
@@ -178,6 +188,7 @@ class Stages:
             results = self.replay(py_spy_dir)
             if wants_faithful(self.o):
                 self.faithful()
+            warm = self.warm_pass() if self.warm_referee else None
             if results is None:  # a torchrun rank other than 0: rank 0 owns the session
                 return session
         except (ranks_mod.Interrupted, KeyboardInterrupt) as exc:
@@ -188,7 +199,9 @@ class Stages:
         # A torchrun launch's process group stays up for the next replay of this process (`--strategy a,b` replays
         # each in turn; tearing the group down and up again between them raced the ranks' reconnection to rank 0).
         # It is destroyed when the process exits.
-        add_notes_and_verdict(session)
+        add_notes_and_verdict(session, warmed_again=warm is not None)
+        if warm is not None:
+            referee.attach(session, warm)
         return session
 
     def probe(self, ceilings: Ceilings | None) -> None:
@@ -254,3 +267,23 @@ class Stages:
             sample=o.sample_threads and self.group is None,
         )
         self.timer.lap("faithful")
+
+    def warm_pass(self) -> Session:
+        """The same load again from a warm page cache, with the same plan and ranks' settings: the referee of the
+        cold load (``--cache cold,warm``). Its session is analysed on its own; the cold one keeps its figures."""
+        self.stage = "warm pass"
+        stage_begins("warm")
+        o, session = self.o, self.session
+        plan = dataclasses.replace(self.plan, cache="warm")
+        warm = Session(config={**session.config, "cache": "warm"}, created=session.created)
+        warm.environment, warm.ceilings = session.environment, session.ceilings
+        states = prepare_all(plan, self.group)
+        warm.models = [model_info(m, res, note) for m, (res, note) in zip(plan.models, states, strict=True)]
+        self.say("warm pass: the same load from a warm page cache (the referee of the cold one) ...")
+        warm.ranks = run_ranks(plan, faithful=False, progress=self.progress, group=self.group) or []
+        if wants_faithful(o):
+            sample = o.sample_threads and self.group is None
+            faithful_passes(warm, plan, o.faithful_rounds, self.progress, self.group, self.say, sample=sample)
+        add_notes_and_verdict(warm)
+        self.timer.lap("warm")
+        return warm

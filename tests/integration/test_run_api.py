@@ -23,7 +23,7 @@ LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 def comparable(session: Session) -> dict[str, Any]:
     """What a request decides, without what each pass measures (walls, pids, residency percentages, the memory
     available when vLLM's prefetch rule was applied)."""
-    config = json.loads(json.dumps(session.config))
+    config = json.loads(json.dumps(session.to_dict()["config"]))  # as saved, whatever type holds it in memory
     decision = (config.get("vllm_release") or {}).get("prefetch_decision")
     if decision is not None:
         assert decision.pop("available_bytes") > 0
@@ -98,7 +98,9 @@ def test_a_request_is_refused_before_anything_runs() -> None:
         resolve(RunRequest(tp=0))
     with pytest.raises(UsageError, match=r"^--vllm-version goes with --engine vllm$"):
         resolve(RunRequest(engine="sglang", vllm_version="0.33.0"))
-    with pytest.raises(UsageError, match=r"^--cache lukewarm: choose one of cold, warm, as-is$"):
+    with pytest.raises(
+        UsageError, match=r"^--cache lukewarm: choose one of cold, warm, as-is, or cold,warm for both"
+    ):
         resolve(RunRequest(cache="lukewarm"))
     with pytest.raises(TypeError, match=r"^unknown run field\(s\): tp_size$"):
         RunRequest().with_fields(tp_size=8)
