@@ -101,6 +101,12 @@ def test_nothing_imports_the_command_line() -> None:
         ("session", "run"),
         # api.py is the stage runner's public face over run/: run/ never reaches back up to it
         ("run", "api"),
+        # watch/ observes a live server from outside: it never replays, probes, renders or runs a replay
+        ("watch", "loader"),
+        ("watch", "run"),
+        ("watch", "api"),
+        ("watch", "probe"),
+        ("watch", "render"),
     ],
 )
 def test_a_lower_room_never_imports_a_higher_one(frm: str, to: str) -> None:
