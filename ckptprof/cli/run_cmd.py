@@ -76,191 +76,216 @@ def _write(unwritten: list[str], path: Path, write: Callable[[], object]) -> boo
     return True
 
 
+def _add_what_and_where(parser: argparse.ArgumentParser) -> None:
+    """What is loaded, by how many ranks, on which devices, from which cache state, in which order."""
+    parser.add_argument(
+        "target",
+        nargs="?",
+        help="checkpoint directory (the verifier); omit for the built-in synthetic draft",
+    )
+    parser.add_argument("-d", "--draft", help="the speculative draft checkpoint, loaded after the target")
+    parser.add_argument(
+        "-t", "--tp", type=int, default=1, help="tensor-parallel ranks, one process each (default 1)"
+    )
+    parser.add_argument(
+        "--devices",
+        default=None,
+        help="cpu | cuda (all visible) | cuda:0-7 | 0,1 (default: cuda if present, else cpu)",
+    )
+    parser.add_argument(
+        "-c",
+        "--cache",
+        choices=RUN_CACHE_MODES,
+        default="as-is",
+        metavar="MODE",
+        help="cold: drop the checkpoint's pages first; warm: read it once first; as-is (default): record "
+        "residency; cold,warm: the same load cold and then warm, and what storage cost the cold load (cold minus "
+        "warm) printed beside the attribution's storage share",
+    )
+    parser.add_argument(
+        "--order",
+        choices=ORDERS,
+        default=None,
+        help="shard order: sorted, glob (raw directory order), natural (vLLM); default: the SGLang release's "
+        "(sorted from 0.5.13, glob before)",
+    )
+    parser.add_argument(
+        "--synth-size", type=_size, default=DEFAULT_SYNTH_SIZE, help="size of the built-in checkpoint"
+    )
+
+
+def _add_passes(parser: argparse.ArgumentParser) -> None:
+    """The passes besides the decomposed one: the engine's exact sequence, and how it is watched."""
+    parser.add_argument(
+        "--faithful",
+        action="store_true",
+        help="also run SGLang's exact sequence and compare walls (SGLang's own iterator when sglang is "
+        "importable here, else ckptprof's replica; the summary says which)",
+    )
+    parser.add_argument(
+        "--no-engine-iterator",
+        dest="engine_iterator",
+        action="store_false",
+        help="with --faithful: run ckptprof's replica of the sequence even where the engine is installed here "
+        "(to hold the engine's own iterator and the replica against each other)",
+    )
+    parser.add_argument(
+        "--faithful-rounds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --faithful (implied when N > 1): alternate N faithful passes with decomposed ones and compare "
+        "medians - for a host or disk whose speed drifts between passes (default 1)",
+    )
+    parser.add_argument(
+        "--sample-threads",
+        action="store_true",
+        help="with --faithful (implied): sample every rank's threads from the kernel (~1 kHz: state, wait "
+        "channel, faults) while it runs SGLang's sequence unchanged, and give the shares of that wall spent "
+        "waiting on storage, faulting cached pages, on the CPU, or waiting on anything else (spawned ranks); "
+        "ticks inside SGLang's own copy_ calls (timed in place) count as h2d, running outside them as "
+        "deserialisation",
+    )
+    parser.add_argument(
+        "--ep", action="store_true", help="expert parallelism: a rank loads only its own MoE experts"
+    )
+
+
+def _add_probe(parser: argparse.ArgumentParser) -> None:
+    """The ceilings: measured, reused, or skipped."""
+    parser.add_argument(
+        "--no-probe", action="store_true", help="skip measuring storage / page-cache / H2D ceilings"
+    )
+    parser.add_argument(
+        "--probe-sample",
+        type=_size,
+        default=DEFAULT_PROBE_SAMPLE_BYTES,
+        help="bytes each cold storage read of the probe reads; the 1-stream and N-stream reads take disjoint "
+        "halves of up to twice this, so a smaller checkpoint is read once (default 2GB)",
+    )
+    parser.add_argument(
+        "--reprobe",
+        action="store_true",
+        help="measure the ceilings again even when a recent probe of the same file system(s), devices and "
+        "sample size could be reused",
+    )
+    parser.add_argument(
+        "--probe-max-age",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="reuse a probe younger than this (default 3600, or $CKPTPROF_PROBE_MAX_AGE_S; 0: never reuse); "
+        "the summary prints the reused probe's age",
+    )
+
+
+def _add_paths_and_releases(parser: argparse.ArgumentParser) -> None:
+    """Which loading paths and which engine release are replayed, and what is checked."""
+    parser.add_argument(
+        "-s",
+        "--strategy",
+        default=None,
+        metavar="NAME[,NAME...]",
+        help="loading path(s) to replay, compared side by side: sglang, sglang-mt, sglang-mt-completed, "
+        "no-mmap, prefetch, pipelined, pipelined-shared (each byte read once per node at TP > 1), "
+        "safetensors-pread, and the peers' real loaders fastsafetensors, "
+        "runai-streamer, instanttensor (unavailable when not installed), 'peers' (those and pipelined), or "
+        "'all'; parameters as NAME:key=value "
+        "(e.g. sglang-mt:num_threads=16). Default: the SGLang release's own default path (sglang-mt with 8 "
+        "threads from 0.5.10 on, sglang before)",
+    )
+    parser.add_argument(
+        "--draft-strategy",
+        metavar="NAME",
+        help="the draft's own load format, as SGLang's --speculative-draft-load-format gives it: "
+        "runai-streamer, instanttensor, fastsafetensors (parameters as NAME:key=value), or auto (the release's "
+        "default path); default: the draft loads like the target, as SGLang does when the flag is not set",
+    )
+    parser.add_argument(
+        "--check-predictions",
+        action="store_true",
+        help="replay every flag the verdict recommends (same cache mode, same ceilings) and print its "
+        "predicted vs measured wall, and the prediction re-priced with the storage measured just before; exit 1, "
+        "saying why, when there is nothing to check",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("sglang", "vllm"),
+        default=None,
+        help="whose loading to replay (default: vllm for a vLLM server's --log or with --vllm-version, else "
+        "sglang). vllm: vLLM's paths (strategies vllm, vllm-eager, "
+        "vllm-prefetch, vllm-mt; --vllm-version picks the release); without --strategy it replays the path "
+        "vLLM takes here by its automatic-prefetch rule (this file system, this RAM) and the other side of the "
+        "rule, and says what prefetching costs or saves",
+    )
+    parser.add_argument(
+        "--vllm-version",
+        metavar="X.Y.Z",
+        help="with --engine vllm: the vLLM release whose loading to replay (default: the installed vllm, else "
+        "the release --log names, else the newest profile)",
+    )
+    parser.add_argument(
+        "--sglang-version",
+        metavar="X.Y.Z",
+        help="the SGLang release whose loading to replay (default: the installed sglang, else the bar in "
+        "--log, else the newest profile); the summary says which profile was used and why",
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every strategy loaded the same parameter values as sglang (blake2b per parameter and rank)",
+    )
+    parser.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="replay a .bin/.pt (pickle) checkpoint with torch.load(weights_only=True); never unpickled otherwise",
+    )
+    parser.add_argument(
+        "--rank-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop a replay pass when no rank has finished a shard for this long, and mark the ranks failed "
+        "with where they hung (default 1800, or $CKPTPROF_RANK_TIMEOUT_S; 0: never)",
+    )
+    parser.add_argument(
+        "--log",
+        metavar="FILE",
+        help="the server's boot log: put its own load-weights times next to the replay's",
+    )
+    parser.add_argument(
+        "--py-spy",
+        action="store_true",
+        help="sample every rank with py-spy (speedscope files beside the session; needs ptrace)",
+    )
+
+
+def _add_outputs(parser: argparse.ArgumentParser) -> None:
+    """What is written and shown besides the summary."""
+    parser.add_argument("--json", metavar="PATH", help="also write the session JSON here ('-' prints it)")
+    parser.add_argument(
+        "-o", "--out", metavar="DIR", help="run directory (default ./ckptprof-runs/<timestamp>)"
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--html", metavar="PATH", help="also write the self-contained HTML report here (see `report`)"
+    )
+    parser.add_argument(
+        "--trace", metavar="PATH", help="also write a Perfetto / Chrome trace JSON here (ui.perfetto.dev)"
+    )
+
+
 class RunCommand:
     name = "run"
     help = "Replay SGLang's sharded loading per TP rank; attribute each shard's time to storage, deserialisation, H2D."
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.epilog = EPILOG
-        parser.add_argument(
-            "target",
-            nargs="?",
-            help="checkpoint directory (the verifier); omit for the built-in synthetic draft",
-        )
-        parser.add_argument("-d", "--draft", help="the speculative draft checkpoint, loaded after the target")
-        parser.add_argument(
-            "-t", "--tp", type=int, default=1, help="tensor-parallel ranks, one process each (default 1)"
-        )
-        parser.add_argument(
-            "--devices",
-            default=None,
-            help="cpu | cuda (all visible) | cuda:0-7 | 0,1 (default: cuda if present, else cpu)",
-        )
-        parser.add_argument(
-            "-c",
-            "--cache",
-            choices=RUN_CACHE_MODES,
-            default="as-is",
-            metavar="MODE",
-            help="cold: drop the checkpoint's pages first; warm: read it once first; as-is (default): record "
-            "residency; cold,warm: the same load cold and then warm, and what storage cost the cold load (cold minus "
-            "warm) printed beside the attribution's storage share",
-        )
-        parser.add_argument(
-            "--order",
-            choices=ORDERS,
-            default=None,
-            help="shard order: sorted, glob (raw directory order), natural (vLLM); default: the SGLang release's "
-            "(sorted from 0.5.13, glob before)",
-        )
-        parser.add_argument(
-            "--faithful",
-            action="store_true",
-            help="also run SGLang's exact sequence and compare walls (SGLang's own iterator when sglang is "
-            "importable here, else ckptprof's replica; the summary says which)",
-        )
-        parser.add_argument(
-            "--no-engine-iterator",
-            dest="engine_iterator",
-            action="store_false",
-            help="with --faithful: run ckptprof's replica of the sequence even where the engine is installed here "
-            "(to hold the engine's own iterator and the replica against each other)",
-        )
-        parser.add_argument(
-            "--faithful-rounds",
-            type=int,
-            default=1,
-            metavar="N",
-            help="with --faithful (implied when N > 1): alternate N faithful passes with decomposed ones and compare "
-            "medians - for a host or disk whose speed drifts between passes (default 1)",
-        )
-        parser.add_argument(
-            "--sample-threads",
-            action="store_true",
-            help="with --faithful (implied): sample every rank's threads from the kernel (~1 kHz: state, wait "
-            "channel, faults) while it runs SGLang's sequence unchanged, and give the shares of that wall spent "
-            "waiting on storage, faulting cached pages, on the CPU, or waiting on anything else (spawned ranks); "
-            "ticks inside SGLang's own copy_ calls (timed in place) count as h2d, running outside them as "
-            "deserialisation",
-        )
-        parser.add_argument(
-            "--ep", action="store_true", help="expert parallelism: a rank loads only its own MoE experts"
-        )
-        parser.add_argument(
-            "--no-probe", action="store_true", help="skip measuring storage / page-cache / H2D ceilings"
-        )
-        parser.add_argument(
-            "--probe-sample",
-            type=_size,
-            default=DEFAULT_PROBE_SAMPLE_BYTES,
-            help="bytes each cold storage read of the probe reads; the 1-stream and N-stream reads take disjoint "
-            "halves of up to twice this, so a smaller checkpoint is read once (default 2GB)",
-        )
-        parser.add_argument(
-            "--reprobe",
-            action="store_true",
-            help="measure the ceilings again even when a recent probe of the same file system(s), devices and "
-            "sample size could be reused",
-        )
-        parser.add_argument(
-            "--probe-max-age",
-            type=float,
-            default=None,
-            metavar="SECONDS",
-            help="reuse a probe younger than this (default 3600, or $CKPTPROF_PROBE_MAX_AGE_S; 0: never reuse); "
-            "the summary prints the reused probe's age",
-        )
-        parser.add_argument(
-            "--synth-size", type=_size, default=DEFAULT_SYNTH_SIZE, help="size of the built-in checkpoint"
-        )
-        parser.add_argument("--json", metavar="PATH", help="also write the session JSON here ('-' prints it)")
-        parser.add_argument(
-            "-o", "--out", metavar="DIR", help="run directory (default ./ckptprof-runs/<timestamp>)"
-        )
-        parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-        parser.add_argument(
-            "-s",
-            "--strategy",
-            default=None,
-            metavar="NAME[,NAME...]",
-            help="loading path(s) to replay, compared side by side: sglang, sglang-mt, sglang-mt-completed, "
-            "no-mmap, prefetch, pipelined, pipelined-shared (each byte read once per node at TP > 1), "
-            "safetensors-pread, and the peers' real loaders fastsafetensors, "
-            "runai-streamer, instanttensor (unavailable when not installed), 'peers' (those and pipelined), or "
-            "'all'; parameters as NAME:key=value "
-            "(e.g. sglang-mt:num_threads=16). Default: the SGLang release's own default path (sglang-mt with 8 "
-            "threads from 0.5.10 on, sglang before)",
-        )
-        parser.add_argument(
-            "--draft-strategy",
-            metavar="NAME",
-            help="the draft's own load format, as SGLang's --speculative-draft-load-format gives it: "
-            "runai-streamer, instanttensor, fastsafetensors (parameters as NAME:key=value), or auto (the release's "
-            "default path); default: the draft loads like the target, as SGLang does when the flag is not set",
-        )
-        parser.add_argument(
-            "--check-predictions",
-            action="store_true",
-            help="replay every flag the verdict recommends (same cache mode, same ceilings) and print its "
-            "predicted vs measured wall, and the prediction re-priced with the storage measured just before; exit 1, "
-            "saying why, when there is nothing to check",
-        )
-        parser.add_argument(
-            "--engine",
-            choices=("sglang", "vllm"),
-            default=None,
-            help="whose loading to replay (default: vllm for a vLLM server's --log or with --vllm-version, else "
-            "sglang). vllm: vLLM's paths (strategies vllm, vllm-eager, "
-            "vllm-prefetch, vllm-mt; --vllm-version picks the release); without --strategy it replays the path "
-            "vLLM takes here by its automatic-prefetch rule (this file system, this RAM) and the other side of the "
-            "rule, and says what prefetching costs or saves",
-        )
-        parser.add_argument(
-            "--vllm-version",
-            metavar="X.Y.Z",
-            help="with --engine vllm: the vLLM release whose loading to replay (default: the installed vllm, else "
-            "the release --log names, else the newest profile)",
-        )
-        parser.add_argument(
-            "--sglang-version",
-            metavar="X.Y.Z",
-            help="the SGLang release whose loading to replay (default: the installed sglang, else the bar in "
-            "--log, else the newest profile); the summary says which profile was used and why",
-        )
-        parser.add_argument(
-            "--verify",
-            action="store_true",
-            help="check every strategy loaded the same parameter values as sglang (blake2b per parameter and rank)",
-        )
-        parser.add_argument(
-            "--allow-pickle",
-            action="store_true",
-            help="replay a .bin/.pt (pickle) checkpoint with torch.load(weights_only=True); never unpickled otherwise",
-        )
-        parser.add_argument(
-            "--rank-timeout",
-            type=float,
-            default=None,
-            metavar="SECONDS",
-            help="stop a replay pass when no rank has finished a shard for this long, and mark the ranks failed "
-            "with where they hung (default 1800, or $CKPTPROF_RANK_TIMEOUT_S; 0: never)",
-        )
-        parser.add_argument(
-            "--log",
-            metavar="FILE",
-            help="the server's boot log: put its own load-weights times next to the replay's",
-        )
-        parser.add_argument(
-            "--py-spy",
-            action="store_true",
-            help="sample every rank with py-spy (speedscope files beside the session; needs ptrace)",
-        )
-        parser.add_argument(
-            "--html", metavar="PATH", help="also write the self-contained HTML report here (see `report`)"
-        )
-        parser.add_argument(
-            "--trace", metavar="PATH", help="also write a Perfetto / Chrome trace JSON here (ui.perfetto.dev)"
-        )
+        _add_what_and_where(parser)
+        _add_passes(parser)
+        _add_probe(parser)
+        _add_paths_and_releases(parser)
+        _add_outputs(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from ckptprof.run import resolve
@@ -339,19 +364,10 @@ class RunCommand:
         times = stage_times(starts, sessions, ended)
         if times:
             session.extra["run_stages_s"] = dict(times)
-        verified_ok = True
+        verified_ok = comparison is None or comparison.verified is not False
         unwritten: list[str] = []
         if comparison is not None:
-            from ckptprof.analysis.strategies import strategy_label
-
-            verified_ok = comparison.verified is not False
-            for other in sessions[1:]:
-                label = strategy_label(other.config)
-                # "pipelined:readers=32" -> session-pipelined_readers-32.json: variants of one strategy never collide
-                stem = label.replace(":", "_").replace("=", "-").replace("/", "-")
-                other_path = out_dir / f"session-{stem}.json"
-                if _write(unwritten, other_path, functools.partial(other.save, other_path)):
-                    session.artifacts.setdefault("strategy_sessions", {})[label] = str(other_path)
+            _save_strategy_sessions(session, sessions[1:], out_dir, unwritten)
         # Written before the summary is printed, a session survives a terminal that goes away; a write that fails
         # still leaves the summary on the screen and one line why.
         saved = out_dir / "session.json"
@@ -389,23 +405,42 @@ class RunCommand:
                 file=sys.stderr,
             )
             return 130
-        from ckptprof.analysis.strategies import session_status
+        return _outcome_code(session, sessions, verified_ok)
 
-        # A strategy whose package is missing is unavailable, not failed: the others ran and the exit is clean.
-        statuses = [session_status(other) for other in sessions]
-        failed = any(status == "failed" for status, _ in statuses)
-        for other, (status, reason) in zip(sessions, statuses, strict=True):
-            if status == "unavailable":
-                print(
-                    f"ckptprof run: {other.config.get('strategy')} is unavailable here: {reason}",
-                    file=sys.stderr,
-                )
-        for line in failed_shard_lines(session):
-            print(f"ckptprof run: error: {line}", file=sys.stderr)
-        if not verified_ok:
-            print("ckptprof run: --verify: a strategy loaded different values than sglang", file=sys.stderr)
-            return 1
-        return 2 if failed else 0
+
+def _save_strategy_sessions(
+    session: Session, others: list[Session], out_dir: Path, unwritten: list[str]
+) -> None:
+    """Every other strategy's session beside the first one's, named in its artifacts."""
+    from ckptprof.analysis.strategies import strategy_label
+
+    for other in others:
+        label = strategy_label(other.config)
+        # "pipelined:readers=32" -> session-pipelined_readers-32.json: variants of one strategy never collide
+        stem = label.replace(":", "_").replace("=", "-").replace("/", "-")
+        other_path = out_dir / f"session-{stem}.json"
+        if _write(unwritten, other_path, functools.partial(other.save, other_path)):
+            session.artifacts.setdefault("strategy_sessions", {})[label] = str(other_path)
+
+
+def _outcome_code(session: Session, sessions: list[Session], verified_ok: bool) -> int:
+    """The exit code of a run that ended, with a line for each strategy that could not run and each failure."""
+    from ckptprof.analysis.strategies import session_status
+
+    # A strategy whose package is missing is unavailable, not failed: the others ran and the exit is clean.
+    statuses = [session_status(other) for other in sessions]
+    failed = any(status == "failed" for status, _ in statuses)
+    for other, (status, reason) in zip(sessions, statuses, strict=True):
+        if status == "unavailable":
+            print(
+                f"ckptprof run: {other.config.get('strategy')} is unavailable here: {reason}", file=sys.stderr
+            )
+    for line in failed_shard_lines(session):
+        print(f"ckptprof run: error: {line}", file=sys.stderr)
+    if not verified_ok:
+        print("ckptprof run: --verify: a strategy loaded different values than sglang", file=sys.stderr)
+        return 1
+    return 2 if failed else 0
 
 
 def log_choice_line(log: str, chosen: Sequence[tuple[str, str]]) -> str:
