@@ -1,7 +1,8 @@
 """Whether a probe measured the hardware alone, or while something else used it.
 
 A probe taken while other ckptprof runs were in progress, or while the block device under the checkpoint served
-someone else's reads, measures a share of the hardware, not its ceiling. Such a probe says so in a note that starts with ``PREFIX``, and is never kept for reuse.
+someone else's reads, measures a share of the hardware, not its ceiling. Such a probe says so in a note that starts
+with ``PREFIX``, and is never kept for reuse.
 
 The rules, both measured:
 - other runs: any other ckptprof run registered as in progress (``ckptprof.inprogress``) at any time between the

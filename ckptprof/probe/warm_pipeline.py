@@ -4,8 +4,9 @@ to the device, both at once.
 The page-cache read and the pinned H2D copy are each measured alone; min(page cache, H2D) is not what a loader can
 reach with both running, because both use the host's memory: the CPU copy out of the page cache reads and writes
 every byte, the DMA reads it once more, so together they reach less than the slower of the two alone (the figures:
-reports/h200/2026-12-01f-h200-warm-floor-memory-bandwidth). This probe measures that combined rate directly: ``threads`` threads read a warm sample of the checkpoint, ``CHUNK_BYTES`` at a time, into a
-ring of pinned buffers, and each filled buffer is copied to the device on a side stream; a buffer is reused once its
+reports/h200/2026-12-01f-h200-warm-floor-memory-bandwidth). This probe measures that combined rate directly:
+``threads`` threads read a warm sample of the checkpoint, ``CHUNK_BYTES`` at a time, into a ring of pinned buffers,
+and each filled buffer is copied to the device on a side stream; a buffer is reused once its
 copy finished. With several devices (ranks spread over GPUs) the buffers go to them in turn, each on its own
 stream: the host's memory then feeds every link the load uses at once. The same loop on a CPU device copies into
 host memory instead (what the tests run).

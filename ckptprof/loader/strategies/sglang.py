@@ -7,11 +7,11 @@ Decomposing a shard whose bytes are not all cached, with ``read_ahead=true`` (of
 measured on a GPU; a tensor-level first version was: reports/h200/2026-11-30c-h200x2-run): in SGLang's own
 sequence the kernel's read-ahead fetches the next pages while ``copy_`` copies the resident ones, so storage and
 copies overlap; faulting each tensor in and then copying it, one after the other, times that overlap away (the
-phases of a cold load then add up to more than SGLang's wall: reports/h200/2026-11-30c-h200x2-run). With ``read_ahead``, each
-tensor's slice is copied in blocks of rows (``block_mib``) and one read-ahead thread faults the next ``depth`` blocks
-in (timed as "read", with its own faults and storage bytes) while the rank copies the current one (timed as "h2d"),
-so the storage keeps working during the copies as it does under SGLang. A cached shard is decomposed one tensor
-after the other: there is no read-ahead I/O to overlap with.
+phases of a cold load then add up to more than SGLang's wall: reports/h200/2026-11-30c-h200x2-run). With
+``read_ahead``, each tensor's slice is copied in blocks of rows (``block_mib``) and one read-ahead thread faults the
+next ``depth`` blocks in (timed as "read", with its own faults and storage bytes) while the rank copies the current
+one (timed as "h2d"), so the storage keeps working during the copies as it does under SGLang. A cached shard is
+decomposed one tensor after the other: there is no read-ahead I/O to overlap with.
 """
 
 from __future__ import annotations
