@@ -79,6 +79,12 @@ class WatchCommand:
             "--timeout", type=float, default=None, metavar="SECONDS", help="stop watching after this long"
         )
         parser.add_argument(
+            "--py-spy",
+            action="store_true",
+            help="also read each rank's Python stack every 2 s with py-spy dump --nonblocking (the server is "
+            "never paused; needs permission to ptrace it)",
+        )
+        parser.add_argument(
             "command",
             nargs=argparse.REMAINDER,
             metavar="-- COMMAND",
@@ -111,6 +117,7 @@ class WatchCommand:
             interval_s=args.interval,
             timeout_s=args.timeout,
             screen=screen,
+            py_spy=args.py_spy,
         )
         if target.popen is None:
             try:

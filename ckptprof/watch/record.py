@@ -17,6 +17,7 @@ from ckptprof.version import __version__
 from ckptprof.watch.counters import ProcCounters
 from ckptprof.watch.procs import RankProcess
 from ckptprof.watch.residency import ModelTrack
+from ckptprof.watch.stacks import RankStacks
 
 SCHEMA_VERSION = 1
 OBSERVED = "live-server"
@@ -44,6 +45,7 @@ class RankTrack:
     samples: list[ProcCounters] = field(default_factory=list)
     gone_s: float | None = None  # seconds after watch began when it was found gone
     io_note: str | None = None
+    stacks: RankStacks | None = None  # with --py-spy
 
     @property
     def label(self) -> str:
@@ -190,6 +192,14 @@ def _rank_dict(r: RankTrack) -> dict[str, Any]:
         "peak_threads": max(s.threads for s in r.samples),
         "state_shares": r.state_shares(),
         "io_note": r.io_note,
+        "stacks": None
+        if r.stacks is None
+        else {
+            "dumps": r.stacks.dumps,
+            "top_frames": [[frame, n] for frame, n in r.stacks.top()],
+            "last": r.stacks.last,
+            "error": r.stacks.error,
+        },
         "samples": [
             [
                 _r(s.at - r.samples[0].at + r.first_seen_s),

@@ -34,6 +34,7 @@ def rank_line(r: RankTrack) -> str:
         f"  syscr {last.syscr if last.syscr is not None else '-'}  majflt {last.major_faults}"
         f"  cpu {'-' if cpu_rate is None else f'{100 * cpu_rate:.0f}%'}"
         f"  rss {human_bytes(last.rss_bytes)}  threads {last.threads}"
+        + (f"  in {r.stacks.last}" if r.stacks is not None and r.stacks.last else "")
     )
 
 

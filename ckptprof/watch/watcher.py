@@ -26,6 +26,7 @@ from ckptprof.watch.counters import ProcessReader
 from ckptprof.watch.logfeed import FileFollower, LogFeed
 from ckptprof.watch.record import RankTrack, WatchRecord
 from ckptprof.watch.residency import ResidencyTracker
+from ckptprof.watch.stacks import RankStacks, StackSampler
 from ckptprof.watch.view import Screen, lines
 
 # 2 Hz: one sample of a rank (stat, io, and every thread's stat and wchan for its state) costs ~0.1-0.3 ms of
@@ -39,6 +40,8 @@ REDISCOVER_S = 5.0
 # Until the first rank appears, look this often: its first reads are the boot's.
 FIRST_RANK_POLL_S = 0.05
 EARLY_END_S = 1.0
+# A rank that used less CPU than this share of the watch was not loading.
+IDLE_CPU_SHARE = 0.05
 # How long a server watch started gets to stop after the user's signal is passed on, before it is killed.
 CHILD_STOP_GRACE_S = 10.0
 
@@ -86,6 +89,7 @@ class Watcher:
         screen: Screen | None = None,
         threads: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        py_spy: bool = False,
     ) -> None:
         self.target = target
         self.interval_s = interval_s
@@ -100,6 +104,10 @@ class Watcher:
         self._follower: FileFollower | None = None
         self.residency = ResidencyTracker()
         self.log: LogFeed | None = None
+        self._alive: tuple[
+            int, ...
+        ] = ()  # the ranks being sampled, for the py-spy thread (replaced, never mutated)
+        self.stacks = StackSampler(lambda: list(self._alive)) if py_spy else None
         try:
             command = psutil.Process(target.pid).cmdline()
         except psutil.Error:
@@ -211,6 +219,8 @@ class Watcher:
                 continue
             self._readers[rank.pid] = reader
             track = RankTrack(rank, round(self.elapsed(), 3), first, first, [first], io_note=reader.io_error)
+            if self.stacks is not None:
+                track.stacks = self.stacks.stacks.setdefault(rank.pid, RankStacks())
             self._tracks[rank.pid] = track
             self.record.ranks.append(track)
             if reader.io_error and reader.io_error not in self.record.notes:
@@ -227,6 +237,7 @@ class Watcher:
                 del self._readers[pid]
             else:
                 track.add(counters)
+        self._alive = tuple(self._readers)
         self.residency.sample(self.elapsed())
 
     def _log_words(self) -> tuple[str | None, str | None]:
@@ -243,6 +254,8 @@ class Watcher:
     def run(self) -> WatchRecord:
         """Watch until the end; KeyboardInterrupt (Ctrl-C, SIGTERM) ends it too, with end_reason 'interrupted'."""
         self.residency.sample(0.0, first=True)
+        if self.stacks is not None:
+            self.stacks.start()
         next_discovery = next_draw = 0.0
         try:
             while True:
@@ -286,6 +299,10 @@ class Watcher:
             if self.target.popen is not None:
                 for thread in self._pumps:
                     thread.join(timeout=2)
+        if self.stacks is not None:
+            self.stacks.stop()
+            if self.stacks.note:
+                self.record.notes.append(self.stacks.note)
         if self._follower is not None:
             self._follower.stop()
             if self._follower.error:
@@ -353,12 +370,26 @@ def findings(record: WatchRecord) -> list[str]:
     ckpt = record.checkpoint_bytes()
     watched = record.storage_bytes_watched()
     at_start = sum(s.resident_at_start for m in record.models for s in m.shards)
-    if ckpt and watched is not None and watched < 0.01 * ckpt and at_start >= 0.99 * ckpt:
+    # Past loading: nothing fetched, every shard already in memory, and the ranks idle - a warm load reads
+    # nothing from storage either, but it keeps its ranks busy.
+    idle = all(
+        (r.delta("user_s") or 0.0) + (r.delta("system_s") or 0.0)
+        < IDLE_CPU_SHARE * max(record.duration_s, 1e-9)
+        for r in record.ranks
+    )
+    if (
+        not record.started_by_watch
+        and ckpt
+        and watched is not None
+        and watched < 0.01 * ckpt
+        and at_start >= 0.99 * ckpt
+        and idle
+    ):
         before = record.storage_bytes_total() or 0
         out.append(
-            f"the server was already past loading when watch attached: every shard was in the page cache and the "
-            f"ranks read {human_bytes(watched)} from storage while watched ({human_bytes(before)} since they "
-            "started)"
+            f"the server was already past loading when watch attached: every shard was in the page cache, the "
+            f"ranks were idle and read {human_bytes(watched)} from storage while watched ({human_bytes(before)} "
+            "since they started)"
         )
     amp = record.amplification()
     if amp is not None and amp > 1.2:

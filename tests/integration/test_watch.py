@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -287,3 +288,20 @@ def test_the_servers_output_passes_through_in_whole_lines(tmp_path: Path) -> Non
     assert data["ranks"] == [] and data["end_reason"] == "exited" and data["target"]["exit_code"] == 0
     assert any(note.startswith("no rank process was seen") for note in data["notes"])
     assert any(note.startswith("no checkpoint path on the server's command line") for note in data["notes"])
+
+
+@pytest.mark.skipif(
+    shutil.which("py-spy") is None and os.environ.get("CI") != "true", reason="py-spy is not installed"
+)
+def test_py_spy_reads_each_ranks_stack_without_stopping_it(ckpt: Path, tmp_path: Path) -> None:
+    cold(ckpt)
+    out = tmp_path / "w"
+    done = watch("-o", str(out), "--py-spy", "--", *standin_cmd(ckpt, "--delay-s", "0.04"))
+    assert done.returncode == 0, done.stderr
+    data = session(out)
+    for r in data["ranks"]:
+        stacks = r["stacks"]
+        assert stacks["error"] is None and stacks["dumps"] >= 1
+        # the rank's main thread was in the stand-in's loading function, as py-spy read it
+        assert any(frame.startswith("child (test_watch_standin.py:") for frame, _ in stacks["top_frames"])
+    assert_loaded_everything(data, ckpt, from_start=True)

@@ -16,15 +16,15 @@ from ckptprof.watch.watcher import findings
 MB = 1_000_000
 
 
-def counters(at: float, read: int) -> ProcCounters:
+def counters(at: float, read: int, busy: float = 0.6) -> ProcCounters:
     return ProcCounters(
         at=at,
         read_bytes=read,
         syscr=10,
         rchar=read,
         major_faults=1,
-        user_s=0.5 * at,
-        system_s=0.1 * at,
+        user_s=busy * 5 / 6 * at,
+        system_s=busy / 6 * at,
         rss_bytes=100 * MB,
         threads=4,
         state="storage",
@@ -32,9 +32,9 @@ def counters(at: float, read: int) -> ProcCounters:
     )
 
 
-def rank(tp: int, reads: list[int], gone_s: float | None = None) -> RankTrack:
+def rank(tp: int, reads: list[int], gone_s: float | None = None, busy: float = 0.6) -> RankTrack:
     proc = RankProcess(1000 + tp, Role("sglang", "rank", f"sglang::scheduler_TP{tp}", tp, (("TP", tp),)), 0.0)
-    samples = [counters(float(i), r) for i, r in enumerate(reads)]
+    samples = [counters(float(i), r, busy) for i, r in enumerate(reads)]
     track = RankTrack(proc, 0.0, samples[0], samples[-1], samples, gone_s=gone_s)
     return track
 
@@ -62,13 +62,19 @@ def test_ranks_that_end_with_the_server_are_not_named() -> None:
     assert not [s for s in findings(rec) if "ended at" in s]
 
 
-def test_a_server_past_loading_is_said_only_when_nothing_was_read_and_all_was_resident() -> None:
-    past = record([rank(0, [50 * MB, 50 * MB]), rank(1, [50 * MB, 50 * MB])], 100 * MB, end="timeout")
-    assert any("already past loading" in s for s in findings(past))
-    loading = record([rank(0, [10 * MB, 50 * MB]), rank(1, [50 * MB, 50 * MB])], 100 * MB, end="timeout")
-    assert not any("already past loading" in s for s in findings(loading))
-    cold = record([rank(0, [50 * MB, 50 * MB]), rank(1, [50 * MB, 50 * MB])], 50 * MB, end="timeout")
-    assert not any("already past loading" in s for s in findings(cold))
+def test_a_server_past_loading_is_said_only_when_nothing_was_read_all_was_resident_and_ranks_idle() -> None:
+    def said(reads: list[int], resident: int, busy: float = 0.0, started_by_watch: bool = False) -> bool:
+        rec = record(
+            [rank(0, reads, busy=busy), rank(1, [50 * MB, 50 * MB], busy=0.0)], resident, end="timeout"
+        )
+        rec.started_by_watch = started_by_watch
+        return any("already past loading" in s for s in findings(rec))
+
+    assert said([50 * MB, 50 * MB], 100 * MB)
+    assert not said([10 * MB, 50 * MB], 100 * MB)  # still reading
+    assert not said([50 * MB, 50 * MB], 50 * MB)  # half the checkpoint not in memory
+    assert not said([50 * MB, 50 * MB], 100 * MB, busy=0.6)  # a warm load: nothing fetched, but busy
+    assert not said([50 * MB, 50 * MB], 100 * MB, started_by_watch=True)  # watched from its start
 
 
 def test_read_amplification_counts_every_rank_against_the_checkpoint() -> None:
@@ -100,3 +106,24 @@ def test_the_view_has_a_line_per_rank_and_prints_plain_lines_off_a_terminal() ->
     now[0] = 6.0
     screen.draw(["c"])  # 6 s: printed
     assert out.getvalue() == "a\nc\n"
+
+
+def test_a_py_spy_dump_is_read_thread_by_thread_past_a_multiline_header() -> None:
+    from ckptprof.watch.stacks import parse_dump
+
+    dump = (
+        "Process 6053: /usr/bin/python -c \n"
+        "    def inner():\n"  # the command line's own lines, indented like frames
+        "Python v3.11.7 (/usr/bin/python3.11)\n\n"
+        'Thread 6053 (active+gil): "MainThread"\n'
+        "    get_tensor (safetensors/torch.py:313)\n"
+        "    load_weights (model.py:40)\n\n"
+        'Thread 0x7F00AB (idle): "pin_memory"\n'
+        "    wait (threading.py:320)\n"
+    )
+    threads = parse_dump(dump)
+    assert [(t.tid, t.state, t.name) for t in threads] == [
+        ("6053", "active+gil", "MainThread"),
+        ("7F00AB", "idle", "pin_memory"),
+    ]
+    assert threads[0].frames == ("get_tensor (safetensors/torch.py:313)", "load_weights (model.py:40)")
