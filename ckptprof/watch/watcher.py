@@ -34,11 +34,12 @@ from ckptprof.watch.view import Screen, lines
 # bench_watch.py measures the watched load's slowdown at this rate); a load that takes less than a second is
 # seen as its counters before and after.
 DEFAULT_INTERVAL_S = 0.5
-# Then every 5 s: a look walks every process of the host (psutil builds the parent map), ~3.5 ms of CPU on the
-# 2-core VM, ten times a sample's cost; ranks that start late (a restarted worker) are still found.
-REDISCOVER_S = 5.0
-# Until the first rank appears, look this often: its first reads are the boot's.
+# Looking for rank processes walks every process of the host (psutil builds the parent map): ~3.5 ms of CPU on the
+# 2-core VM, ten times a sample's cost. Until the first rank appears, look every FIRST_RANK_POLL_S (its first
+# reads are the boot's); then at every sample while ranks keep appearing (the others take their titles a moment
+# later), and every REDISCOVER_S once none has for that long (a restarted worker is still found).
 FIRST_RANK_POLL_S = 0.05
+REDISCOVER_S = 5.0
 EARLY_END_S = 1.0
 # A rank that used less CPU than this share of the watch was not loading.
 IDLE_CPU_SHARE = 0.05
@@ -256,14 +257,17 @@ class Watcher:
         self.residency.sample(0.0, first=True)
         if self.stacks is not None:
             self.stacks.start()
-        next_discovery = next_draw = 0.0
+        next_discovery = next_draw = last_new_rank = 0.0
         try:
             while True:
                 began = self._clock()
                 if self.elapsed() >= next_discovery:
+                    known = len(self.record.ranks)
                     self._discover()
-                    # Every sample until a rank is seen (a rank's first reads are the boot's), then now and then.
-                    next_discovery = self.elapsed() + (REDISCOVER_S if self.record.ranks else 0.0)
+                    if len(self.record.ranks) > known:
+                        last_new_rank = self.elapsed()
+                    settled = self.record.ranks and self.elapsed() - last_new_rank >= REDISCOVER_S
+                    next_discovery = self.elapsed() + (REDISCOVER_S if settled else 0.0)
                 self._sample()
                 state, words = self._log_words()
                 if self.screen is not None and self.elapsed() >= next_draw:

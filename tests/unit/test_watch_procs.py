@@ -132,10 +132,12 @@ def _tree(shell: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["bash", "-c", shell], start_new_session=True)
 
 
-def _discover_when(pid: int, ranks: int) -> procs.Discovery:
+def _discover_when(pid: int, ranks: int, helpers: int) -> procs.Discovery:
+    """Discovery once every process of the tree has taken its title (a forked subshell keeps the shell's command line
+    until it execs)."""
     deadline = time.monotonic() + 10
     found = procs.discover(pid)
-    while len(found.ranks) < ranks and time.monotonic() < deadline:
+    while (len(found.ranks), len(found.helpers)) != (ranks, helpers) and time.monotonic() < deadline:
         time.sleep(0.05)
         found = procs.discover(pid)
     return found
@@ -168,7 +170,7 @@ def test_rank_processes_are_found_in_each_engines_process_tree(
 ) -> None:
     tree = _tree(shell)
     try:
-        found = _discover_when(tree.pid, len(expected))
+        found = _discover_when(tree.pid, len(expected), len(helpers))
     finally:
         os.killpg(tree.pid, 9)
         tree.wait()
