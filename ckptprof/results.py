@@ -11,15 +11,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import ConfigDict, with_config
+
+from ckptprof.session_fields import (
+    NULL_AS_EMPTY,
+    Count,
+    Flag,
+    Rate,
+    Seconds,
+    Signed,
+    Text,
+    fill,
+    null_as,
+)
 
 if (
     TYPE_CHECKING
 ):  # the log reader compiles its tables on import: loaded only when a session holds a server log
     from ckptprof.bootlog.report import PhaseReport
 
+# The JSON Schema (docs/session.schema.json) describes each field by its docstring.
+_SCHEMA_CONFIG = ConfigDict(use_attribute_docstrings=True)
+
 # A rate per CUDA device ("cuda:0" -> GB/s); None where that device's figure could not be measured.
-PerDevice = dict[str, float | None]
+PerDevice = dict[str, Rate | None]
 
 
 def _known(cls: type[Any], d: Mapping[str, Any]) -> dict[str, Any]:
@@ -44,6 +61,7 @@ def _as_json(record: Any) -> dict[str, Any]:
     return {f.name: _plain(getattr(record, f.name)) for f in fields(record)}
 
 
+@with_config(_SCHEMA_CONFIG)
 @dataclass(frozen=True)
 class Ceilings:
     """What the hardware under the run can do, measured in the same run (``ckptprof probe`` writes the same keys).
@@ -52,50 +70,50 @@ class Ceilings:
     probe interrupted or skipped).
     """
 
-    storage_read_GBps: float | None = None
+    storage_read_GBps: Rate | None = None
     """The best cold storage rate measured (the larger of the 1- and N-stream figures)."""
-    storage_read_1_stream_GBps: float | None = None
+    storage_read_1_stream_GBps: Rate | None = None
     """Cold reads of the checkpoint's own files by one stream, the page cache dropped first."""
-    storage_read_n_streams_GBps: float | None = None
+    storage_read_n_streams_GBps: Rate | None = None
     """Cold reads by ``storage_streams`` streams at once: what ranks or loader threads reading together reach."""
-    storage_streams: int | None = None
+    storage_streams: Count | None = None
     """How many streams the N-stream figure used."""
-    storage_method: str | None = None
+    storage_method: Text | None = None
     """How the storage probe read: O_DIRECT, or buffered reads after dropping the files from the page cache."""
-    storage_block_bytes: int | None = None
+    storage_block_bytes: Count | None = None
     """The size of each read the storage probe issued."""
-    storage_sample_bytes: int | None = None
+    storage_sample_bytes: Count | None = None
     """Bytes the storage probe read (a sample spread over the checkpoint's files)."""
-    storage_sample_files: int | None = None
+    storage_sample_files: Count | None = None
     """How many of the checkpoint's files the storage sample touched."""
-    storage_cold_verified: bool | None = None
+    storage_cold_verified: Flag | None = None
     """Whether the sampled bytes were checked to be out of the page cache before the cold reads."""
-    storage_drop_note: str | None = None
+    storage_drop_note: Text | None = None
     """How the page cache was dropped for the cold reads, or why it could not be."""
-    storage_learned_from: str | None = None
+    storage_learned_from: Text | None = None
     """Set when a replay fetched from storage faster than the probe and the probe measured again with other
     settings (more streams, larger reads, the other read method): that replay's strategy (probe/learn.py)."""
-    fs_type: str | None = None
+    fs_type: Text | None = None
     """The file system the storage probe read from (ext4, nfs4, fuse.sshfs, ...)."""
-    page_cache_read_GBps: float | None = None
+    page_cache_read_GBps: Rate | None = None
     """The best warm read rate: the same bytes served from the page cache."""
-    page_cache_read_1_thread_GBps: float | None = None
+    page_cache_read_1_thread_GBps: Rate | None = None
     """Warm reads by one thread."""
-    page_cache_read_n_threads_GBps: float | None = None
+    page_cache_read_n_threads_GBps: Rate | None = None
     """Warm reads by several threads at once."""
-    page_cache_sample_bytes: int | None = None
+    page_cache_sample_bytes: Count | None = None
     """Bytes the page-cache probe read."""
-    memcpy_GBps: float | None = None
+    memcpy_GBps: Rate | None = None
     """One thread copying between warm host buffers (the stand-in for H2D with no CUDA device)."""
-    memcpy_n_threads_GBps: float | None = None
+    memcpy_n_threads_GBps: Rate | None = None
     """``memcpy_threads`` threads copying at once."""
-    memcpy_threads: int | None = None
+    memcpy_threads: Count | None = None
     """How many threads the N-thread memcpy figure used."""
-    memcpy_bytes: int | None = None
+    memcpy_bytes: Count | None = None
     """Bytes each memcpy measurement copied."""
-    fresh_write_GBps: float | None = None
+    fresh_write_GBps: Rate | None = None
     """One thread copying into freshly allocated memory (a page fault per 4 KiB): what whole-file reads pay."""
-    fresh_write_n_threads_GBps: float | None = None
+    fresh_write_n_threads_GBps: Rate | None = None
     """Several threads writing fresh memory at once: what ranks on one node share."""
     h2d_pageable_GBps: PerDevice | None = None
     """Host-to-device copies from pageable memory, per device (SGLang's default path)."""
@@ -105,35 +123,35 @@ class Ceilings:
     """Each device's pinned rate while every device copies at once."""
     d2h_pinned_GBps: PerDevice | None = None
     """Device-to-host copies into pinned memory, per device."""
-    h2d_pinned_all_devices_GBps: float | None = None
+    h2d_pinned_all_devices_GBps: Rate | None = None
     """Pinned copies to every device at once, summed: the host side's ceiling."""
-    h2d_pageable_all_devices_GBps: float | None = None
+    h2d_pageable_all_devices_GBps: Rate | None = None
     """Pageable copies to every device at once, summed."""
-    h2d_transfer_bytes: int | None = None
+    h2d_transfer_bytes: Count | None = None
     """Bytes each host-to-device measurement copied."""
-    warm_pipeline_GBps: float | None = None
+    warm_pipeline_GBps: Rate | None = None
     """The page cache read into pinned buffers and copied to the device, both at once (``warm_pipeline_threads``
     threads, a warm sample of ``warm_pipeline_sample_bytes``): what a loader copying through host memory can reach
     warm, below min(page cache, H2D) where the two share the host's memory."""
-    warm_pipeline_threads: int | None = None
+    warm_pipeline_threads: Count | None = None
     """Threads of the warm-pipeline measurement."""
-    warm_pipeline_sample_bytes: int | None = None
+    warm_pipeline_sample_bytes: Count | None = None
     """Bytes of the checkpoint the warm-pipeline measurement read and copied each time."""
-    warm_pipeline_devices: int | None = None
+    warm_pipeline_devices: Count | None = None
     """Devices the warm-pipeline measurement copied to, in turn (every CUDA device of the run's ranks)."""
-    fastsafetensors_GBps: float | None = None
+    fastsafetensors_GBps: Rate | None = None
     """fastsafetensors reading a sample of the checkpoint's files, one loader per file as SGLang makes them."""
-    fastsafetensors_sample: tuple[tuple[int, float], ...] | None = None
+    fastsafetensors_sample: tuple[tuple[Count, Seconds], ...] | None = None
     """(file bytes, seconds) for each sampled file: each file of a load is priced by its size between them."""
-    fastsafetensors_sample_files: int | None = None
+    fastsafetensors_sample_files: Count | None = None
     """How many files the fastsafetensors sample read."""
-    fastsafetensors_sample_bytes: int | None = None
+    fastsafetensors_sample_bytes: Count | None = None
     """Bytes the fastsafetensors sample read."""
-    fastsafetensors_setup_s: float | None = None
+    fastsafetensors_setup_s: Seconds | None = None
     """A fixed cost per loader (sessions from before the per-file sample; read, never written now)."""
-    probe_s: float | None = None
+    probe_s: Seconds | None = None
     """How long the whole probe took."""
-    notes: tuple[str, ...] = ()
+    notes: Annotated[tuple[Text, ...], NULL_AS_EMPTY] = ()
     """What the probe could not measure, and why."""
     reused: dict[str, Any] | None = None
     """Set when the figures come from an earlier probe of the same file systems and devices: its age and key."""
@@ -181,19 +199,20 @@ def slowest_device(per_device: PerDevice | None, devices: list[str]) -> float | 
     return min(values) if values else None
 
 
+@with_config(_SCHEMA_CONFIG)
 @dataclass(frozen=True)
 class Prediction:
     """One remedy the verdict recommends, with the time the measured ceilings predict for it."""
 
-    flags: str
+    flags: Text
     """The SGLang flags to add, spelled as the replayed release accepts them (or an action such as copying)."""
-    predicted_s: float | None
+    predicted_s: Seconds | None
     """Predicted load wall with those flags; None where no ceiling measures what it depends on."""
-    why: str
+    why: Text
     """The model behind the prediction, in words, with the figures it used."""
-    strategy: str | None = None
+    strategy: Text | None = None
     """The replay strategy that reproduces the flags (``--check-predictions`` runs it); None: none does."""
-    slower_than_now: bool = False
+    slower_than_now: Flag = False
     """Predicted no faster than the load just measured: listed and checked, never sold as a remedy."""
 
     @classmethod
@@ -208,73 +227,74 @@ class Prediction:
         return _as_json(self)
 
 
+@with_config(_SCHEMA_CONFIG)
 @dataclass(frozen=True)
 class Verdict:
     """Which limit binds the load, the figures that back it, and what to try (``analysis.verdict`` builds it)."""
 
-    bottleneck: str | None = None
+    bottleneck: Text | None = None
     """One of analysis.verdict.BOTTLENECKS, or "unknown" when no rank produced timings."""
-    secondary: str | None = None
+    secondary: Text | None = None
     """Under "rank-skew": what binds the ranks themselves."""
-    close: tuple[str, ...] = ()
+    close: tuple[Text, ...] = ()
     """Under "mixed": the phases within a few points of each other, largest first."""
-    shares: dict[str, float] = field(default_factory=dict)
+    shares: dict[str, Rate] = field(default_factory=dict)
     """Fractions of rank time per phase (storage, page_cache, deserialize, h2d, other), serialised as replayed."""
-    sampled_shares: dict[str, float] | None = None
+    sampled_shares: dict[str, Rate] | None = None
     """With --sample-threads: the same phases as fractions of SGLang's own wall, from the slowest rank's threads
     sampled in the kernel while it loaded unchanged (its running time split as the replay split it); when present,
     the bottleneck and the summary follow these."""
-    summary: str = ""
+    summary: Text = ""
     """The verdict in one paragraph, with achieved against ceiling figures."""
-    recommendations: tuple[str, ...] = ()
+    recommendations: tuple[Text, ...] = ()
     """The predictions as one line each, fastest first."""
-    predictions: tuple[Prediction, ...] = ()
+    predictions: tuple[PredictionField, ...] = ()
     """Each remedy with its predicted wall, fastest first."""
-    achieved_GBps: float | None = None
+    achieved_GBps: Rate | None = None
     """Checkpoint bytes over the slowest rank's load wall; None for an unfinished load."""
-    incomplete: tuple[str, ...] = ()
+    incomplete: tuple[Text, ...] = ()
     """What the run did not finish (failed or missing ranks, failed shards); empty for a complete run."""
-    fetched_GBps: float | None = None
+    fetched_GBps: Rate | None = None
     """Bytes fetched from storage over the load wall."""
-    h2d_GBps: float | None = None
+    h2d_GBps: Rate | None = None
     """Bytes copied to the devices over the time the copies took."""
-    cold_fraction: float | None = None
+    cold_fraction: Rate | None = None
     """Fraction of the checkpoint not in the page cache when the load began."""
-    load_wall_s: float | None = None
+    load_wall_s: Seconds | None = None
     """The slowest rank's wall for the whole load."""
-    checkpoint_bytes: int | None = None
+    checkpoint_bytes: Count | None = None
     """Tensor bytes of every model loaded."""
-    read_amplification: float | None = None
+    read_amplification: Rate | None = None
     """Bytes all ranks materialised over checkpoint bytes (8 ranks reading every byte: 8)."""
-    storage_amplification: float | None = None
+    storage_amplification: Rate | None = None
     """Bytes all ranks fetched from storage over checkpoint bytes."""
-    storage_amplification_source: str | None = None
+    storage_amplification_source: Text | None = None
     """Where that figure comes from: the kernel's I/O accounting, or an upper bound on network file systems."""
-    major_faults_per_GB: float | None = None
+    major_faults_per_GB: Rate | None = None
     """Major page faults per GB materialised: mmap reads that went to storage."""
-    rank_skew: float | None = None
+    rank_skew: Rate | None = None
     """The slowest rank's wall over the median rank's."""
-    fs_type: str | None = None
+    fs_type: Text | None = None
     """The file systems under the models, comma-separated."""
-    network_fs: bool = False
+    network_fs: Flag = False
     """Whether any of them is a network or FUSE file system."""
-    h2d_stand_in: bool = False
+    h2d_stand_in: Flag = False
     """No CUDA device: the "h2d" phase is a host copy standing in for the link."""
-    faithful_delta: float | None = None
+    faithful_delta: Signed | None = None
     """(decomposed wall - SGLang's own sequence's wall) / the latter, with --faithful."""
-    path_shares: dict[str, float] | None = None
+    path_shares: dict[str, Rate] | None = None
     """Shares of SGLang's own (faithful) wall, with storage from the device's busy time."""
-    path_storage_source: str | None = None
+    path_storage_source: Text | None = None
     """Where the storage share of ``path_shares`` comes from."""
-    faithful_note: str | None = None
+    faithful_note: Text | None = None
     """A caveat when the decomposed replay took markedly longer than SGLang's own sequence."""
-    storage_note: str | None = None
+    storage_note: Text | None = None
     """A caveat when the replay read faster than the storage ceiling measured in the same run."""
-    engine_note: str | None = None
+    engine_note: Text | None = None
     """What the verdict cannot say for the engine replayed (vLLM: no flags recommended yet)."""
-    read_GBps: float | None = None
+    read_GBps: Rate | None = None
     """Fetched bytes over the slowest-reading rank's read time."""
-    floor_s: float | None = None
+    floor_s: Seconds | None = None
     """No loader gets below this: max(bytes from storage / storage ceiling, per-rank bytes / pinned H2D, all copied
     bytes / the host's warm pipeline where it was measured)."""
 
@@ -304,41 +324,42 @@ class Verdict:
         return _as_json(self)
 
 
+@with_config(_SCHEMA_CONFIG)
 @dataclass(frozen=True)
 class StrategyRow:
     """One loading strategy's replay in a side-by-side comparison (``run --strategy A,B``)."""
 
-    strategy: str
+    strategy: Text
     """The strategy's name (sglang, sglang-mt, no-mmap, prefetch, pipelined, fastsafetensors, ...)."""
     params: dict[str, Any]
     """Its parameters as given (``pipelined:readers=32`` gives {"readers": 32})."""
-    flags: str
+    flags: Text
     """The SGLang flags that select it, or why none do."""
-    status: str
+    status: Text
     """ok, failed, or unavailable (its package is not installed)."""
-    label: str = ""
+    label: Text = ""
     """The strategy with its parameters: unique within a comparison of variants."""
-    error: str | None = None
+    error: Text | None = None
     """Why it failed or is unavailable."""
-    wall_s: float | None = None
+    wall_s: Seconds | None = None
     """The slowest rank's load wall."""
-    GBps: float | None = None
+    GBps: Rate | None = None
     """Checkpoint bytes over that wall."""
-    shares: dict[str, float] = field(default_factory=dict)
+    shares: dict[str, Rate] = field(default_factory=dict)
     """Fractions of rank time per phase, as in the verdict."""
-    bottleneck: str | None = None
+    bottleneck: Text | None = None
     """The verdict's bottleneck for this strategy's replay."""
-    storage_bytes: int = 0
+    storage_bytes: Count = 0
     """Bytes its ranks fetched from storage."""
-    floor_s: float | None = None
+    floor_s: Seconds | None = None
     """What no loader gets below on these devices (see analysis.strategies.floor_seconds)."""
-    x_floor: float | None = None
+    x_floor: Rate | None = None
     """wall_s / floor_s."""
-    verify: str = "not verified"
+    verify: Text = "not verified"
     """equal, differs, not verified, reference, or no reference: its values against SGLang's default path."""
-    differing: tuple[str, ...] = ()
+    differing: tuple[Text, ...] = ()
     """The parameters that differ ("rank r: role/name"), at most a few."""
-    notes: tuple[str, ...] = ()
+    notes: tuple[Text, ...] = ()
     """What the reader should know about this row (direct I/O that bypassed a warm page cache, ...)."""
 
     @classmethod
@@ -358,23 +379,24 @@ class StrategyRow:
         return _as_json(self)
 
 
+@with_config(_SCHEMA_CONFIG)
 @dataclass(frozen=True)
 class StrategyComparison:
     """Strategies replayed side by side on the same checkpoint, cache mode and ranks (``analysis.strategies``)."""
 
-    rows: tuple[StrategyRow, ...]
+    rows: tuple[StrategyRowField, ...]
     """One per strategy, in the order they ran."""
-    fastest: str | None
+    fastest: Text | None
     """The label of the fastest strategy that completed."""
-    fastest_flags: str | None
+    fastest_flags: Text | None
     """The flags that select it."""
-    fastest_sglang: str | None
+    fastest_sglang: Text | None
     """The fastest strategy a server can select with SGLang flags."""
-    floor_s: float | None
+    floor_s: Seconds | None
     """The largest of the rows' floors."""
-    summary: str
+    summary: Text
     """The comparison in one paragraph."""
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Text, ...] = ()
     """Why the comparison may not be like for like, and values that differ from SGLang's."""
 
     @property
@@ -407,6 +429,7 @@ class StrategyComparison:
         return {**_as_json(self), "verified": self.verified}
 
 
+@with_config(_SCHEMA_CONFIG)
 @dataclass(frozen=True)
 class ServerLog:
     """What the server's own boot log said about the load (``run --log``), beside the replay."""
@@ -446,45 +469,46 @@ class ServerLog:
         return _as_json(self)
 
 
+@with_config(_SCHEMA_CONFIG)
 @dataclass(frozen=True)
 class StuckRank:
     """Where a rank stood when it stopped making progress (``--rank-timeout``) or could not be stopped, read from
     outside it (loader/stuck.py): the shard and byte range of its call, its kernel wait, its Python stack."""
 
-    pid: int
+    pid: Count
     """The rank's process."""
-    state: str = "unknown"
+    state: Text = "unknown"
     """The stuck thread's state: "D (uninterruptible wait)" is a wait in the kernel that no signal ends."""
-    tid: int | None = None
+    tid: Count | None = None
     """The stuck thread (the rank's thread waiting on a file system, else its main thread)."""
-    phase: str | None = None
+    phase: Text | None = None
     """What that thread was doing: open, read, stat, mmap, page fault in a mapped file, ..."""
-    syscall: str | None = None
+    syscall: Text | None = None
     """The system call it was in (None: none, e.g. a page fault)."""
-    file: str | None = None
+    file: Text | None = None
     """The file it was reading (a shard, as the kernel names it)."""
-    file_source: str | None = None
+    file_source: Text | None = None
     """How the file is known: the system call's own argument, its only mapped shard, or the next shard it had not
     reported (a guess from the plan's order)."""
-    offset: int | None = None
+    offset: Count | None = None
     """The first byte of the read, where the call says."""
-    length: int | None = None
+    length: Count | None = None
     """Bytes the call asked for."""
-    wchan: str | None = None
+    wchan: Text | None = None
     """The kernel function it waits in (/proc/PID/wchan)."""
-    kernel_stack: tuple[str, ...] = ()
+    kernel_stack: tuple[Text, ...] = ()
     """Its kernel stack, innermost first (/proc/PID/stack: root only)."""
-    python_stack: tuple[str, ...] = ()
+    python_stack: tuple[Text, ...] = ()
     """Its Python frames, innermost first (py-spy dump --nonblocking)."""
-    python_stack_note: str | None = None
+    python_stack_note: Text | None = None
     """Why there is no Python stack."""
-    mount_point: str | None = None
+    mount_point: Text | None = None
     """The mount holding the file."""
-    fs_type: str | None = None
+    fs_type: Text | None = None
     """That mount's file-system type."""
-    threads_in_kernel_wait: int = 0
+    threads_in_kernel_wait: Count = 0
     """The rank's threads in an uninterruptible wait."""
-    abandoned: bool = False
+    abandoned: Flag = False
     """Still alive after SIGKILL (a wait in the kernel): left behind, not joined, when ckptprof exited."""
 
     @classmethod
@@ -529,3 +553,73 @@ class StuckRank:
         wait = f" in {self.wchan}" if self.wchan else ""
         top = f"; Python: {self.python_stack[0]}" if self.python_stack else ""
         return f"pid {self.pid} {self.state}{wait}, {self.where()}{top}"
+
+
+# -- how each record is read from a session document (session.py decodes them) -------------------------------
+# Older versions left out keys the dataclasses require, or wrote null where a list or text is now always written:
+# those read as the defaults below, as they always have. Everything else is checked by its type.
+
+PredictionField = Annotated[Prediction, fill(flags="", predicted_s=None, why="")]
+VerdictField = Annotated[
+    Verdict,
+    null_as(
+        close=tuple,
+        recommendations=tuple,
+        incomplete=tuple,
+        predictions=tuple,
+        shares=dict,
+        network_fs=False,
+        h2d_stand_in=False,
+        summary="",
+    ),
+]
+StrategyRowField = Annotated[
+    StrategyRow,
+    null_as(
+        params=dict,
+        flags="",
+        label="",
+        shares=dict,
+        differing=tuple,
+        notes=tuple,
+        verify="not verified",
+        storage_bytes=0,
+    ),
+]
+StrategyComparisonField = Annotated[
+    StrategyComparison,
+    fill(fastest=None, fastest_flags=None, fastest_sglang=None, floor_s=None, rows=tuple),
+    null_as(summary=""),
+]
+StuckRankField = StuckRank
+CeilingsField = Ceilings
+
+
+@dataclass(frozen=True)
+class PhaseSeconds:
+    """What a session's server log is checked for in each load-weights phase (the rest is the log reader's)."""
+
+    seconds: Seconds | None = None
+
+
+@dataclass(frozen=True)
+class ServerLogShape:
+    """The checks a session's ``extra.server_log`` passes before ``ServerLog.from_dict`` reads it."""
+
+    load_weights: list[PhaseSeconds] = field(default_factory=list)
+
+
+def check_unknown_rates(value: Any, where: str) -> None:
+    """A ceilings key this version does not know that ends in GBps is a rate all the same: a number >= 0 or null
+    (an object of them for a per-device one). ``value`` is not an object: left to the decoding to refuse."""
+    from ckptprof.session_fields import InvalidField, describe
+
+    if not isinstance(value, dict):
+        return
+    known = {f.name for f in fields(Ceilings)}
+    for key, v in value.items():
+        if key in known or not key.endswith("GBps") or v is None:
+            continue
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+        if not ok:
+            raise InvalidField(f"{where}.{key}", f"expected a number >= 0, got {describe(v)}")

@@ -9,6 +9,7 @@ parameter digests a ``--verify`` run records).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -49,14 +50,14 @@ VLLM_SELECTABLE = (
 
 def engine_of(sessions: list[Session]) -> str:
     """ "vllm" when the sessions replay vLLM (``run --engine vllm``), else "sglang"."""
-    return "vllm" if any(isinstance(s.config.get("vllm_release"), dict) for s in sessions) else "sglang"
+    return "vllm" if any(s.config.vllm_release is not None for s in sessions) else "sglang"
 
 
 # A warm run that still fetched more than this fraction of the checkpoint from storage bypassed the page cache.
 BYPASS_FRACTION = 0.5
 
 
-def strategy_label(config: dict[str, Any]) -> str:
+def strategy_label(config: Mapping[str, Any]) -> str:
     """``pipelined`` at its defaults, ``pipelined:readers=32`` with parameters: what tells two runs of one strategy
     apart (the same spelling `--strategy` takes)."""
     name = str(config.get("strategy", "?"))
@@ -68,7 +69,7 @@ def _spell(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def release_flags(config: dict[str, Any]) -> tuple[str, bool] | None:
+def release_flags(config: Mapping[str, Any]) -> tuple[str, bool] | None:
     """(the flags that select the session's strategy on the release it replays, whether that is the release's
     default path), from the release profile recorded in the session; None where none is recorded or the profile
     does not describe the strategy (its own flags stand)."""
@@ -184,17 +185,17 @@ def _verify(session: Session, reference: Session | None) -> tuple[str, list[str]
 
 
 def _row(session: Session, reference: Session | None) -> StrategyRow:
-    config = session.config or {}
-    name = str(config.get("strategy", "?"))
+    config = session.config
+    name = config.strategy or "?"
     status, error = session_status(session)
-    selected = str(config.get("strategy_flags") or DEFAULT_FLAGS.get(name, ""))
+    selected = config.strategy_flags or DEFAULT_FLAGS.get(name, "")
     by_release = release_flags(config)
     if by_release is not None:
         # The draft's own load format, when it had one, still follows.
-        selected = " ".join(f for f in (by_release[0], config.get("draft_strategy_flags")) if f)
+        selected = " ".join(f for f in (by_release[0], config.draft_strategy_flags) if f)
     row = StrategyRow(
         strategy=name,
-        params=dict(config.get("strategy_params") or {}),
+        params=dict(config.strategy_params or {}),
         flags=selected,
         status=status,
         error=error,
@@ -213,7 +214,7 @@ def _row(session: Session, reference: Session | None) -> StrategyRow:
     ckpt = checkpoint_bytes(session)
     floor = floor_seconds(session)
     notes = []
-    if config.get("cache") == "warm" and ckpt and totals.storage_bytes > BYPASS_FRACTION * ckpt:
+    if config.cache == "warm" and ckpt and totals.storage_bytes > BYPASS_FRACTION * ckpt:
         notes.append(
             f"read {totals.storage_bytes / 1e9:.2f} GB from storage although the checkpoint was in the page cache "
             "(direct I/O bypasses a warm page cache)"
@@ -236,7 +237,7 @@ def _row(session: Session, reference: Session | None) -> StrategyRow:
 def _consistency(sessions: list[Session]) -> list[str]:
     warnings = []
     for key in ("tp", "cache", "devices"):
-        values = {repr(s.config.get(key)) for s in sessions}
+        values = {repr(getattr(s.config, key)) for s in sessions}
         if len(values) > 1:
             warnings.append(
                 f"the sessions differ in {key} ({', '.join(sorted(values))}): not a like-for-like comparison"
@@ -250,8 +251,8 @@ def _consistency(sessions: list[Session]) -> list[str]:
 def compare_strategies(sessions: list[Session]) -> StrategyComparison:
     """One row per session (strategy), the fastest, its flags, the floor and the value check."""
     # The reference is SGLang's default path at its defaults (a parameterised sglang variant only when that is absent).
-    candidates = [s for s in sessions if s.config.get("strategy") == REFERENCE]
-    reference = next((s for s in candidates if not s.config.get("strategy_params")), None) or next(
+    candidates = [s for s in sessions if s.config.strategy == REFERENCE]
+    reference = next((s for s in candidates if not s.config.strategy_params), None) or next(
         iter(candidates), None
     )
     rows = [_row(s, reference) for s in sessions]
@@ -272,7 +273,7 @@ def compare_strategies(sessions: list[Session]) -> StrategyComparison:
     # The release's default path among the rows (None: no release recorded, the reference stands for it; "": the
     # release's default was not replayed).
     default: str | None = None
-    if engine == "sglang" and any(isinstance(s.config.get("sglang_release"), dict) for s in sessions):
+    if engine == "sglang" and any(s.config.sglang_release is not None for s in sessions):
         default = next(
             (
                 r.label

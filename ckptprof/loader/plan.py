@@ -14,6 +14,7 @@ from ckptprof.checkpoint.header import read_header
 from ckptprof.devices import parse_devices
 from ckptprof.errors import CheckpointError, UsageError
 from ckptprof.loader.options import ReplayOptions, resolve
+from ckptprof.session_config import RunConfig
 
 CACHE_MODES = ("cold", "warm", "as-is")
 
@@ -90,28 +91,24 @@ class ReplayPlan:
         """Ranks map to devices round-robin; more ranks than devices share them."""
         return self.devices[rank % len(self.devices)]
 
-    def config(self) -> dict[str, Any]:
-        return {
-            "tp": self.tp,
-            "devices": list(self.devices),
-            "rank_devices": [self.rank_device(r) for r in range(self.tp)],
-            "ranks_share_devices": self.tp > len(self.devices),
-            "cache": self.cache,
-            "order": self.order,
-            "strategy": self.strategy,
-            "strategy_params": dict(self.strategy_params),
-            "verify": self.verify,
-            "faithful": self.faithful,
-            "expert_parallel": self.expert_parallel,
-            **(
-                {
-                    "draft_strategy": self.draft_strategy,
-                    "draft_strategy_params": dict(self.draft_strategy_params),
-                }
-                if self.draft_strategy is not None
-                else {}
-            ),
-        }
+    def config(self) -> RunConfig:
+        """The session's ``config``: what this plan replays (the run adds how, e.g. the launcher and flags)."""
+        draft = self.draft_strategy is not None
+        return RunConfig(
+            tp=self.tp,
+            devices=list(self.devices),
+            rank_devices=[self.rank_device(r) for r in range(self.tp)],
+            ranks_share_devices=self.tp > len(self.devices),
+            cache=self.cache,
+            order=self.order,
+            strategy=self.strategy,
+            strategy_params=dict(self.strategy_params),
+            verify=self.verify,
+            faithful=self.faithful,
+            expert_parallel=self.expert_parallel,
+            draft_strategy=self.draft_strategy,
+            draft_strategy_params=dict(self.draft_strategy_params) if draft else None,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
