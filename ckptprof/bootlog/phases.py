@@ -41,10 +41,10 @@ from ckptprof.bootlog.parse import (
     split_line,
 )
 from ckptprof.bootlog.prefilter import (
-    CANDIDATE_RE,
     ENGINE_FRAME_RE,
     FRAME_BYTES,
     FRAME_RULES_RE,
+    next_line,
     rare_line_starts,
 )
 from ckptprof.bootlog.reading import (
@@ -117,26 +117,11 @@ class BootLogAnalyzer:
             self._advance_clock(first_timestamp(block))
         self._clock_floor = 0
         self._block = block
-        search = CANDIDATE_RE.search
         rare = rare_line_starts(block)
         pos = 0
         size = len(block)
-        while True:
-            match = search(block, pos)
-            if match is not None:
-                hit_start, hit_end = match.span()
-                # Never before ``pos``: a run of bar frames may have ended inside this physical line.
-                start = block.rfind(b"\n", 0, hit_start) + 1
-                if start < pos:
-                    start = pos
-            else:
-                start = hit_end = size
-            while rare and rare[-1] < pos:
-                rare.pop()
-            if rare and rare[-1] < start:
-                start = hit_end = rare.pop()
-            elif match is None:
-                break
+        while (found := next_line(block, pos, rare)) is not None:
+            start, hit_end, match = found
             self._line_start = start
             if block.find(b"%", start, hit_end) >= 0:  # a bar frame carries no time of its own
                 self._advance_clock(self._timestamp_before(block, start))
@@ -149,8 +134,7 @@ class BootLogAnalyzer:
                 end = size
             if (
                 match is not None
-                and hit_end - hit_start == len(FRAME_BYTES)  # cheaper than the group, on every line
-                and start <= hit_start < end
+                and hit_end - match.start() == len(FRAME_BYTES)  # cheaper than the group, on every line
                 and match.group() == FRAME_BYTES
                 and self._frame_says_nothing(block, start, end)
             ):
