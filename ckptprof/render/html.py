@@ -20,6 +20,7 @@ from ckptprof.render.rows import (
     PY_SPY_HEADERS,
     RANK_HEADERS,
     RANK_NOTE,
+    SERVER_HEADERS,
     SLOWEST_HEADERS,
     SLOWEST_NOTE,
     ceiling_header,
@@ -33,6 +34,8 @@ from ckptprof.render.rows import (
     rank_rows,
     recommendations,
     run_line,
+    server_heading,
+    server_rows,
     slowest_rows,
     storage_disagreement,
     strategy_headers,
@@ -260,6 +263,16 @@ def render(session: Session, with_plots: bool | None = None, slowest: int = 10) 
                 "Strategies, side by side",
                 f"<p>{escape(session.strategies.summary)}</p>" + html_table(strategy_headers(session), srows),
             ),
+        )
+    server = server_heading(session)
+    if server is not None:
+        srv = server_rows(session)
+        sections.append(
+            _section(
+                "The server's own load beside the replay",
+                f"<p>{escape(server)}</p>" + (html_table(SERVER_HEADERS, srv) if srv else ""),
+                section_id="server-log",
+            )
         )
     rows = slowest_rows(session, slowest)
     if rows:

@@ -17,6 +17,7 @@ from ckptprof.render.rows import (
     PY_SPY_HEADERS,
     RANK_HEADERS,
     RANK_NOTE,
+    SERVER_HEADERS,
     SLOWEST_HEADERS,
     SLOWEST_NOTE,
     ceiling_header,
@@ -33,6 +34,8 @@ from ckptprof.render.rows import (
     rank_rows,
     recommendations,
     run_line,
+    server_heading,
+    server_rows,
     slowest_rows,
     storage_disagreement,
     strategy_headers,
@@ -190,6 +193,11 @@ def render(session: Session, slowest: int = 10) -> str:
     if checked:
         out += ["### Predictions checked", "", f"> {prediction_heading(session)}", ""]
         out += [md_table(prediction_headers(session), checked), ""]
+    server = server_heading(session)
+    if server is not None:
+        out += ["### The server's own load beside the replay", "", f"> {server}", ""]
+        srv = server_rows(session)
+        out += [md_table(SERVER_HEADERS, srv), ""] if srv else []
     out += ["### Per rank", "", md_table(RANK_HEADERS, rank_rows(session)), "", f"_{RANK_NOTE}_", ""]
     rows = slowest_rows(session, slowest)
     if rows:

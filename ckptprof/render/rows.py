@@ -16,6 +16,7 @@ from ckptprof.analysis.attribution import (
 )
 from ckptprof.analysis.headlines import ModelHeadline, model_headlines
 from ckptprof.analysis.memory import memory_summary
+from ckptprof.analysis.server_log import server_log_heading, server_vs_replay
 from ckptprof.analysis.storage import LABEL as STORAGE_LABEL
 from ckptprof.analysis.storage import storage_figure
 from ckptprof.analysis.verdict import limit_word
@@ -596,3 +597,28 @@ def model_rows(session: Session) -> list[list[Any]]:
         )
         rows.append([m.role, m.path, m.fs_type, len(m.shards), human_bytes(m.total_bytes), resident])
     return rows
+
+
+SERVER_HEADERS = ["model", "server load s", "ranks", "replay s", "server / replay"]
+
+
+def server_rows(session: Session) -> list[list[Any]]:
+    """`run --log`: the server's own load-weights time beside the replay's, per model (analysis.server_log)."""
+    return [
+        [
+            r.model,
+            "-" if r.server_s is None else f"{r.server_s:.2f}",
+            r.server_ranks,
+            "-" if r.replay_s is None else f"{r.replay_s:.2f}",
+            "-" if r.ratio is None else f"{r.ratio:.1f}x",
+        ]
+        for r in server_vs_replay(session) or []
+    ]
+
+
+def server_heading(session: Session) -> str | None:
+    """The server log's heading, saying when nothing in it was a load-weights phase; None without --log."""
+    head = server_log_heading(session)
+    if head is not None and not server_vs_replay(session):
+        head += ": no load-weights phase found"
+    return head

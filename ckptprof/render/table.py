@@ -9,6 +9,7 @@ from ckptprof.render.rows import (
     PY_SPY_HEADERS,
     RANK_HEADERS,
     RANK_NOTE,
+    SERVER_HEADERS,
     SLOWEST_HEADERS,
     SLOWEST_NOTE,
     ceiling_header,
@@ -22,6 +23,8 @@ from ckptprof.render.rows import (
     rank_rows,
     release_line,
     sampled_shares_text,
+    server_heading,
+    server_rows,
     slowest_rows,
     storage_disagreement,
     storage_line,
@@ -129,37 +132,13 @@ def py_spy_lines(session: Session, top: int = 3) -> list[str]:
 
 def server_log_lines(session: Session) -> list[str]:
     """The server's own load-weights time (from `run --log`) beside the replay's, per model."""
-    log = session.server_log
-    if log is None:
+    head = server_heading(session)
+    if head is None:
         return []
-    rows = []
-    for phase in log.load_weights:
-        role = phase.model or "target"
-        replay = max((m.wall_s for r in session.ranks for m in r.models if m.role == role), default=None)
-        server = phase.seconds
-        rows.append(
-            [
-                role,
-                "-" if server is None else f"{server:.2f}",
-                phase.ranks,
-                "-" if replay is None else f"{replay:.2f}",
-                "-" if not (server and replay) else f"{server / replay:.1f}x",
-            ]
-        )
-    head = f"server log {log.path} ({log.framework}, state {log.state})"
-    followed = [
-        f"{role} replayed with {strategy} (its load-weights bar)"
-        for role, strategy in (("target", log.strategy_from_log), ("draft", log.draft_strategy_from_log))
-        if strategy
-    ]
-    if followed:
-        head += "; the log set the path: " + ", ".join(followed)
+    rows = server_rows(session)
     if not rows:
-        return ["", head + ": no load-weights phase found"]
-    table = tabulate(
-        rows, headers=["model", "server load s", "ranks", "replay s", "server / replay"], tablefmt="simple"
-    )
-    return ["", head, table]
+        return ["", head]
+    return ["", head, tabulate(rows, headers=SERVER_HEADERS, tablefmt="simple", disable_numparse=True)]
 
 
 def prediction_lines(session: Session) -> list[str]:

@@ -52,7 +52,7 @@ def saved(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(
     ("fmt", "starts"),
-    [("table", "ckptprof:"), ("md", "## ckptprof verdict: storage-bound"), ("html", "<!DOCTYPE html>"),
+    [("table", "draft: 1.00 s load"), ("md", "## ckptprof verdict: storage-bound"), ("html", "<!DOCTYPE html>"),
      ("json", '{\n "schema_version": 1'), ("perfetto", '{"traceEvents":')],
 )  # fmt: skip
 def test_every_format_goes_to_stdout(
@@ -74,7 +74,7 @@ def test_output_file_and_format_from_its_extension(
     assert main(["report", str(saved), "-f", "perfetto", "-o", str(tmp_path / "t.md")]) == 0
     assert json.loads((tmp_path / "t.md").read_text())["traceEvents"]
     assert main(["report", str(saved), "-o", str(tmp_path / "r.txt")]) == 0
-    assert (tmp_path / "r.txt").read_text().startswith("ckptprof:")
+    assert (tmp_path / "r.txt").read_text().startswith("draft: 1.00 s load")
 
 
 def test_bad_input_is_one_line_and_exit_2(
@@ -123,13 +123,21 @@ def assert_renders_hold(session: Session, out: dict[str, str]) -> None:
     the trace a slice per shard; the JSON the session itself."""
     v = session.verdict
     rows = [(r, m) for r in session.ranks for m in r.models]
-    # json: the session itself, the recomputed verdict included
-    assert Session.from_dict(json.loads(out["json"])) == session
-    # table: the run line names each checkpoint, a row per rank and model, the verdict's own line
+    # json: the session itself, the recomputed verdict included, plus the server-versus-replay rows it derives
+    doc = json.loads(out["json"])
+    derived = (doc.get("extra") or {}).pop("server_vs_replay", None)
+    assert Session.from_dict(doc) == session
+    assert (derived is not None) == (session.server_log is not None)
+    # table: a headline per model with timings, then the run line naming each checkpoint, a row per rank and model,
+    # the verdict's own line
     table = out["table"]
-    assert table.startswith("ckptprof: ")
+    lines = table.splitlines()
+    run_at = next(i for i, line in enumerate(lines) if line.startswith("ckptprof: "))
+    roles = list(dict.fromkeys(m.role for _, m in rows))
+    assert [line.split(":", 1)[0] for line in lines[: len(roles)]] == roles
+    assert run_at <= len(roles) + 2  # the headlines, a disagreement line at most, a blank line
     for m in session.models:
-        assert f"{m.role} {m.path} ({len(m.shards)} shards, " in table.splitlines()[0], m.path
+        assert f"{m.role} {m.path} ({len(m.shards)} shards, " in lines[run_at], m.path
     for r, m in rows:
         row = rf"^\s*{r.rank}\s+{re.escape(r.device)}\s+{re.escape(m.role)}\s+{m.wall_s:.2f}\s"
         assert re.search(row, table, re.MULTILINE), (r.rank, m.role)
