@@ -169,7 +169,7 @@ def _round_session(plan: Any, models: list[Any], results: list[Any]) -> Any:
     session = Session(
         config=plan.config(), created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     )
-    session.config["launcher"] = "spawn"
+    session.config.launcher = "spawn"
     session.models = models
     session.ranks = results
     add_notes_and_verdict(session)

@@ -363,7 +363,7 @@ class RunCommand:
         ended = starts.pop()[1] if starts and starts[-1][0] == "report" else CLOCK.now()
         times = stage_times(starts, sessions, ended)
         if times:
-            session.extra["run_stages_s"] = dict(times)
+            session.extra.run_stages_s = dict(times)
         verified_ok = comparison is None or comparison.verified is not False
         unwritten: list[str] = []
         if comparison is not None:
@@ -397,8 +397,8 @@ class RunCommand:
         if unwritten:
             return 2
         if interrupted:
-            where = session.extra.get("interrupted") or {}
-            stage = f" during the {where['stage']}" if isinstance(where, dict) and "stage" in where else ""
+            where = session.extra.interrupted
+            stage = f" during the {where.stage}" if where is not None and where.stage is not None else ""
             print(
                 f"ckptprof run: interrupted ({interrupts.description()}){stage}: the partial session holds what "
                 "was measured",
@@ -432,9 +432,7 @@ def _outcome_code(session: Session, sessions: list[Session], verified_ok: bool) 
     failed = any(status == "failed" for status, _ in statuses)
     for other, (status, reason) in zip(sessions, statuses, strict=True):
         if status == "unavailable":
-            print(
-                f"ckptprof run: {other.config.get('strategy')} is unavailable here: {reason}", file=sys.stderr
-            )
+            print(f"ckptprof run: {other.config.strategy} is unavailable here: {reason}", file=sys.stderr)
     for line in failed_shard_lines(session):
         print(f"ckptprof run: error: {line}", file=sys.stderr)
     if not verified_ok:

@@ -33,7 +33,7 @@ def _replay_parts(start: float, end: float, sessions: Sequence[Session]) -> list
     """The replay between ``start`` and ``end`` split, from the session whose spawned ranks began loading then;
     None when there is none (a torchrun launch: its ranks' clocks are not this process's)."""
     for session in sessions:
-        if session.config.get("launcher") != "spawn":
+        if session.config.launcher != "spawn":
             continue
         began = [r.started_monotonic for r in session.ranks if r.started_monotonic is not None]
         if not began or not start <= min(began) <= end:

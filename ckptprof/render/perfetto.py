@@ -219,8 +219,8 @@ def trace(session: Session) -> dict[str, Any]:
             "created": session.created,
             "bottleneck": v.bottleneck if v is not None else None,
             "summary": v.summary if v is not None else None,
-            "tp": session.config.get("tp"),
-            "cache": session.config.get("cache"),
+            "tp": session.config.tp,
+            "cache": session.config.cache,
             "note": "phases inside a shard are drawn one after the other; per-tensor interleaving is summarised",
         },
     }

@@ -74,7 +74,7 @@ def before_dropping(
 
 def changed_under_warm_run(session: Session) -> None:
     """When the warm cache was lost under a warm run, say so in each model's cache note and in the notes."""
-    if session.config.get("cache") != "warm":
+    if session.config.cache != "warm":
         return
     for model in session.models:
         warmed = model.resident_bytes_before

@@ -120,14 +120,14 @@ def vllm_strategies(
 
     def note(sessions: list[Session]) -> str:
         walls = {
-            str(one.config.get("strategy")): one.verdict.load_wall_s
+            str(one.config.strategy): one.verdict.load_wall_s
             for one in sessions
             if one.verdict is not None
             and one.verdict.load_wall_s is not None
             and not one.verdict.incomplete
-            and not one.config.get("strategy_params")
+            and not one.config.strategy_params
         }
-        cache = str(sessions[0].config.get("cache", "as-is")) if sessions else "as-is"
+        cache = (sessions[0].config.cache or "as-is") if sessions else "as-is"
         return vllm.prefetch_note(profile, decision, walls, cache)
 
     return strategies, note

@@ -10,6 +10,7 @@ from ckptprof.loader.plan import ReplayPlan
 from ckptprof.results import Ceilings
 from ckptprof.run.cache_prep import model_info
 from ckptprof.session import Session
+from ckptprof.session_config import Interrupted
 
 
 class InterruptedReplay(Exception):
@@ -43,5 +44,5 @@ def keep_partial(session: Session, plan: ReplayPlan, stage: str, exc: BaseExcept
     if stage == "probe" and session.ceilings != Ceilings():
         cut = f"probe interrupted ({how}): only the ceilings measured before it are present"
         session.ceilings = dataclasses.replace(session.ceilings, notes=(*session.ceilings.notes, cut))
-    session.extra["interrupted"] = {"stage": stage, "by": how}
+    session.extra.interrupted = Interrupted(stage=stage, by=how)
     session.notes.append(f"interrupted ({how}) during the {stage}: partial session")

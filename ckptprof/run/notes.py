@@ -10,17 +10,17 @@ from ckptprof.session import Session
 def add_notes_and_verdict(session: Session, warmed_again: bool = False) -> None:
     """Notes that every report must carry, then the verdict. ``warmed_again``: a warm pass followed the cold
     load (``--cache cold,warm``), so the pages are in the page cache again."""
-    devices = session.config.get("devices", [])
+    devices = session.config.devices or []
     if not any(str(d).startswith("cuda") for d in devices):
         session.notes.append(
             "no CUDA device: 'h2d' times are host-memory copies standing in for host-to-device transfers"
         )
-    if session.config.get("ranks_share_devices"):
+    if session.config.ranks_share_devices:
         session.notes.append(
-            f"{session.config.get('tp')} ranks shared {len(devices)} device(s): copies of different ranks contend "
+            f"{session.config.tp} ranks shared {len(devices)} device(s): copies of different ranks contend "
             "for the same link"
         )
-    if session.config.get("cache") == "cold":
+    if session.config.cache == "cold":
         dropped = [m for m in session.models if m.cache_note]
         after = (
             "its warm pass then read them in again"

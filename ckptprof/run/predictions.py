@@ -45,7 +45,7 @@ def storage_now(session: Session, fastsafetensors: bool, paths: list[Path] | Non
     files = paths if paths is not None else checkpoint_files(session)
     if files is None:
         return {}
-    devices = [str(d) for d in session.config.get("devices") or []]
+    devices = [str(d) for d in session.config.devices or []]
     try:
         return measure_storage_now(
             files, devices, session.ceilings.storage_streams, fastsafetensors=fastsafetensors

@@ -99,14 +99,14 @@ def new_session(
         config=plan.config(), created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     )
     session.environment = environment()
-    session.config["launcher"] = "torchrun" if group is not None else "spawn"
+    session.config.launcher = "torchrun" if group is not None else "spawn"
     if wants_faithful(o):
         _faithful_config(session, plan, o, group)
     _strategy_flags(session, plan, o)
     if sglang_release is not None:
-        session.config["sglang_release"] = dict(sglang_release)
+        session.config.sglang_release = dict(sglang_release)
     if vllm_release is not None:
-        session.config["vllm_release"] = dict(vllm_release)
+        session.config.vllm_release = dict(vllm_release)
     return session
 
 
@@ -116,8 +116,8 @@ def _faithful_config(
     """The faithful passes' settings, and whose code runs them (the engine's own where it imports here)."""
     from ckptprof.loader.strategies.sglang_own import check_engine
 
-    session.config["faithful_rounds"] = o.faithful_rounds
-    session.config["sample_threads"] = o.sample_threads and group is None
+    session.config.faithful_rounds = o.faithful_rounds
+    session.config.sample_threads = o.sample_threads and group is None
     if o.sample_threads and group is not None:
         session.notes.append(
             "--sample-threads: not under torchrun (the ranks are not this process's children to watch)"
@@ -125,7 +125,7 @@ def _faithful_config(
     # The engine's own code when it is importable here (inside the serving container), else the replica: said.
     began = time.perf_counter()
     check = check_engine(plan, o.engine_iterator)
-    plan.faithful_own, session.config["faithful_source"] = check.ok, check.text
+    plan.faithful_own, session.config.faithful_source = check.ok, check.text
     if check.identity is not None:
         session.config["faithful_engine"] = {
             **check.identity,
@@ -137,18 +137,18 @@ def _strategy_flags(session: Session, plan: ReplayPlan, o: ReplayOptions) -> Non
     """The server flags that select the replayed path(s): the target's, and the draft's own format."""
     from ckptprof.loader.strategies import get_strategy
 
-    session.config["strategy_flags"] = get_strategy(o.strategy, **o.strategy_params).flags
+    session.config.strategy_flags = get_strategy(o.strategy, **o.strategy_params).flags
     if plan.draft_strategy is not None:
         name, params = plan.strategy_for("draft")
-        session.config["draft_strategy_flags"] = draft_flags(get_strategy(name, **params).flags)
+        session.config.draft_strategy_flags = draft_flags(get_strategy(name, **params).flags)
         # What a server needs to load both models this way: the target's flags and the draft's.
-        session.config["strategy_flags"] = " ".join(
-            f for f in (session.config["strategy_flags"], session.config["draft_strategy_flags"]) if f
+        session.config.strategy_flags = " ".join(
+            f for f in (session.config.strategy_flags, session.config.draft_strategy_flags) if f
         )
 
 
 class StageTimer:
-    """Wall seconds per stage in ``session.extra["stages_s"]``: what the probe costs next to the load."""
+    """Wall seconds per stage in ``session.extra.stages_s``: what the probe costs next to the load."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -156,7 +156,9 @@ class StageTimer:
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
-        stages = self.session.extra.setdefault("stages_s", {})
+        stages = self.session.extra.stages_s
+        if stages is None:
+            stages = self.session.extra.stages_s = {}
         stages[name] = round(stages.get(name, 0.0) + now - self.last, 4)
         self.last = now
 

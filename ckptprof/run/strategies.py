@@ -79,7 +79,7 @@ def replay_strategies(
         runs.sessions.append(one)
         if o.probe and runs.ceilings is None:
             runs.ceilings = one.ceilings  # measure the hardware once; every strategy is held against it
-            if on_ceilings is not None and "interrupted" not in one.extra:
+            if on_ceilings is not None and one.extra.interrupted is None:
                 on_ceilings(runs.ceilings)
         if runs.interrupted:
             break

@@ -8,12 +8,10 @@ from ckptprof.session import Session
 def incomplete_work(session: Session) -> list[str]:
     """What the run did not finish: failed or missing ranks, failed shards (empty for a complete run)."""
     out = []
-    interrupted = session.extra.get("interrupted")
-    if isinstance(interrupted, dict):
-        out.append(
-            f"interrupted ({interrupted.get('by', 'Ctrl-C')}) during the {interrupted.get('stage', 'run')}"
-        )
-    expected = session.config.get("tp")
+    interrupted = session.extra.interrupted
+    if interrupted is not None:
+        out.append(f"interrupted ({interrupted.by or 'Ctrl-C'}) during the {interrupted.stage or 'run'}")
+    expected = session.config.tp
     if isinstance(expected, int) and not session.ranks and interrupted:
         out.append("no rank replayed anything")
     elif isinstance(expected, int) and 0 < len(session.ranks) < expected:

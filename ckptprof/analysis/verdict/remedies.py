@@ -56,12 +56,10 @@ def remedies(session: Session, fig: Figures, bottleneck: str) -> tuple[list[Pred
     and a note when they are respelled for a vLLM server."""
     predictions = predict(session, fig, bottleneck)
     engine_note = None
-    vllm_release = session.config.get("vllm_release")
-    if isinstance(vllm_release, dict):
+    vllm_release = session.config.vllm_release
+    if vllm_release is not None:
         # A vLLM server takes vLLM's flags: the same mechanisms respelled, SGLang-only ones dropped.
-        predictions, engine_note = vllm_predictions(
-            vllm_release, str(session.config.get("strategy", "")), predictions
-        )
+        predictions, engine_note = vllm_predictions(vllm_release, session.config.strategy or "", predictions)
     now = faithful_load_wall(session) or fig.wall
     predictions = [
         # Still listed and still checked by --check-predictions, but never sold as a remedy.
@@ -106,8 +104,8 @@ def _rank_work(session: Session) -> tuple[float, int]:
 
 def _release(session: Session) -> LoaderProfile | None:
     """The SGLang release line the session replays (None for sessions from before profiles: every flag)."""
-    release = session.config.get("sglang_release")
-    name = release.get("profile") if isinstance(release, dict) else None
+    release = session.config.sglang_release
+    name = release.get("profile") if release is not None else None
     return profile_named(name) if isinstance(name, str) else None
 
 
@@ -194,8 +192,8 @@ def _fastsafetensors(p: Pricing) -> Prediction | None:
     if not (p.release is None or "fastsafetensors" in p.release.load_formats):
         return None
     session, pinned, storage_n = p.session, p.pinned, p.storage_n
-    tp = session.config.get("tp") or len(session.ranks) or 1
-    shared_gpus = isinstance(tp, int) and tp > 1 and bool(session.config.get("ranks_share_devices"))
+    tp = session.config.tp or len(session.ranks) or 1
+    shared_gpus = tp > 1 and bool(session.config.ranks_share_devices)
     if pinned and shared_gpus and (storage_n or p.bottleneck == "h2d"):
         # Ranks sharing a GPU hand each tensor to every rank over gloo (host memory): no ceiling measures that.
         return Prediction(

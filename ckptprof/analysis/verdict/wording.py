@@ -65,7 +65,7 @@ def _page_cache(session: Session, fig: Figures, cls: Classification) -> str:
     totals = fig.totals
     fault_rate = totals.bytes / totals.read_busy / 1e9 if totals.read_busy > 0 else 0.0
     # SGLang's mmap paths bring cached bytes in by page faults; the others read them (pread, read()).
-    faults = session.config.get("strategy", "sglang") in MMAP_STRATEGIES
+    faults = (session.config.strategy or "sglang") in MMAP_STRATEGIES
     how, via = ("mmap page faults", "through faults") if faults else ("reads from the page cache", "read")
     host = positive(session.ceilings.warm_pipeline_GBps)
     # Reading the page cache and copying to the device at once share the host's memory: the pair's own ceiling.
