@@ -113,8 +113,23 @@ def _sglang_flags(release: dict[str, Any], name: str, params: dict[str, Any]) ->
 
 
 def _vllm_flags(release: dict[str, Any], name: str, params: dict[str, Any]) -> tuple[str, bool] | None:
+    """vLLM's flags for each of its paths on the profile in force, and which path is its default here: the lazy
+    path, or prefetching where the release prefetches on its own (its rule, decided for this checkpoint and saved
+    with the profile as ``prefetch_decision``)."""
     profile = vllm_engine.profile_named(str(release.get("profile", "")))
-    if profile is None or name != "vllm-prefetch":
+    if profile is None:
+        return None
+    decision = release.get("prefetch_decision")
+    auto_prefetch = isinstance(decision, dict) and bool(decision.get("prefetch"))
+    if name == REFERENCE:
+        return "not a vLLM path: SGLang's default, the values' reference", False
+    if name == "vllm" and not params:
+        return (vllm_engine.load_strategy("lazy"), False) if auto_prefetch else (NO_FLAGS, True)
+    if name == "vllm-eager":
+        return vllm_engine.load_strategy("eager"), False
+    if name == "vllm-mt":
+        return vllm_engine.multithread(int(params.get("num_threads", vllm_engine.DEFAULT_NUM_THREADS))), False
+    if name != "vllm-prefetch":
         return None
     if "prefetch" not in profile.strategies:
         return (
@@ -123,6 +138,12 @@ def _vllm_flags(release: dict[str, Any], name: str, params: dict[str, Any]) -> t
         )
     threads = int(params.get("num_threads", vllm_engine.PREFETCH_THREADS))
     block = int(params.get("block_mib", vllm_engine.PREFETCH_BLOCK_BYTES >> 20)) << 20
+    if (
+        auto_prefetch
+        and threads == vllm_engine.PREFETCH_THREADS
+        and block == vllm_engine.PREFETCH_BLOCK_BYTES
+    ):
+        return NO_FLAGS, True
     return vllm_engine.prefetch_flags(profile, threads, block), False
 
 
@@ -273,7 +294,8 @@ def compare_strategies(sessions: list[Session]) -> StrategyComparison:
     # The release's default path among the rows (None: no release recorded, the reference stands for it; "": the
     # release's default was not replayed).
     default: str | None = None
-    if engine == "sglang" and any(s.config.sglang_release is not None for s in sessions):
+    release_key = "vllm_release" if engine == "vllm" else "sglang_release"
+    if any(s.config.get(release_key) is not None for s in sessions):
         default = next(
             (
                 r.label
@@ -310,7 +332,7 @@ def _summary(
         parts[0] += f", {fastest.x_floor:.2f}x the {floor:.3f} s floor"
     base_name = "the default"
     if engine == "vLLM":  # the values' reference is sglang's, the default path to beat is vLLM's own
-        base = next((r for r in rows if r.label == "vllm"), None)
+        base = next((r for r in rows if r.label == (default or "vllm")), None)
         base_name = "vLLM's default"
     elif default:  # the release's default path, replayed
         base = next((r for r in rows if r.label == default), None)

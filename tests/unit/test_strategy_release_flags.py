@@ -88,3 +88,41 @@ def test_vllm_rows_take_the_flags_of_the_vllm_release_in_force() -> None:
         ]
         flags = {r.strategy: r.flags for r in compare_strategies(rows).rows}
         assert flags["vllm-prefetch"] == expected
+
+
+def vllm_runs(decision: dict[str, Any] | None) -> list[Session]:
+    release = vllm_engine.profile_for_version("0.22.0").to_dict("--vllm-version", "0.22.0")
+    if decision is not None:
+        release["prefetch_decision"] = decision
+    return [
+        run("sglang", {}, 3.0, release, "vllm_release"),
+        run("vllm", {}, 2.0, release, "vllm_release"),
+        run("vllm-eager", {}, 2.5, release, "vllm_release"),
+        run("vllm-mt", {"num_threads": 16}, 1.5, release, "vllm_release"),
+        run("vllm-prefetch", {}, 1.0, release, "vllm_release"),
+    ]
+
+
+def test_every_vllm_row_takes_its_flags_and_default_mark_from_the_vllm_profile() -> None:
+    # GIVEN the five paths replayed as vLLM 0.22 on a file system it does not prefetch on by itself
+    flags = {r.label: r.flags for r in compare_strategies(vllm_runs({"prefetch": False})).rows}
+    # THEN vLLM's lazy path is the default, each other path has vLLM's own flag, and SGLang's row is no vLLM path
+    assert flags == {
+        "sglang": "not a vLLM path: SGLang's default, the values' reference",
+        "vllm": "(default: no flags)",
+        "vllm-eager": "--safetensors-load-strategy eager",
+        "vllm-mt:num_threads=16": """--model-loader-extra-config '{"enable_multithread_load": true, "num_threads": 16}'""",
+        "vllm-prefetch": "--safetensors-load-strategy prefetch",
+    }
+
+
+def test_where_vllm_prefetches_by_itself_prefetching_is_the_default_row() -> None:
+    # GIVEN the same paths where vLLM's rule prefetches unasked (NFS, the checkpoint fits in RAM)
+    comparison = compare_strategies(vllm_runs({"prefetch": True}))
+    flags = {r.label: r.flags for r in comparison.rows}
+    # THEN prefetching needs no flag, the lazy path needs one, and "faster than vLLM's default" is not claimed for
+    # the default itself
+    assert flags["vllm-prefetch"] == "(default: no flags)"
+    assert flags["vllm"] == "--safetensors-load-strategy lazy"
+    assert comparison.summary.startswith("fastest: vllm-prefetch 1.000 s")
+    assert "faster than vLLM's default" not in comparison.summary
