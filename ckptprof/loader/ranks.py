@@ -61,6 +61,7 @@ def _rank_main(
     # the ranks reported so far), so a rank ignores SIGINT instead of dying mid-import with a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
+    _title(rank)
     from ckptprof.loader.worker import replay_rank
 
     # Open the reporting path (the queue's feeder thread) before any large allocation: a rank that later runs
@@ -105,6 +106,19 @@ def _rank_main(
     if result.status != "ok" and not waited:
         barrier.abort()  # failed before the start barrier: the other ranks must not wait for this one
     results.put(("result", rank, asdict(result)))
+
+
+RANK_TITLE = "ckptprof:TP{rank}"
+
+
+def _title(rank: int) -> None:
+    """Name the rank's process ``ckptprof:TP3`` (its comm, what ps and /proc/PID/comm show): a spawned rank's command
+    line is multiprocessing's and says nothing of the rank, and ``ckptprof watch`` finds the ranks by this title."""
+    try:
+        with open("/proc/self/comm", "w") as fh:  # prctl(PR_SET_NAME) by another door: 15 bytes at most
+            fh.write(RANK_TITLE.format(rank=rank)[:15])
+    except OSError:  # not Linux: the title is only a name
+        pass
 
 
 def psutil_vms() -> int:

@@ -6,7 +6,8 @@ SGLang's launcher (the tokenizer manager) starts one scheduler process per TP ra
 ``sglang::detokenizer`` (and ``sglang::data_parallel_controller`` with data parallelism); the draft model of
 speculative decoding loads inside each scheduler. vLLM's API server starts ``VLLM::EngineCore`` (older releases:
 ``EngineCore_0`` / ``EngineCore_DP0``), which at TP > 1 starts one worker per rank (``VLLM::Worker_TP0``,
-``VllmWorker-0``, ``VllmWorker rank=0``); at TP 1 the engine core loads the weights itself.
+``VllmWorker-0``, ``VllmWorker rank=0``); at TP 1 the engine core loads the weights itself. ``ckptprof run``
+spawns one process per rank and names it ``ckptprof:TP3`` (loader/ranks.py); the draft loads in the same process.
 
 A title set with setproctitle shows in ``/proc/PID/cmdline``; ``/proc/PID/comm`` holds its first 15 bytes. Both
 are read; the rank number comes from the full one. A title counts where an argument starts with it.
@@ -29,6 +30,7 @@ _VLLM_WORKER = re.compile(
 )
 _VLLM_ENGINE = re.compile(r"(?:VLLM::EngineCore(?:_DP(\d+))?|\bEngineCore_(?:DP)?(\d+))")
 _VLLM_OTHER = re.compile(r"VLLM::(APIServer\w*)")
+_CKPTPROF_RANK = re.compile(r"ckptprof:TP(\d+)")
 _PARTS = re.compile(r"_([A-Z]{2})(\d+)")
 
 
@@ -40,7 +42,7 @@ class WatchTargetError(CkptprofError):
 class Role:
     """What one process of a server is."""
 
-    engine: str  # sglang | vllm
+    engine: str  # sglang | vllm | ckptprof
     kind: str  # rank (loads weights) | engine-core | helper
     title: str  # the title it was recognised by ("sglang::scheduler_TP0")
     tp_rank: int | None = None
@@ -71,6 +73,10 @@ def _find(pattern: re.Pattern[str], texts: Sequence[str]) -> re.Match[str] | Non
 def classify_process(name: str, cmdline: Sequence[str]) -> Role | None:
     """The role of a process from its comm name and its command line; None when it is no known server process."""
     texts = [*cmdline, name]
+    m = _find(_CKPTPROF_RANK, texts)
+    if m:
+        tp = int(m.group(1))
+        return Role("ckptprof", "rank", m.group(0), tp, (("TP", tp),))
     m = _find(_SGLANG_SCHEDULER, texts)
     if m:
         parts = _parts(m.group(1))
@@ -102,6 +108,8 @@ def launcher_engine(cmdline: Sequence[str]) -> str | None:
         return "sglang"
     if re.search(r"\bvllm\s+serve\b|vllm[./]entrypoints|/vllm\s+serve\b", text):
         return "vllm"
+    if re.search(r"\bckptprof\s+run\b", text):
+        return "ckptprof"
     return None
 
 

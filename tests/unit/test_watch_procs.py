@@ -27,6 +27,19 @@ from ckptprof.watch.counters import ProcessReader, parse_io, parse_stat
         ("VLLM::Worker_PP", ["VLLM::Worker_PP1_TP2"], "vllm", "rank", "PP1 TP2"),
         ("VllmWorker-2", ["VllmWorker-2"], "vllm", "rank", "TP2"),
         ("VLLM::EngineCor", ["VLLM::EngineCore"], "vllm", "engine-core", "VLLM::EngineCore"),
+        # ckptprof run's spawned rank: multiprocessing's command line, the title in comm (loader/ranks.py)
+        (
+            "ckptprof:TP3",
+            [
+                "python",
+                "-c",
+                "from multiprocessing.spawn import spawn_main; spawn_main()",
+                "--multiprocessing-fork",
+            ],
+            "ckptprof",
+            "rank",
+            "TP3",
+        ),
         (
             "python",
             ["python", "-m", "vllm.entrypoints.cli.main", "EngineCore_DP1"],
@@ -62,7 +75,56 @@ def test_a_launcher_command_names_its_engine() -> None:
     assert procs.launcher_engine(["python3", "-m", "sglang.launch_server", "--tp", "8"]) == "sglang"
     assert procs.launcher_engine(["/usr/bin/vllm", "serve", "/m"]) == "vllm"
     assert procs.launcher_engine(["python", "-m", "vllm.entrypoints.openai.api_server"]) == "vllm"
+    assert procs.launcher_engine(["python", "-m", "ckptprof", "run", "/m", "--tp", "8"]) == "ckptprof"
     assert procs.launcher_engine(["sleep", "30"]) is None
+
+
+def test_ckptprof_runs_rank_title_is_the_one_watch_recognises() -> None:
+    from ckptprof.loader.ranks import RANK_TITLE
+
+    title = RANK_TITLE.format(rank=12)
+    assert len(title) <= 15  # comm keeps 15 bytes: the rank number must survive
+    role = procs.classify_process(title, ["python"])
+    assert role is not None and (role.engine, role.kind, role.tp_rank) == ("ckptprof", "rank", 12)
+
+
+def test_ckptprof_runs_checkpoints_come_from_its_positional_and_draft() -> None:
+    run = [
+        "python",
+        "-m",
+        "ckptprof",
+        "run",
+        "--tp",
+        "8",
+        "--devices",
+        "cuda:0",
+        "/v",
+        "-d",
+        "/d",
+        "-o",
+        "/out",
+    ]
+    assert [(m.role, m.path, m.flag) for m in model_args(run)] == [
+        ("target", "/v", "run TARGET"),
+        ("draft", "/d", "run --draft"),
+    ]
+    # --model is not run's flag; the built-in draft (no TARGET) names no folder
+    assert model_args(["/usr/bin/ckptprof", "run", "--cache=cold", "--faithful", "--draft=/d2"]) == [
+        model_args(["ckptprof", "run", "--draft", "/d2"])[0]
+    ]
+    assert model_args(["ckptprof", "run", "--synth-size", "64MB", "-q"]) == []
+
+
+def test_the_run_flags_that_take_a_value_are_all_known_to_watch() -> None:
+    import argparse
+
+    from ckptprof.cli.run_cmd import RunCommand
+    from ckptprof.watch.cmdline import RUN_VALUE_FLAGS
+
+    parser = argparse.ArgumentParser()
+    RunCommand().prepare_parser(parser)
+    takes_value = {s for a in parser._actions if a.option_strings and a.nargs != 0 for s in a.option_strings}
+    assert takes_value == RUN_VALUE_FLAGS
 
 
 def test_model_paths_come_from_the_flags_each_engine_spells() -> None:
