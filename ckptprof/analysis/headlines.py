@@ -9,8 +9,9 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, replace
 
+# The package, not its steps: 'classify' is a step's module name as well as the function.
+from ckptprof.analysis import verdict as judge
 from ckptprof.analysis.attribution import checkpoint_bytes
-from ckptprof.analysis.verdict import bound_figure, classify, compute_verdict, limit_word, read_figures
 from ckptprof.results import Prediction
 from ckptprof.session import Session
 
@@ -58,9 +59,9 @@ def model_session(session: Session, role: str) -> Session:
 
 def model_headline(session: Session, role: str) -> ModelHeadline:
     one = model_session(session, role)
-    verdict = compute_verdict(one)
-    fig = read_figures(one)
-    cls = classify(fig, bool(one.ranks))
+    verdict = judge.compute_verdict(one)
+    fig = judge.read_figures(one)
+    cls = judge.classify(fig, bool(one.ranks))
     remedy = next((p for p in verdict.predictions if not p.slower_than_now), None)
     return ModelHeadline(
         role=role,
@@ -68,8 +69,8 @@ def model_headline(session: Session, role: str) -> ModelHeadline:
         bytes=checkpoint_bytes(one),
         ranks=sum(1 for r in one.ranks if r.models),
         bottleneck=cls.bottleneck,
-        limit=limit_word(cls.bottleneck, fig.stand_in),
-        figure=bound_figure(one, fig, cls),
+        limit=judge.limit_word(cls.bottleneck, fig.stand_in),
+        figure=judge.bound_figure(one, fig, cls),
         remedy=remedy,
         priced=session.ceilings.measured,
     )
