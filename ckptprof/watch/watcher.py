@@ -406,7 +406,12 @@ def findings(record: WatchRecord) -> list[str]:
     ends = [record.duration_s] + [
         r.gone_s if r.gone_s is not None else record.duration_s for r in record.ranks
     ]
-    early = [r for r in record.ranks if r.gone_s is not None and r.gone_s < max(ends) - EARLY_END_S]
+    # ckptprof run's ranks end when their load is done, before the run writes its report: not early.
+    early = [
+        r
+        for r in record.ranks
+        if r.gone_s is not None and r.gone_s < max(ends) - EARLY_END_S and r.rank.role.engine != "ckptprof"
+    ]
     for r in early:
         read = r.last.read_bytes
         out.append(

@@ -1,0 +1,213 @@
+"""What ``ckptprof watch`` saw of a ``ckptprof run``, held against that run's own session, rank by rank.
+
+Both are read as JSON (a watch session and a run session of the same load); nothing of loader/ or run/ is imported.
+The two sides measure different things, and the table says which:
+
+- watch's bytes are ``/proc/PID/io`` ``read_bytes``: what the kernel fetched from storage on the rank's behalf,
+  since the rank started. A page is charged to the process that faulted it in first, so ranks that share a
+  checkpoint split its bytes between them, and a warm load reads ~0.
+- the run's *loaded* bytes are the shard bytes each rank loaded (cache or not); its *storage* bytes are its own
+  per-shard count of pages that were not resident when read (plus its faithful pass's, when one ran).
+- watch's load window runs from the last sample before a rank's ``read_bytes`` first grew to the first sample at
+  which it reached its final value (so it is quantised by the interval, and empty for a warm load); the run's wall
+  is the rank's load wall, measured inside the rank. Residency's window: the shards' last filling (after the
+  run's cold drop, when there was one), from the first change seen to the last shard full.
+
+    python -m ckptprof.watch.against_run WATCH_SESSION.json RUN_SESSION.json [-o TABLE.txt] [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ckptprof.units import human_bytes
+
+MEASURES = (
+    "watch read: bytes the kernel fetched from storage for the rank (/proc/PID/io read_bytes, since it started; a "
+    "page is charged to the rank that faulted it in first, a warm load reads ~0)",
+    "run loaded: the shard bytes the rank loaded; run storage: the rank's own count of bytes that were not in the "
+    "page cache when read (decomposed pass + faithful pass when one ran)",
+    "watch window: from the last sample before read_bytes grew to the first at its final value (quantised by the "
+    "interval); run wall: the rank's load wall measured inside it (decomposed; faithful beside it when it ran)",
+)
+
+
+def _reading_window(samples: list[list[Any]], columns: list[str]) -> tuple[float, float] | None:
+    t_i, b_i = columns.index("t_s"), columns.index("read_bytes")
+    points = [(row[t_i], row[b_i]) for row in samples if row[b_i] is not None]
+    if len(points) < 2 or points[-1][1] <= points[0][1]:
+        return None
+    final = points[-1][1]
+    start = next(i for i in range(1, len(points)) if points[i][1] > points[i - 1][1]) - 1
+    end = next(i for i, (_, b) in enumerate(points) if b >= final)
+    return float(points[start][0]), float(points[end][0])
+
+
+def _last_fill(shard: dict[str, Any]) -> tuple[float, float] | None:
+    """(first growth, full) of the shard's last filling: from the first point after its last lowest one to the
+    first point at its full size after that. A cold run drops the pages after watch began (a shard resident at
+    the start goes to 0 and fills again), so the first growth and first full of the whole watch are not the load."""
+    points = shard.get("points") or []
+    size = shard.get("bytes") or 0
+    if not points or not size:
+        return None
+    low = min(b for _, b in points)
+    last_low = max(i for i, (_, b) in enumerate(points) if b == low)
+    if low >= size:
+        return None  # full throughout: the load fetched nothing into the cache that watch could see
+    after = points[last_low + 1 :]
+    full = next((t for t, b in after if b >= size), None)
+    return None if not after or full is None else (float(after[0][0]), float(full))
+
+
+def _run_rank(rank: dict[str, Any]) -> dict[str, Any]:
+    models = rank.get("models") or []
+    loaded = sum(s.get("bytes") or 0 for m in models for s in m.get("shards") or [])
+    storage = sum(s.get("storage_bytes") or 0 for m in models for s in m.get("shards") or [])
+    faithful_storage = sum(m.get("faithful_storage_bytes") or 0 for m in models)
+    faithful_walls = [m["faithful_wall_s"] for m in models if m.get("faithful_wall_s") is not None]
+    return {
+        "rank": rank.get("rank"),
+        "pid": rank.get("pid"),
+        "loaded_bytes": loaded,
+        "storage_bytes": storage,
+        "faithful_storage_bytes": faithful_storage
+        if any("faithful_storage_bytes" in m for m in models)
+        else None,
+        "wall_s": rank.get("wall_s"),
+        "faithful_wall_s": sum(faithful_walls) if faithful_walls else None,
+    }
+
+
+def compare(watch: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """Per rank, watch's figures beside the run's; ranks are matched by pid (the run saves each rank's), else by
+    rank number."""
+    columns = list(watch.get("sample_columns") or [])
+    w_ranks = watch.get("ranks") or []
+    by_pid = {r.get("pid"): r for r in w_ranks}
+    by_tp = {r.get("tp_rank"): r for r in w_ranks}
+    rows = []
+    for rr in run.get("ranks") or []:
+        ours = _run_rank(rr)
+        w = by_pid.get(ours["pid"]) or by_tp.get(ours["rank"])
+        row: dict[str, Any] = {"rank": ours["rank"], "run": ours, "watch": None}
+        if w is not None:
+            window = _reading_window(w.get("samples") or [], columns) if columns else None
+            row["watch"] = {
+                "label": w.get("label"),
+                "pid": w.get("pid"),
+                "matched_by": "pid" if ours["pid"] in by_pid else "rank",
+                "read_bytes": (w.get("at_last_sight") or {}).get("read_bytes"),
+                "read_bytes_while_watched": (w.get("while_watched") or {}).get("read_bytes"),
+                "major_faults": (w.get("at_last_sight") or {}).get("major_faults"),
+                "reading_from_s": None if window is None else window[0],
+                "reading_to_s": None if window is None else window[1],
+                "reading_s": None if window is None else round(window[1] - window[0], 3),
+                "state_shares": w.get("state_shares"),
+            }
+        rows.append(row)
+    shards = [s for m in watch.get("models") or [] for s in m.get("shards") or []]
+    full = [s for s in shards if s.get("bytes") and s.get("resident_at_end", 0) >= s["bytes"]]
+    fills = [_last_fill(s) for s in shards]
+    firsts = [f[0] for f in fills if f is not None]
+    fulls = [f[1] for f in fills if f is not None]
+    totals = watch.get("totals") or {}
+    run_storage = sum(r["run"]["storage_bytes"] + (r["run"]["faithful_storage_bytes"] or 0) for r in rows)
+    return {
+        "ranks": rows,
+        "unmatched_watch_ranks": [
+            r.get("label")
+            for r in w_ranks
+            if all(row["watch"] is None or row["watch"]["pid"] != r.get("pid") for row in rows)
+        ],
+        "checkpoint_bytes": totals.get("checkpoint_bytes"),
+        "watch_read_bytes": totals.get("storage_bytes_since_rank_start"),
+        "run_loaded_bytes": sum(r["run"]["loaded_bytes"] for r in rows),
+        "run_storage_bytes": run_storage,
+        "shards": len(shards),
+        "shards_resident_at_end": len(full),
+        "resident_bytes_start": totals.get("resident_bytes_start"),
+        "resident_bytes_end": totals.get("resident_bytes_end"),
+        "residency_from_s": min(firsts) if firsts else None,
+        "residency_full_s": max(fulls) if fulls and len(fulls) == len(shards) else None,
+        "run_cache": (run.get("config") or {}).get("cache"),
+        "watch_interval_s": watch.get("interval_s"),
+        "measures": list(MEASURES),
+    }
+
+
+def _b(x: int | None) -> str:
+    return "-" if x is None else human_bytes(x)
+
+
+def _s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def table(c: dict[str, Any]) -> str:
+    """The comparison as text: one line per rank, then the totals and what each side measures."""
+    head = (
+        f"{'rank':>4} {'watch':8} {'watch read':>11} {'run storage':>11} {'run loaded':>11} "
+        f"{'watch window s':>15} {'reading s':>9} {'run wall s':>10} {'faithful s':>10}"
+    )
+    out = [head, "-" * len(head)]
+    for row in c["ranks"]:
+        r, w = row["run"], row["watch"] or {}
+        storage = r["storage_bytes"] + (r["faithful_storage_bytes"] or 0)
+        window = (
+            "-" if w.get("reading_from_s") is None else f"{w['reading_from_s']:.1f}-{w['reading_to_s']:.1f}"
+        )
+        out.append(
+            f"{row['rank']:>4} {w.get('label') or 'unseen':8} {_b(w.get('read_bytes')):>11} {_b(storage):>11} "
+            f"{_b(r['loaded_bytes']):>11} {window:>15} {_s(w.get('reading_s')):>9} {_s(r['wall_s']):>10} "
+            f"{_s(r['faithful_wall_s']):>10}"
+        )
+    full_s = c["residency_full_s"]
+    out += [
+        "",
+        f"checkpoint {_b(c['checkpoint_bytes'])}; run cache={c['run_cache']}; watch interval {c['watch_interval_s']} s",
+        f"all ranks: watch read {_b(c['watch_read_bytes'])} from storage; run storage {_b(c['run_storage_bytes'])}, "
+        f"run loaded {_b(c['run_loaded_bytes'])}",
+        f"shards resident at the end: {c['shards_resident_at_end']}/{c['shards']} "
+        f"({_b(c['resident_bytes_start'])} resident when watch began, {_b(c['resident_bytes_end'])} at the end); "
+        f"residency grew from {_s(c['residency_from_s'])} s"
+        + (
+            f" to every shard full at {full_s:.2f} s"
+            if full_s is not None
+            else " (not every shard became full)"
+        ),
+    ]
+    if c["unmatched_watch_ranks"]:
+        out.append(
+            f"watch saw ranks the run does not list: {', '.join(map(str, c['unmatched_watch_ranks']))}"
+        )
+    out += ["", "what each side measures:"] + [f"  - {m}" for m in c["measures"]]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ckptprof.watch.against_run",
+        description="a watch session of a ckptprof run beside that run's own session, per rank",
+    )
+    parser.add_argument("watch", type=Path, help="the watch session (session.json of ckptprof watch -o DIR)")
+    parser.add_argument("run", type=Path, help="the run's session (session.json of ckptprof run -o DIR)")
+    parser.add_argument("-o", "--output", type=Path, default=None, help="also write the table here")
+    parser.add_argument("--json", type=Path, default=None, help="also write the comparison as JSON here")
+    args = parser.parse_args(argv)
+    c = compare(json.loads(args.watch.read_text()), json.loads(args.run.read_text()))
+    text = table(c)
+    sys.stdout.write(text)
+    if args.output is not None:
+        args.output.write_text(text, encoding="utf-8")
+    if args.json is not None:
+        args.json.write_text(json.dumps(c, indent=1) + "\n", encoding="utf-8")
+    return 0 if all(row["watch"] is not None for row in c["ranks"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""``ckptprof watch -- ckptprof run CKPT --tp 2 --cache cold``: watch finds the run's own rank processes by their title
+(``ckptprof:TP0``, loader/ranks.py), reads the checkpoint off run's command line, and its per-rank storage bytes
+match the run's own per-rank count; ``python -m ckptprof.watch.against_run`` puts the two sessions side by side.
+Warm where this file system's pages cannot be dropped (then the bytes from storage are not held, only the rest)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ckptprof.checkpoint import fs
+from ckptprof.checkpoint.synth import synthesize
+from ckptprof.watch.against_run import compare, table
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def droppable(folder: Path) -> bool:
+    probe = folder / "drop-probe"
+    probe.write_bytes(os.urandom(1 << 20))
+    try:
+        return fs.drop_cache([probe]).ok
+    finally:
+        probe.unlink()
+
+
+def test_watch_follows_a_ckptprof_run_and_agrees_with_its_session(tmp_path: Path) -> None:
+    # GIVEN a small checkpoint on a file system whose pages can (or cannot) be dropped
+    ckpt = tmp_path / "ckpt"
+    synthesize(ckpt, preset="eagle3-draft", shards=4, size=24_000_000, seed=3)
+    cold = droppable(tmp_path)
+    # WHEN ckptprof run loads it at TP2 under ckptprof watch
+    run_dir, watch_dir = tmp_path / "run", tmp_path / "watch"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "ckptprof", "watch", "-o", str(watch_dir), "--interval", "0.1", "--"]
+    command += [sys.executable, "-m", "ckptprof", "run", str(ckpt), "--tp", "2", "--devices", "cpu"]
+    command += ["--cache", "cold" if cold else "warm", "--no-probe", "-q", "-o", str(run_dir)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    watch = json.loads((watch_dir / "session.json").read_text())
+    run = json.loads((run_dir / "session.json").read_text())
+
+    # THEN watch found the run's two ranks, as ckptprof's, and the very processes the run reports
+    assert watch["target"]["engine"] == "ckptprof"
+    assert [(r["label"], r["engine"], r["title"]) for r in watch["ranks"]] == [
+        ("TP0", "ckptprof", "ckptprof:TP0"),
+        ("TP1", "ckptprof", "ckptprof:TP1"),
+    ]
+    assert sorted(r["pid"] for r in watch["ranks"]) == sorted(r["pid"] for r in run["ranks"])
+    # AND the checkpoint came off run's command line, every shard resident at the end
+    assert [(m["role"], m["path"], m["from"]) for m in watch["models"]] == [
+        ("target", str(ckpt), "run TARGET")
+    ]
+    assert all(s["resident_at_end"] == s["bytes"] for s in watch["models"][0]["shards"])
+    # AND no finding calls the ranks' normal end (before the run writes its report) an early death
+    assert not [n for n in watch["notes"] if "while the server went on" in n]
+
+    c = compare(watch, run)
+    assert [row["watch"]["matched_by"] for row in c["ranks"]] == ["pid", "pid"]
+    assert c["shards_resident_at_end"] == c["shards"] == 4
+    if cold:
+        # AND cold, each rank's bytes from storage as watch saw them are the run's own count for that rank, and
+        # the ranks together fetched the checkpoint once (a page is charged to the rank that faulted it first)
+        ckpt_bytes = c["checkpoint_bytes"]
+        for row in c["ranks"]:
+            seen, own = row["watch"]["read_bytes"], row["run"]["storage_bytes"]
+            assert abs(seen - own) <= 0.05 * ckpt_bytes + (1 << 20), (row["rank"], seen, own)
+            assert row["watch"]["reading_s"] is not None
+        assert c["watch_read_bytes"] == pytest.approx(ckpt_bytes, rel=0.1)
+        assert c["residency_full_s"] is not None
+    # AND the module's command writes the table, exit 0 with every rank matched
+    out = tmp_path / "table.txt"
+    main = [sys.executable, "-m", "ckptprof.watch.against_run", str(watch_dir / "session.json")]
+    main += [str(run_dir / "session.json"), "-o", str(out)]
+    shown = subprocess.run(main, env=env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert out.read_text() == shown.stdout == table(c)
+    assert "shards resident at the end: 4/4" in shown.stdout
