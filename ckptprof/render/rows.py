@@ -23,6 +23,7 @@ from ckptprof.analysis.verdict import limit_word
 from ckptprof.profiling.sampler import CLASSES as SAMPLED_CLASSES
 from ckptprof.results import Ceilings, Verdict
 from ckptprof.session import RankModel, Session
+from ckptprof.session_config import PredictionCheck
 from ckptprof.units import gbps, human_bytes
 
 RANK_HEADERS = [
@@ -136,7 +137,7 @@ def ceiling_header(ceilings: Ceilings, heading: bool = False) -> str:
 
 def release_line(session: Session) -> str:
     """Which SGLang release the replay stands for, and why that one ("" for sessions from before profiles)."""
-    release = session.config.get("vllm_release") or session.config.get("sglang_release")
+    release = session.config.vllm_release or session.config.sglang_release
     if not isinstance(release, dict):
         return ""
     return f"replaying {release.get('description')} (profile chosen by {release.get('why')})"
@@ -147,7 +148,7 @@ PY_SPY_HEADERS = ["rank", "phase", "s", "frame"]
 
 def py_spy_rows(session: Session, top: int = 3) -> list[list[Any]]:
     """The leaf frames py-spy saw most in each phase, per rank (only when the run used --py-spy)."""
-    tops = session.extra.get("py_spy_top_frames") or {}
+    tops = session.extra.py_spy_top_frames or {}
     rows: list[list[Any]] = []
     for rank, phases in sorted(tops.items(), key=lambda kv: int(kv[0])):
         for phase, frames in sorted(phases.items()):
@@ -171,7 +172,7 @@ STRATEGY_HEADERS = [
 
 def strategy_headers(session: Session) -> list[str]:
     """The strategy table's headers: the last column names whose flags they are (SGLang's or vLLM's)."""
-    engine = "vLLM" if isinstance(session.config.get("vllm_release"), dict) else "SGLang"
+    engine = "vLLM" if session.config.vllm_release is not None else "SGLang"
     return [*STRATEGY_HEADERS[:-1], f"{engine} flags"]
 
 
@@ -180,7 +181,7 @@ def strategy_rows(session: Session) -> list[list[str]]:
     if session.strategies is None:
         return []
     # The same word for a limit as the verdict's: 'host-copy-bound' where the copies had no CUDA device.
-    stand_in = not any(str(d).startswith("cuda") for d in session.config.get("devices") or [])
+    stand_in = not any(str(d).startswith("cuda") for d in session.config.devices or [])
     rows = []
     for r in session.strategies.rows:
         shares = r.shares
@@ -217,57 +218,54 @@ REPRICED_HEADER = "re-priced with the storage then"
 
 
 def prediction_heading(session: Session) -> str:
-    checks = session.extra.get("prediction_check") or [{}]
+    checks = session.extra.prediction_check or [PredictionCheck()]
     head = "predictions checked: each recommended flag set replayed in the same cache mode"
-    baseline = checks[0].get("baseline_s")
+    baseline = checks[0].baseline_s
     if baseline is not None:
-        head += f" (this run: {baseline:.2f} s, {checks[0].get('baseline_wall')} wall)"
+        head += f" (this run: {baseline:.2f} s, {checks[0].baseline_wall} wall)"
     return head
 
 
 def prediction_headers(session: Session) -> list[str]:
-    checks = session.extra.get("prediction_check") or []
-    repriced = any(isinstance(c, dict) and c.get("repriced_s") is not None for c in checks)
+    checks = session.extra.prediction_check or []
+    repriced = any(c.repriced_s is not None for c in checks)
     return PREDICTION_HEADERS + ([REPRICED_HEADER] if repriced else [])
 
 
 def prediction_rows(session: Session) -> list[list[str]]:
     """`run --check-predictions`: each recommendation's predicted wall against the replay of its flags."""
-    checks = session.extra.get("prediction_check")
-    if not isinstance(checks, list) or not checks:
+    checks = session.extra.prediction_check
+    if not checks:
         return []
     rows = []
     for check in checks:
-        error = check.get("error")
-        verdict = (
-            "-" if check.get("within_tolerance") is None else ("yes" if check["within_tolerance"] else "no")
-        )
-        measured = check.get("measured_s")
-        row = [
-            check.get("flags"),
-            f"{check['predicted_s']:.2f} s" if check.get("predicted_s") is not None else "-",
-            f"{measured:.2f} s ({check.get('measured_wall')})"
-            if measured is not None
-            else check.get("status"),
-            f"{100 * error:+.0f}%" if error is not None else (check.get("reason") or "-"),
+        error = check.error
+        verdict = "-" if check.within_tolerance is None else ("yes" if check.within_tolerance else "no")
+        measured = check.measured_s
+        # flags and status may be null in the file: shown as they always were (the cell left as it is)
+        row: list[Any] = [
+            check.flags,
+            f"{check.predicted_s:.2f} s" if check.predicted_s is not None else "-",
+            f"{measured:.2f} s ({check.measured_wall})" if measured is not None else check.status,
+            f"{100 * error:+.0f}%" if error is not None else (check.reason or "-"),
             verdict,
         ]
-        if any(c.get("repriced_s") is not None for c in checks):
+        if any(c.repriced_s is not None for c in checks):
             row.append(_repriced_cell(check))
         rows.append(row)
     return rows
 
 
-def _repriced_cell(check: dict[str, Any]) -> str:
+def _repriced_cell(check: PredictionCheck) -> str:
     """'2.31 s, -9%, yes (storage 1.62 GB/s)': the prediction made again from the storage just before the replay."""
-    again = check.get("repriced_s")
+    again = check.repriced_s
     if again is None:
         return "-"
     text = f"{again:.2f} s"
-    error = check.get("repriced_error")
+    error = check.repriced_error
     if error is not None:
-        text += f", {100 * error:+.0f}%, " + ("yes" if check.get("repriced_within_tolerance") else "no")
-    storage = check.get("storage_GBps_then")
+        text += f", {100 * error:+.0f}%, " + ("yes" if check.repriced_within_tolerance else "no")
+    storage = check.storage_GBps_then
     if storage is not None:
         text += f" (storage {storage:.2f} GB/s)"
     return text
@@ -316,17 +314,17 @@ def _percent(fraction: Any) -> float | None:
 
 def run_line(session: Session) -> str:
     cfg = session.config
-    devices = ", ".join(str(d) for d in cfg.get("devices", [])) or "?"
+    devices = ", ".join(str(d) for d in cfg.devices or []) or "?"
     parts = [
-        f"tp={cfg.get('tp', '?')} on {devices}",
-        f"cache={cfg.get('cache', '?')}",
-        f"strategy={cfg.get('strategy', '?')}",
+        f"tp={'?' if cfg.tp is None else cfg.tp} on {devices}",
+        f"cache={'?' if cfg.cache is None else cfg.cache}",
+        f"strategy={'?' if cfg.strategy is None else cfg.strategy}",
     ]
-    release = cfg.get("sglang_release")
-    if isinstance(release, dict):
+    release = cfg.sglang_release
+    if release is not None:
         parts.append(f"SGLang profile {release.get('profile')} ({release.get('why')})")
-    vllm_release = cfg.get("vllm_release")
-    if isinstance(vllm_release, dict):
+    vllm_release = cfg.vllm_release
+    if vllm_release is not None:
         parts.append(f"vLLM profile {vllm_release.get('profile')} ({vllm_release.get('why')})")
     source = faithful_source_line(session)
     if source:
@@ -341,8 +339,8 @@ def run_line(session: Session) -> str:
 
 def faithful_source_line(session: Session) -> str | None:
     """What ran the faithful pass, with the engine's import time (taken before any clock started) beside it."""
-    source = session.config.get("faithful_source")
-    if not isinstance(source, str) or not source:
+    source = session.config.faithful_source
+    if not source:
         return None
     imports = sorted(r.engine_import_s for r in session.ranks if r.engine_import_s is not None)
     if imports:
@@ -362,8 +360,8 @@ def engine_output_text(session: Session) -> str:
     rank; a sentence when nothing was kept."""
     kept = [r for r in session.ranks if r.engine_output]
     if not kept:
-        source = session.config.get("faithful_source")
-        if not isinstance(source, str) or not source:
+        source = session.config.faithful_source
+        if not source:
             why = "the run had no faithful pass"
         elif source.startswith("ckptprof's replica"):
             why = "the faithful pass ran ckptprof's replica, not the engine"
@@ -495,7 +493,7 @@ def key_metrics(session: Session) -> list[tuple[str, str]]:
     if fetched and isinstance(delta, (int, float)):
         ours, theirs = sum(a for a, _ in fetched), sum(b or 0 for _, b in fetched)
         text += f" (from storage: {human_bytes(ours)} decomposed, {human_bytes(theirs)} faithful)"
-    rounds = session.config.get("faithful_rounds") or 1
+    rounds = session.config.faithful_rounds or 1
     if rounds > 1 and isinstance(delta, (int, float)):
         text += f"; medians of {rounds} alternated passes each"
     rows.append(("decomposed vs faithful wall", text))

@@ -49,9 +49,8 @@ def render(session: Session, slowest: int = 5) -> str:
     if headlines:
         out += [*headlines, *([disagreement] if disagreement else []), ""]
     out.append(
-        f"ckptprof: {models}; tp={cfg.get('tp')} on {', '.join(cfg.get('devices', []))}; cache={cfg.get('cache')}; "
-        f"strategy={cfg.get('strategy')}"
-        + (f" (draft: {cfg['draft_strategy']})" if cfg.get("draft_strategy") else "")
+        f"ckptprof: {models}; tp={cfg.tp} on {', '.join(cfg.devices or [])}; cache={cfg.cache}; "
+        f"strategy={cfg.strategy}" + (f" (draft: {cfg.draft_strategy})" if cfg.draft_strategy else "")
     )
     release = release_line(session)
     if release:
@@ -92,13 +91,13 @@ def render(session: Session, slowest: int = 5) -> str:
             extras.append(f"{v.major_faults_per_GB:.0f} major faults/GB")
         extras.append(f"rank skew {v.rank_skew if v.rank_skew is not None else 1.0:.2f}")
         if v.faithful_delta is not None:
-            rounds = session.config.get("faithful_rounds") or 1
+            rounds = session.config.faithful_rounds or 1
             medians = f" (medians of {rounds} alternated passes)" if rounds > 1 else ""
             extras.append(f"decomposed vs faithful wall {100 * v.faithful_delta:+.1f}%{medians}")
             sampled = sampled_shares_text(session)
             if sampled:
                 extras.append(f"threads sampled (storage / page cache / cpu / waiting): {sampled}")
-        elif session.config.get("faithful"):
+        elif session.config.faithful:
             extras.append("faithful check interrupted")
         else:
             extras.append("faithful check not run (--faithful)")
