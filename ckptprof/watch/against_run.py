@@ -6,8 +6,9 @@ The two sides measure different things, and the table says which:
 - watch's bytes are ``/proc/PID/io`` ``read_bytes``: what the kernel fetched from storage on the rank's behalf,
   since the rank started. A page is charged to the process that faulted it in first, so ranks that share a
   checkpoint split its bytes between them, and a warm load reads ~0.
-- the run's *loaded* bytes are the shard bytes each rank loaded (cache or not); its *storage* bytes are its own
-  per-shard count of pages that were not resident when read (plus its faithful pass's, when one ran).
+- the run's *loaded* bytes are the shard bytes each rank loaded (cache or not); its *storage* bytes are the same
+  kernel counter read inside the rank around each shard (its faithful pass's apart, in the faithful pass's own
+  processes): agreement shows that sampling from outside lost nothing, not a second measurement of storage.
 - watch's load window runs from the last sample before a rank's ``read_bytes`` first grew to the first sample at
   which it reached its final value (so it is quantised by the interval, and empty for a warm load); the run's wall
   is the rank's load wall, measured inside the rank. Residency's window: the shards' last filling (after the
@@ -29,8 +30,9 @@ from ckptprof.units import human_bytes
 MEASURES = (
     "watch read: bytes the kernel fetched from storage for the rank (/proc/PID/io read_bytes, since it started; a "
     "page is charged to the rank that faulted it in first, a warm load reads ~0)",
-    "run loaded: the shard bytes the rank loaded; run storage: the rank's own count of bytes that were not in the "
-    "page cache when read (decomposed pass + faithful pass when one ran)",
+    "run loaded: the shard bytes the rank loaded; run storage: the rank's own count of bytes fetched from storage, "
+    "read from the same kernel counter inside the rank around each shard (so agreement shows watch lost nothing "
+    "between its samples or at the rank's end; the independent check is the sum against the checkpoint's size)",
     "watch window: from the last sample before read_bytes grew to the first at its final value (quantised by the "
     "interval); run wall: the rank's load wall measured inside it (decomposed; faithful beside it when it ran)",
 )
@@ -83,33 +85,56 @@ def _run_rank(rank: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _seen(tracks: list[dict[str, Any]], columns: list[str], matched_by: str) -> dict[str, Any] | None:
+    """What watch saw of one pass of one rank: its process (several, summed, when the pass ran more than once)."""
+    if not tracks:
+        return None
+    windows = [_reading_window(t.get("samples") or [], columns) for t in tracks] if columns else []
+    windows = [w for w in windows if w is not None]
+    reads = [(t.get("at_last_sight") or {}).get("read_bytes") for t in tracks]
+    return {
+        "label": tracks[0].get("label"),
+        "pids": [t.get("pid") for t in tracks],
+        "matched_by": matched_by,
+        "read_bytes": None if any(r is None for r in reads) else sum(r or 0 for r in reads),
+        "major_faults": sum((t.get("at_last_sight") or {}).get("major_faults") or 0 for t in tracks),
+        "reading_from_s": min(w[0] for w in windows) if windows else None,
+        "reading_to_s": max(w[1] for w in windows) if windows else None,
+        "reading_s": round(sum(w[1] - w[0] for w in windows), 3) if windows else None,
+        "state_shares": tracks[0].get("state_shares"),
+    }
+
+
 def compare(watch: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
-    """Per rank, watch's figures beside the run's; ranks are matched by pid (the run saves each rank's), else by
-    rank number."""
+    """Per rank, watch's figures beside the run's. The run spawns one process per rank for its decomposed pass and,
+    with --faithful, new ones for the faithful pass (titled the same): the decomposed one is matched by pid (the
+    run saves it), else the first one watch saw with that rank number; the later ones of that rank number are the
+    faithful pass's."""
     columns = list(watch.get("sample_columns") or [])
-    w_ranks = watch.get("ranks") or []
-    by_pid = {r.get("pid"): r for r in w_ranks}
-    by_tp = {r.get("tp_rank"): r for r in w_ranks}
+    w_ranks = sorted(watch.get("ranks") or [], key=lambda t: t.get("first_seen_s") or 0.0)
+    used: set[Any] = set()
     rows = []
     for rr in run.get("ranks") or []:
         ours = _run_rank(rr)
-        w = by_pid.get(ours["pid"]) or by_tp.get(ours["rank"])
-        row: dict[str, Any] = {"rank": ours["rank"], "run": ours, "watch": None}
-        if w is not None:
-            window = _reading_window(w.get("samples") or [], columns) if columns else None
-            row["watch"] = {
-                "label": w.get("label"),
-                "pid": w.get("pid"),
-                "matched_by": "pid" if ours["pid"] in by_pid else "rank",
-                "read_bytes": (w.get("at_last_sight") or {}).get("read_bytes"),
-                "read_bytes_while_watched": (w.get("while_watched") or {}).get("read_bytes"),
-                "major_faults": (w.get("at_last_sight") or {}).get("major_faults"),
-                "reading_from_s": None if window is None else window[0],
-                "reading_to_s": None if window is None else window[1],
-                "reading_s": None if window is None else round(window[1] - window[0], 3),
-                "state_shares": w.get("state_shares"),
+        same = [t for t in w_ranks if t.get("tp_rank") == ours["rank"]]
+        by_pid = [t for t in w_ranks if t.get("pid") == ours["pid"]]
+        first = by_pid or same[:1]
+        later = [
+            t
+            for t in same
+            if first and (t.get("first_seen_s") or 0.0) > (first[0].get("first_seen_s") or 0.0)
+        ]
+        if ours["faithful_wall_s"] is None:
+            later = []
+        used.update(t.get("pid") for t in first + later)
+        rows.append(
+            {
+                "rank": ours["rank"],
+                "run": ours,
+                "watch": _seen(first, columns, "pid" if by_pid else "rank"),
+                "watch_faithful": _seen(later, columns, "rank, after the decomposed pass"),
             }
-        rows.append(row)
+        )
     shards = [s for m in watch.get("models") or [] for s in m.get("shards") or []]
     full = [s for s in shards if s.get("bytes") and s.get("resident_at_end", 0) >= s["bytes"]]
     fills = [_last_fill(s) for s in shards]
@@ -120,9 +145,7 @@ def compare(watch: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     return {
         "ranks": rows,
         "unmatched_watch_ranks": [
-            r.get("label")
-            for r in w_ranks
-            if all(row["watch"] is None or row["watch"]["pid"] != r.get("pid") for row in rows)
+            f"{r.get('label')} (pid {r.get('pid')})" for r in w_ranks if r.get("pid") not in used
         ],
         "checkpoint_bytes": totals.get("checkpoint_bytes"),
         "watch_read_bytes": totals.get("storage_bytes_since_rank_start"),
@@ -151,21 +174,29 @@ def _s(x: float | None) -> str:
 def table(c: dict[str, Any]) -> str:
     """The comparison as text: one line per rank, then the totals and what each side measures."""
     head = (
-        f"{'rank':>4} {'watch':8} {'watch read':>11} {'run storage':>11} {'run loaded':>11} "
-        f"{'watch window s':>15} {'reading s':>9} {'run wall s':>10} {'faithful s':>10}"
+        f"{'rank':>4} {'pass':10} {'watch pid':>9} {'watch read':>11} {'run storage':>11} {'run loaded':>11} "
+        f"{'watch window s':>15} {'reading s':>9} {'run wall s':>10}"
     )
     out = [head, "-" * len(head)]
     for row in c["ranks"]:
-        r, w = row["run"], row["watch"] or {}
-        storage = r["storage_bytes"] + (r["faithful_storage_bytes"] or 0)
-        window = (
-            "-" if w.get("reading_from_s") is None else f"{w['reading_from_s']:.1f}-{w['reading_to_s']:.1f}"
-        )
-        out.append(
-            f"{row['rank']:>4} {w.get('label') or 'unseen':8} {_b(w.get('read_bytes')):>11} {_b(storage):>11} "
-            f"{_b(r['loaded_bytes']):>11} {window:>15} {_s(w.get('reading_s')):>9} {_s(r['wall_s']):>10} "
-            f"{_s(r['faithful_wall_s']):>10}"
-        )
+        r = row["run"]
+        passes = [("decomposed", row["watch"], r["storage_bytes"], r["wall_s"])]
+        if r["faithful_wall_s"] is not None:
+            passes.append(
+                ("faithful", row["watch_faithful"], r["faithful_storage_bytes"], r["faithful_wall_s"])
+            )
+        for name, seen, storage, wall in passes:
+            w = seen or {}
+            window = (
+                "-"
+                if w.get("reading_from_s") is None
+                else f"{w['reading_from_s']:.1f}-{w['reading_to_s']:.1f}"
+            )
+            pids = ",".join(str(p) for p in w.get("pids") or []) or "unseen"
+            out.append(
+                f"{row['rank']:>4} {name:10} {pids:>9} {_b(w.get('read_bytes')):>11} {_b(storage):>11} "
+                f"{_b(r['loaded_bytes']):>11} {window:>15} {_s(w.get('reading_s')):>9} {_s(wall):>10}"
+            )
     full_s = c["residency_full_s"]
     out += [
         "",
@@ -181,6 +212,25 @@ def table(c: dict[str, Any]) -> str:
             else " (not every shard became full)"
         ),
     ]
+    short = [
+        f"rank {row['rank']} {name}: {_b(storage - seen['read_bytes'])}"
+        for row in c["ranks"]
+        for name, seen, storage in (
+            ("decomposed", row["watch"], row["run"]["storage_bytes"]),
+            ("faithful", row["watch_faithful"], row["run"]["faithful_storage_bytes"] or 0),
+        )
+        if seen is not None
+        and seen["read_bytes"] is not None
+        and storage - seen["read_bytes"] > 0.05 * storage
+    ]
+    if short:
+        out.append(
+            "watch saw less than the run counted ("
+            + "; ".join(short)
+            + "): a rank process that ends reading is "
+            "gone before the next sample, and what it read after the last one goes unseen (a shorter --interval "
+            "sees more of it)"
+        )
     if c["unmatched_watch_ranks"]:
         out.append(
             f"watch saw ranks the run does not list: {', '.join(map(str, c['unmatched_watch_ranks']))}"
@@ -206,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         args.output.write_text(text, encoding="utf-8")
     if args.json is not None:
         args.json.write_text(json.dumps(c, indent=1) + "\n", encoding="utf-8")
-    return 0 if all(row["watch"] is not None for row in c["ranks"]) else 1
+    return 0 if all(row["watch"] is not None for row in c["ranks"]) else 1  # a rank watch did not see: 1
 
 
 if __name__ == "__main__":
