@@ -89,8 +89,8 @@ def _seen(tracks: list[dict[str, Any]], columns: list[str], matched_by: str) -> 
     """What watch saw of one pass of one rank: its process (several, summed, when the pass ran more than once)."""
     if not tracks:
         return None
-    windows = [_reading_window(t.get("samples") or [], columns) for t in tracks] if columns else []
-    windows = [w for w in windows if w is not None]
+    seen = [_reading_window(t.get("samples") or [], columns) for t in tracks] if columns else []
+    windows = [w for w in seen if w is not None]
     reads = [(t.get("at_last_sight") or {}).get("read_bytes") for t in tracks]
     return {
         "label": tracks[0].get("label"),
