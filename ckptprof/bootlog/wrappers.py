@@ -46,7 +46,9 @@ _WRAPPER_AFTER_CR_RE = re.compile(rb"\r" + _LEAD + rb"(?:" + _ALTERNATIVES + rb"
 
 
 def unwrap(block: bytes) -> bytes:
-    """``block`` without collector prefixes; the same object when it has none (the common, free case)."""
+    """``block`` without collector prefixes or a pane's frame; the same object when it has none (the common, free
+    case)."""
+    block = unframe(block)
     framed = b"\n" + block
     if _WRAPPER_RE.search(framed) is None:
         return block
@@ -54,3 +56,56 @@ def unwrap(block: bytes) -> bytes:
     if b"\r" in framed:
         framed = _WRAPPER_AFTER_CR_RE.sub(b"\r", framed)
     return framed[1:]
+
+
+# A pane or box a log was copied out of (k9s, tmux borders, a quoted block): the same symbol and a space open
+# most lines, and the same symbol, after the pane's padding, closes them. Learned from the block's own lines
+# rather than listed viewer by viewer; a record never starts with a lone symbol and a space, so none is taken
+# for a frame (SGLang's "[", vLLM's "(" are followed by text).
+_FRAME_SAMPLE_LINES = 40
+_FRAME_SHARE = 0.6
+
+
+def _frame_symbol(line: bytes) -> bytes | None:
+    """The symbol that opens ``line`` as a frame would ("│ ", "| ", "> "), or None."""
+    space = line.find(b" ", 0, 5)
+    if space <= 0:
+        return None
+    lead = line[:space]
+    try:
+        char = lead.decode()
+    except UnicodeDecodeError:
+        return None
+    if len(char) != 1 or char.isalnum() or char in "[({<\"'`":
+        return None
+    return lead
+
+
+def learn_frame(block: bytes) -> bytes | None:
+    """The frame symbol most of the block's first lines open with (and, for a single line, close with too)."""
+    lines = [line.rstrip(b"\r") for line in block.split(b"\n", _FRAME_SAMPLE_LINES)[:_FRAME_SAMPLE_LINES]]
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        return None
+    leads = [_frame_symbol(line) for line in lines]
+    first = next((lead for lead in leads if lead is not None), None)
+    if first is None:
+        return None
+    framed = leads.count(first)
+    if framed >= 2 and framed >= _FRAME_SHARE * len(lines):
+        return first
+    # A single framed line is believed only when the same symbol closes it as well.
+    if len(lines) == 1 and len(lines[0]) > 2 * len(first) + 1 and lines[0].endswith(b" " + first):
+        return first
+    return None
+
+
+def unframe(block: bytes) -> bytes:
+    """``block`` without the pane frame its lines carry; the same object when they carry none."""
+    symbol = learn_frame(block)
+    if symbol is None:
+        return block
+    mark = re.escape(symbol)
+    framed = re.sub(rb"(?m)^" + mark + rb" ", b"", block)
+    # The closing border and the padding before it (the pane's width, not the server's text).
+    return re.sub(rb"(?m)[ \t]*" + mark + rb"[ \t]*(?=\r?$)", b"", framed)

@@ -40,6 +40,13 @@ RECORDS: tuple[Rule, ...] = (
     Rule("Model loading took", End("load", "load-weights", "nth", only_if_open_or_new=True), weight=2),
     Rule("KV cache size", End("kv", "kv-cache", "nth", only_first=True), weight=2),
     Rule("GPU blocks", End("kv", "kv-cache", "nth", only_first=True), weight=2),  # V0: "# GPU blocks: N"
+    # V0 names the device in the same record on other platforms and releases: "# cuda blocks: N, # CPU blocks".
+    Rule(
+        "blocks: ",
+        End("kv", "kv-cache", "nth", only_first=True),
+        weight=2,
+        pattern=re.compile(r"^# (?!CPU)\w{1,12} blocks: \d", re.ASCII),
+    ),
     Rule("Capturing the model for CUDA graphs", Begin("graph", "cuda-graph", "nth"), weight=2),  # V0
     Rule("Graph capturing finished", End("graph", "cuda-graph", "nth"), weight=2),
     Rule("Application startup complete", Ready(when_leading=True), weight=0),

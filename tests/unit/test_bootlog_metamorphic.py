@@ -35,11 +35,21 @@ def _kubectl(data: bytes) -> bytes:
     )
 
 
+def _paned(data: bytes) -> bytes:
+    """Copied out of a terminal pane (k9s, tmux): a border and a space before every line, the line padded to the
+    pane's width and closed by the border again."""
+    width = max(len(line) for line in data.split(b"\n")) + 2
+    return b"\n".join(
+        "│ ".encode() + line.ljust(width) + "│".encode() if line else line for line in data.split(b"\n")
+    )
+
+
 TRANSFORMS: dict[str, Callable[[bytes], bytes]] = {
     "indent4": _indented,
     "ansi": _coloured,
     "crlf": _crlf,
     "kubectl": _kubectl,
+    "pane": _paned,
 }
 
 

@@ -29,7 +29,6 @@ FIRST_SIGHT_WRONG = {
     "sglang-sglang-445",
     "sglang-sglang-9340",
     "vllm-LMCache-860",
-    "vllm-gateway-api-inference-extension-550",
     "vllm-vllm-11756",
     "vllm-vllm-14601",
     "vllm-vllm-18136",

@@ -70,3 +70,24 @@ def test_unwrap_gives_back_the_servers_own_bytes(wrapper: str) -> None:
 )
 def test_the_servers_own_lines_are_never_taken_for_a_wrapper(line: bytes) -> None:
     assert unwrap(b"x\n" + line) == b"x\n" + line
+
+
+def test_a_panes_frame_is_learned_from_the_lines_and_taken_off() -> None:
+    lines = [b"INFO 03-21 20:15:45 [worker.py:267] Memory profiling takes 34.26 seconds", b"a second line"]
+    framed = b"\n".join("│ ".encode() + line.ljust(90) + "│".encode() for line in lines)
+    assert unwrap(framed) == b"\n".join(lines)
+    # One framed line is believed only when the border closes it too.
+    assert unwrap(framed.split(b"\n")[0]) == lines[0]
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        # a symbol that opens a line or two of many is the text's, not a frame
+        b"- one item\nplain line\nanother plain line\nthird plain line\n",
+        # a lone line opened by a symbol but not closed by it
+        b"> quoted words\n",
+    ],
+)
+def test_a_symbol_on_a_few_lines_is_not_a_frame(block: bytes) -> None:
+    assert unwrap(block) == block
