@@ -266,7 +266,14 @@ class Watcher:
                     self._discover()
                     if len(self.record.ranks) > known:
                         last_new_rank = self.elapsed()
-                    settled = self.record.ranks and self.elapsed() - last_new_rank >= REDISCOVER_S
+                    # Settled only while some rank lives: once every one is gone, the next ones (ckptprof run's
+                    # faithful pass spawns new rank processes, a server restarts its workers) are looked for at
+                    # every sample again, or a short pass could start and end between two looks.
+                    settled = (
+                        bool(self._readers)
+                        and self.record.ranks
+                        and self.elapsed() - last_new_rank >= REDISCOVER_S
+                    )
                     next_discovery = self.elapsed() + (REDISCOVER_S if settled else 0.0)
                 self._sample()
                 state, words = self._log_words()

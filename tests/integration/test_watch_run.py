@@ -1,4 +1,4 @@
-"""``ckptprof watch -- ckptprof run CKPT --tp 2 --cache cold``: watch finds the run's own rank processes by their title
+"""``ckptprof watch -- ckptprof run CKPT --tp 2 --cache cold --faithful``: watch finds the run's own rank processes by their title
 (``ckptprof:TP0``, loader/ranks.py), reads the checkpoint off run's command line, and its per-rank storage bytes
 match the run's own per-rank count; ``python -m ckptprof.watch.against_run`` puts the two sessions side by side.
 Warm where this file system's pages cannot be dropped (then the bytes from storage are not held, only the rest)."""
@@ -10,8 +10,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 from ckptprof.checkpoint import fs
 from ckptprof.checkpoint.synth import synthesize
@@ -39,19 +37,23 @@ def test_watch_follows_a_ckptprof_run_and_agrees_with_its_session(tmp_path: Path
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "ckptprof", "watch", "-o", str(watch_dir), "--interval", "0.1", "--"]
     command += [sys.executable, "-m", "ckptprof", "run", str(ckpt), "--tp", "2", "--devices", "cpu"]
-    command += ["--cache", "cold" if cold else "warm", "--no-probe", "-q", "-o", str(run_dir)]
+    command += ["--cache", "cold" if cold else "warm", "--faithful", "--no-probe", "-q", "-o", str(run_dir)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     watch = json.loads((watch_dir / "session.json").read_text())
     run = json.loads((run_dir / "session.json").read_text())
 
-    # THEN watch found the run's two ranks, as ckptprof's, and the very processes the run reports
+    # THEN watch found the run's two ranks, as ckptprof's, and the very processes the run reports; then the two
+    # the faithful pass spawned after them (found though every rank of the first pass had ended)
     assert watch["target"]["engine"] == "ckptprof"
-    assert [(r["label"], r["engine"], r["title"]) for r in watch["ranks"]] == [
+    assert sorted((r["label"], r["engine"], r["title"]) for r in watch["ranks"]) == [
+        ("TP0", "ckptprof", "ckptprof:TP0"),
         ("TP0", "ckptprof", "ckptprof:TP0"),
         ("TP1", "ckptprof", "ckptprof:TP1"),
+        ("TP1", "ckptprof", "ckptprof:TP1"),
     ]
-    assert sorted(r["pid"] for r in watch["ranks"]) == sorted(r["pid"] for r in run["ranks"])
+    run_pids = {r["pid"] for r in run["ranks"]}
+    assert len(run_pids & {r["pid"] for r in watch["ranks"]}) == 2
     # AND the checkpoint came off run's command line, every shard resident at the end
     assert [(m["role"], m["path"], m["from"]) for m in watch["models"]] == [
         ("target", str(ckpt), "run TARGET")
@@ -62,16 +64,19 @@ def test_watch_follows_a_ckptprof_run_and_agrees_with_its_session(tmp_path: Path
 
     c = compare(watch, run)
     assert [row["watch"]["matched_by"] for row in c["ranks"]] == ["pid", "pid"]
+    assert all(row["watch_faithful"]["pids"][0] not in run_pids for row in c["ranks"])
+    assert c["unmatched_watch_ranks"] == []
     assert c["shards_resident_at_end"] == c["shards"] == 4
     if cold:
-        # AND cold, each rank's bytes from storage as watch saw them are the run's own count for that rank, and
-        # the ranks together fetched the checkpoint once (a page is charged to the rank that faulted it first)
+        # AND cold, each rank's bytes from storage in the decomposed pass as watch saw them are the run's own count
+        # for that rank (a page is charged to the rank that faulted it first), together the checkpoint once at
+        # least (the faithful pass's processes may end between two samples: their last reads can go unseen)
         ckpt_bytes = c["checkpoint_bytes"]
         for row in c["ranks"]:
             seen, own = row["watch"]["read_bytes"], row["run"]["storage_bytes"]
             assert abs(seen - own) <= 0.05 * ckpt_bytes + (1 << 20), (row["rank"], seen, own)
             assert row["watch"]["reading_s"] is not None
-        assert c["watch_read_bytes"] == pytest.approx(ckpt_bytes, rel=0.1)
+        assert c["watch_read_bytes"] >= 0.9 * ckpt_bytes
         assert c["residency_full_s"] is not None
     # AND the module's command writes the table, exit 0 with every rank matched
     out = tmp_path / "table.txt"
