@@ -12,7 +12,6 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -20,6 +19,7 @@ from reference_loader import reference_load
 
 from ckptprof.checkpoint import fs
 from ckptprof.loader.plan import ReplayPlan
+from ckptprof.loader.recorder import shard_dict
 from ckptprof.loader.strategies.base import LoadContext
 from ckptprof.loader.worker import replay_rank
 from ckptprof.session import RankResult, ShardTiming
@@ -51,7 +51,7 @@ class ParentQueue:
         self._queue: Any = multiprocessing.get_context("spawn").Queue()
 
     def shard_done(self, role: str, timing: ShardTiming) -> None:
-        self._queue.put(("shard", 0, role, asdict(timing)))
+        self._queue.put(("shard", 0, role, shard_dict(timing)))
 
     def drain(self, expected: int) -> None:
         """Take the pass's ``expected`` records off the queue (each came through the feeder thread and the pipe)."""

@@ -62,6 +62,7 @@ def _rank_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     _title(rank)
+    from ckptprof.loader.recorder import shard_dict
     from ckptprof.loader.worker import replay_rank
 
     # Open the reporting path (the queue's feeder thread) before any large allocation: a rank that later runs
@@ -92,7 +93,7 @@ def _rank_main(
 
     def shard_done(role: str, timing: ShardTiming) -> None:
         nonlocal done
-        results.put(("shard", rank, role, asdict(timing)))
+        results.put(("shard", rank, role, shard_dict(timing)))
         done += 1
         if marks:
             with open(os.path.join(marks, f"rank{rank}"), "w") as fh:

@@ -3,18 +3,25 @@ parent after the wall, residency read on descriptors opened before the load."""
 
 from __future__ import annotations
 
+import math
 import os
+import resource
+import threading
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from ckptprof.checkpoint import fs
+from ckptprof.loader import counters as counters_module
 from ckptprof.loader.copytimers import HostCopyTimer
-from ckptprof.loader.plan import build_plan
-from ckptprof.loader.recorder import WallOnlyRecorder
+from ckptprof.loader.counters import ProcessCounters
+from ckptprof.loader.plan import UnreadableShard, build_plan
+from ckptprof.loader.recorder import Recorder, WallOnlyRecorder, shard_dict
 from ckptprof.loader.strategies import get_strategy
-from ckptprof.loader.strategies.base import LoadContext
+from ckptprof.loader.strategies.base import TORCH_DTYPES, LoadContext
 from ckptprof.session import ShardTiming
 
 
@@ -108,8 +115,6 @@ def test_the_decomposed_sglang_pass_still_checks_each_shard_as_it_opens(
         return 0
 
     monkeypatch.setattr(fs, "resident_bytes", by_path)
-    from ckptprof.loader.recorder import Recorder
-
     rec = Recorder(copy_timer=HostCopyTimer())
     rec.start()
     with rec.model(model.role):
@@ -117,3 +122,178 @@ def test_the_decomposed_sglang_pass_still_checks_each_shard_as_it_opens(
     strategy.close()
     # THEN each shard's residency was read at its start, by path
     assert checked == [shard.name for shard in model.shards]
+
+
+# -- what each shard costs on the timed path, counted (a regression puts a step back per shard and fails here) ------
+
+
+class _CountingCounters(ProcessCounters):
+    """The real counters, counting the reads of /proc/thread-self/io (a pread per call) and of getrusage."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proc_reads = 0
+        self.calls = 0
+
+    def thread_storage_read_bytes(self) -> int:
+        self.proc_reads += 1
+        return super().thread_storage_read_bytes()
+
+    def thread_counts(self) -> tuple[int, int]:
+        self.calls += 1
+        return super().thread_counts()
+
+
+def test_the_thread_counters_read_proc_only_when_the_threads_block_count_moved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN the thread's counters, with getrusage's block count under the test's control
+    blocks = [7]
+    real = resource.getrusage
+
+    def getrusage(who: int) -> Any:
+        usage = real(who)
+        return type("Usage", (), {"ru_majflt": usage.ru_majflt, "ru_inblock": blocks[0]})()
+
+    monkeypatch.setattr(counters_module.resource, "getrusage", getrusage)
+    counters = _CountingCounters()
+    read_bytes = iter([4096, 8192])
+    monkeypatch.setattr(
+        ProcessCounters, "thread_storage_read_bytes", lambda self: next(read_bytes), raising=True
+    )
+    # WHEN they are read three times with no block read in between, then once after 8 blocks were read
+    first = [counters.thread_counts()[1] for _ in range(3)]
+    blocks[0] += 8
+    after = counters.thread_counts()[1]
+    # THEN /proc was read the first time and after the blocks moved only, and each answer is its last read's
+    assert first == [4096, 4096, 4096]
+    assert after == 8192
+    assert counters.calls == 4
+
+
+def _faithful_load(plan_dir: Path, strategy_name: str, rec: WallOnlyRecorder) -> tuple[Any, Any]:
+    plan = build_plan(plan_dir, tp=2, devices="cpu", cache="warm", strategy=strategy_name, faithful=True)
+    (model,) = plan.models
+    ctx = LoadContext(rank=0, tp=2, device=torch.device("cpu"), decompose=False)
+    ctx.allocate(model)
+    strategy = get_strategy(strategy_name)
+    fs.warm_cache([Path(s.path) for s in model.shards])
+    strategy.prepare(ctx, plan)
+    rec.start()
+    try:
+        with rec.model(model.role):
+            strategy.load_model(ctx, model, rec)
+    finally:
+        strategy.close()
+    return model, rec.models[0]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/thread-self/io"), reason="needs per-thread io accounting")
+def test_a_warm_faithful_single_thread_pass_reads_proc_once_not_twice_a_shard(small_draft: Path) -> None:
+    # GIVEN the faithful recorder on the real counters, counting their reads of /proc/thread-self/io
+    counters = _CountingCounters()
+    rec = WallOnlyRecorder(copy_timer=HostCopyTimer(), counters=counters)
+    # WHEN the single-thread sglang path loads a warm checkpoint (no block read from storage)
+    model, loaded = _faithful_load(small_draft, "sglang", rec)
+    # THEN each shard read its counters at open and close (getrusage), but /proc only for the thread's first read
+    # (before: twice a shard), and every shard still has its figures
+    assert counters.calls == 2 * len(model.shards)
+    assert counters.proc_reads == 1
+    assert [s.file for s in loaded.shards] == [s.name for s in model.shards]
+    assert all(
+        s.status == "ok" and s.wall_s > 0 and s.work_s == s.wall_s and s.queued_s == 0 for s in loaded.shards
+    )
+    assert all(s.threads == [threading.current_thread().name] for s in loaded.shards)
+
+
+class _PhaseCounting(WallOnlyRecorder):
+    """The faithful recorder, counting its phase blocks (context manager, lock and look-ups each)."""
+
+    phases = 0
+
+    def _phase(self, kind: str, nbytes: int, shard: ShardTiming | None, process: bool = False) -> Any:
+        type(self).phases += 1
+        return super()._phase(kind, nbytes, shard, process)
+
+
+def test_the_faithful_multithread_pass_has_no_phase_block_per_tensor_and_no_open_per_residency_check(
+    small_draft: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN sglang-mt's faithful pass, with the path-based residency check counted
+    by_path: list[str] = []
+    real = fs.resident_bytes
+
+    def counted(path: str | Path) -> int:
+        by_path.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(fs, "resident_bytes", counted)
+    _PhaseCounting.phases = 0
+    rec = _PhaseCounting(copy_timer=HostCopyTimer())
+    # WHEN it loads the checkpoint
+    model, loaded = _faithful_load(small_draft, "sglang-mt", rec)
+    # THEN one phase block a shard (the pool's open), none per tensor (before: 1 + 3 per tensor), residency asked
+    # on the descriptors opened before the load, and the counts the per-tensor blocks gave are all there
+    assert _PhaseCounting.phases == len(model.shards)
+    assert by_path == []
+    tensors = sum(len(s.tensors or {}) for s in model.shards)
+    assert sum(s.tensors for s in loaded.shards) == tensors
+    data_bytes = sum(
+        math.prod(shape) * torch.empty(0, dtype=TORCH_DTYPES[dtype]).element_size()
+        for s in model.shards
+        for dtype, shape in (s.tensors or {}).values()
+    )
+    assert sum(s.bytes for s in loaded.shards) == data_bytes
+    assert all(s.h2d_bytes > 0 and s.status == "ok" for s in loaded.shards)
+    assert len(loaded.copy_spans or []) == tensors
+
+
+def test_a_shard_goes_to_the_parent_as_asdict_would_give_it() -> None:
+    # GIVEN a closed shard with every kind of field set
+    timing = ShardTiming(
+        file="a.safetensors", bytes=3, wall_s=0.5, work_s=0.4, queued_s=0.1, threads=["t1", "t2"]
+    )
+    # WHEN it is turned into the rank's message
+    out = shard_dict(timing)
+    # THEN it is asdict's dict, fields in order, and its thread list is a copy (the recorder may still append)
+    assert out == asdict(timing) and list(out) == list(asdict(timing))
+    assert out["threads"] is not timing.threads
+
+
+def test_the_faithful_close_gives_a_shard_the_general_closes_figures() -> None:
+    # GIVEN the faithful and the decomposed recorders on one fake clock and fake counters
+    class Fake:
+        def __init__(self) -> None:
+            self.now = 0.0
+            self.faults = 0
+            self.storage = 0
+
+        def clock(self) -> float:
+            self.now += 0.25
+            return self.now
+
+        def major_faults(self) -> int:
+            return self.faults
+
+        def storage_read_bytes(self) -> int:
+            return self.storage
+
+        def thread_counts(self) -> tuple[int, int]:
+            self.faults += 2
+            self.storage += 4096
+            return self.faults, self.storage
+
+    figures = []
+    for cls in (WallOnlyRecorder, Recorder):
+        fake = Fake()
+        rec = cls(copy_timer=HostCopyTimer(), counters=fake, clock=fake.clock)
+        rec.start()
+        with rec.model("target"):
+            with rec.shard("ok.safetensors", nonresident_bytes=5):
+                pass
+            with pytest.raises(UnreadableShard), rec.shard("bad.safetensors"):
+                raise UnreadableShard("truncated")
+        figures.append([asdict(s) for s in rec.models[0].shards])
+    # THEN every figure of every shard is the same
+    assert figures[0] == figures[1]
+    assert figures[0][1]["status"] == "failed" and figures[0][1]["error"] == "truncated"

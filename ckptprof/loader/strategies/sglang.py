@@ -20,23 +20,19 @@ import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from safetensors import safe_open
 
-from ckptprof.checkpoint import fs, pickled
+from ckptprof.checkpoint import pickled
 from ckptprof.loader.plan import ModelPlan, ReplayPlan, UnreadableShard
 from ckptprof.loader.recorder import Recorder
-from ckptprof.loader.strategies.base import LoadContext, Strategy, replay_tensor
-from ckptprof.loader.strategies.base import nonresident as nonresident_now
+from ckptprof.loader.strategies.base import KeptDescriptors, LoadContext, Strategy, replay_tensor
 from ckptprof.loader.touch import fault_in, read_header_region
 from ckptprof.session import ShardTiming
-
-# Descriptors the faithful pass keeps open for residency checks; a larger checkpoint's other shards open their own.
-_MAX_KEPT_FDS = 512
 
 
 @dataclass
@@ -57,46 +53,23 @@ class SGLang(Strategy):
         self.read_ahead = read_ahead
         self.block_mib = block_mib
         self.depth = depth
-        # The faithful pass's shards, opened before the timed load (see prepare): path -> descriptor.
-        self._residency_fds: dict[str, int] = {}
+        # The faithful pass's shards, opened before the timed load (see prepare).
+        self._kept = KeptDescriptors()
 
     def prepare(self, ctx: LoadContext, plan: ReplayPlan) -> None:
-        """On the faithful pass, open every shard once before the timed load, to ask the kernel for its residency
-        at each shard's start on that descriptor: the same figure at the same moment (the page cache is the
-        inode's), without an open, an fstat of the path and a close inside the wall (a CPU profile of the GPU
-        runs found them there: reports/h200/2026-12-02d-h200-faithful-overhead). A shard replaced by another file
-        under the run is then asked about on the old file, whose load fails or is flagged as changed anyway. The
-        decomposed pass keeps opening at each shard: its wall is not the one compared with SGLang's."""
-        self.close()
-        if ctx.decompose:
-            return
-        for model in plan.models:
-            for shard in model.shards:
-                if shard.error is not None or shard.path in self._residency_fds:
-                    continue
-                if len(self._residency_fds) >= _MAX_KEPT_FDS:
-                    return
-                with suppress(OSError):  # unreadable now: the shard's own open says why, as before
-                    # O_NONBLOCK, as fs.resident_bytes: a FIFO named like a shard must not block the run.
-                    self._residency_fds[shard.path] = os.open(
-                        shard.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
-                    )
+        """On the faithful pass, open every shard once before the timed load for its residency checks
+        (``KeptDescriptors``). The decomposed pass keeps opening at each shard: its wall is not the one compared
+        with SGLang's."""
+        self._kept.close()
+        if not ctx.decompose:
+            self._kept.open(plan)
 
     def close(self) -> None:
-        fds, self._residency_fds = self._residency_fds, {}
-        for fd in fds.values():
-            with suppress(OSError):
-                os.close(fd)
+        self._kept.close()
 
     def _nonresident(self, path: str, size: int) -> int:
         """Bytes of the shard not in the page cache now (0 when residency cannot be read), as ``nonresident``."""
-        fd = self._residency_fds.get(path)
-        if fd is None:
-            return nonresident_now(path, size)
-        try:
-            return max(0, size - fs.resident_bytes_fd(fd))
-        except OSError:
-            return 0
+        return self._kept.nonresident(path, size)
 
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
         with ExitStack() as pool_scope:

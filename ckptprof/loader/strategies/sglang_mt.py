@@ -25,9 +25,9 @@ import torch
 from safetensors import safe_open
 
 from ckptprof.engines import flags as sglang_flags
-from ckptprof.loader.plan import ModelPlan, ShardPlan, UnreadableShard
+from ckptprof.loader.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
 from ckptprof.loader.recorder import Recorder
-from ckptprof.loader.strategies.base import LoadContext, Strategy, nonresident, replay_tensor
+from ckptprof.loader.strategies.base import KeptDescriptors, LoadContext, Strategy, replay_tensor
 from ckptprof.loader.touch import read_header_region
 from ckptprof.session import ShardTiming
 
@@ -59,6 +59,19 @@ class SGLangMultiThread(Strategy):
         self.flags = mt_flags(num_threads) + (
             "" if in_order else " (releases that yield in completion order)"
         )
+        # The faithful pass's shards, opened before the timed load for their residency checks (see prepare).
+        self._kept = KeptDescriptors()
+
+    def prepare(self, ctx: LoadContext, plan: ReplayPlan) -> None:
+        """On the faithful pass, open every shard before the timed load, as the single-thread path does: a pool
+        task then asks for a shard's residency on a descriptor, not with an open, an fstat and a close of its
+        path (all inside the wall, and holding the GIL the rank's thread needs between its copies)."""
+        self._kept.close()
+        if not ctx.decompose:
+            self._kept.open(plan)
+
+    def close(self) -> None:
+        self._kept.close()
 
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
         with ThreadPoolExecutor(max_workers=self.num_threads, thread_name_prefix="ckptprof-mt") as pool:
@@ -88,7 +101,8 @@ class SGLangMultiThread(Strategy):
 
     def _open(self, ctx: LoadContext, shard: ShardPlan, rec: Recorder) -> _Opened:
         """The pool task: ``safe_open`` + ``get_tensor`` for every key (no tensor bytes read yet)."""
-        timing = rec.open_shard(Path(shard.path).name, nonresident_bytes=nonresident(shard.path, shard.bytes))
+        missing = self._kept.nonresident(shard.path, shard.bytes)
+        timing = rec.open_shard(Path(shard.path).name, nonresident_bytes=missing)
         opened = _Opened(timing=timing)
         try:
             if shard.error is not None:
@@ -118,12 +132,35 @@ class SGLangMultiThread(Strategy):
             return
         try:
             with rec.use_shard(timing):
-                for name, full in opened.tensors.items():
-                    replay_tensor(ctx, role, name, full, rec)
-                    del full
+                if not ctx.decompose and not rec.times_phases:
+                    self._copy_wall_only(ctx, role, opened, rec)
+                else:
+                    for name, full in opened.tensors.items():
+                        replay_tensor(ctx, role, name, full, rec)
+                        del full
         except Exception as exc:
             rec.close_shard(timing, exc)
             return
         finally:
             opened.tensors.clear()  # drop the views (and with the last one, the mapping) before the next file
         rec.close_shard(timing)
+
+    @staticmethod
+    def _copy_wall_only(ctx: LoadContext, role: str, opened: _Opened, rec: Recorder) -> None:
+        """The faithful pass's loop on the rank's thread: narrow and copy each tensor and nothing between them,
+        as the single-thread path's ``_load_shard_wall_only`` (the wall-only recorder times no phase, so the
+        per-tensor phase blocks of ``replay_tensor`` - four context managers and four locks a tensor - would only
+        add to the wall). The bytes and tensors are counted here and handed over once, even when a copy fails."""
+        nbytes = h2d_bytes = tensors = 0
+        try:
+            for name, full in opened.tensors.items():
+                src = ctx.narrow(role, name, full)
+                if src is not None:
+                    nbytes += full.numel() * full.element_size()
+                    h2d_bytes += src.numel() * src.element_size()
+                    began = rec.copy_began()
+                    ctx.copy(role, name, src)
+                    rec.copy_ended(began)
+                tensors += 1
+        finally:
+            rec.add_counts(nbytes, h2d_bytes, tensors, shard=opened.timing)
