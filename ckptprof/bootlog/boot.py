@@ -35,7 +35,8 @@ class Boot:
     first_ts: str | None = None  # the boot's first timestamp
 
     # Evidence of the engine, weighed in this order: records only it writes (by their rules' weights), records in
-    # its prefix style, its module paths in traceback frames, its process names in line tags.
+    # its prefix style, its module paths in traceback frames, its process names in line tags (and record prefixes
+    # only it writes, on lines no table knows).
     evidence: dict[str, int] = field(default_factory=_per_engine)
     styles: dict[str, int] = field(default_factory=_per_engine)
     module_frames: dict[str, int] = field(default_factory=_per_engine)

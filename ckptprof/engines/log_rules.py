@@ -135,3 +135,6 @@ class EngineLog:
     module_paths: tuple[str, ...] = ()
     # The names the engine gives its processes in line tags ("(Worker_TP0 pid=1) "): evidence too, weighed last.
     process_tag: re.Pattern[bytes] | None = None
+    # The prefix of its own records where no other engine's prefix looks the same (SGLang's "[date time TP1] "),
+    # weighed last beside the process names: a log whose messages no table knows is still the engine's.
+    record_prefix: re.Pattern[bytes] | None = None

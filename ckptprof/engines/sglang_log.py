@@ -119,6 +119,12 @@ LOG = EngineLog(
     # `Load weight end. type=LlamaForCausalLMEagle3`: the architecture names the draft.
     draft_pattern=re.compile(r"\btype=\w*(?:Eagle|NextN|MTP)", re.ASCII),
     module_paths=MODULE_PATHS,
+    # Date or not, a time and the rank's parallel tags in one bracket (a paste may indent or colour it): no vLLM
+    # release writes this form.
+    record_prefix=re.compile(
+        rb"(?m)^[ \t]*(?:\x1b\[[0-9;]*m)*"
+        rb"\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?: (?:DP|PP|EP|TP)\d{1,5}){1,4}\] "
+    ),
 )
 
 # In ServerArgs(...): DP attention ranks split one TP group, so the world is not tp * dp.

@@ -86,3 +86,10 @@ def test_an_sglang_server_whose_uvicorn_started_is_up_until_something_says_other
     # AND a warm-up that fails after it still fails the boot
     failed = analyze_bytes(boot + b"[2025-07-01 15:50:55] Initialization failed. warmup error: boom\n")
     assert failed.state == "failed"
+
+
+def test_sglangs_own_record_prefix_says_sglang_when_no_message_is_known() -> None:
+    log = b"[2026-04-16 01:02:09 TP1] a fork's own words\n[2026-04-16 01:02:10 TP0] more of them\n"
+    assert analyze_bytes(log).framework == "sglang"
+    # Without the rank tags the bracket is any logger's: no evidence.
+    assert analyze_bytes(log.replace(b" TP1]", b"]").replace(b" TP0]", b"]")).framework == "unknown"

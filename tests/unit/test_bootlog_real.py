@@ -24,7 +24,6 @@ FIRST_SIGHT_WRONG = {
     "sglang-MI300-testing-bench-latency",
     "sglang-sglang-1467",
     # batch 4 (reports/cpu/2026-12-02b-bootlog-unseen/): wrong on first sight, causes in its README
-    "sglang-Lsglang-7",
     "sglang-sglang-12496",
     "sglang-sglang-445",
     "sglang-sglang-9340",
