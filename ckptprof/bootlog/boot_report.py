@@ -167,9 +167,20 @@ def _failure_report(boot: Boot, fatal: Failure) -> FailureReport:
     model = fatal.frame_model
     if model is None and recorded is not None and recorded[0] == name:
         model = recorded[1]
-    if model is None and name in ("load-weights", "kv-cache", "cuda-graph") and boot.speculative is False:
+    if model is None and name in ("load-weights", "kv-cache", "cuda-graph") and not _drafts(boot):
+        # The phase came from the frames alone: with nothing anywhere in the log speaking of a draft (no
+        # speculative config, no draft phase, no draft frame), the model loaded or sized is the target.
         model = "target"
     return FailureReport(fatal.rank, name, model, step, error, fatal.timestamp)
+
+
+def _drafts(boot: Boot) -> bool:
+    """Whether the log gives any sign of a draft model: its config says so, or a phase or frame was a draft's."""
+    if boot.speculative is not None:
+        return boot.speculative
+    if any(key[1] == "draft" for key in boot.phases):
+        return True
+    return any(failure.frame_model == "draft" for failure in boot.failures.all())
 
 
 def _expected_ranks(boot: Boot) -> list[str]:

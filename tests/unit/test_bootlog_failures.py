@@ -40,3 +40,22 @@ def test_a_ranks_own_failure_is_blamed_before_an_untagged_line_about_it() -> Non
 """
     failure = analyze_bytes(log).failure
     assert failure is not None and failure.rank == "rank3"
+
+
+_LOAD_TRACEBACK = (
+    b"Traceback (most recent call last):\n"
+    b'  File "/usr/lib/python3/site-packages/sglang/srt/model_executor/model_runner.py", line 9, in load_model\n'
+    b'  File "/usr/lib/python3/site-packages/sglang/srt/model_loader/loader.py", line 9, in load_weights\n'
+    b"RuntimeError: CUDA out of memory\n"
+)
+
+
+def test_a_phase_read_from_frames_alone_is_the_targets_when_nothing_speaks_of_a_draft() -> None:
+    failure = analyze_bytes(_LOAD_TRACEBACK).failure
+    assert failure is not None and (failure.phase, failure.model) == ("load-weights", "target")
+
+
+def test_a_phase_read_from_frames_alone_names_no_model_when_the_server_runs_a_draft() -> None:
+    args = b"[2025-08-19 21:19:00] server_args=ServerArgs(tp_size=1, speculative_algorithm='EAGLE')\n"
+    failure = analyze_bytes(args + _LOAD_TRACEBACK).failure
+    assert failure is not None and failure.phase == "load-weights" and failure.model is None

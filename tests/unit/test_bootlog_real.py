@@ -25,10 +25,7 @@ FIRST_SIGHT_WRONG = {
     "sglang-sglang-1467",
     # batch 4 (reports/cpu/2026-12-02b-bootlog-unseen/): wrong on first sight, causes in its README
     "sglang-sglang-12496",
-    "sglang-sglang-445",
-    "sglang-sglang-9340",
     "vllm-LMCache-860",
-    "vllm-vllm-11756",
     "vllm-vllm-14601",
     "vllm-vllm-18136",
     "vllm-vllm-23184",
