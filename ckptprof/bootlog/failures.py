@@ -114,6 +114,22 @@ class Where(NamedTuple):
     ready: bool
 
 
+_METHOD_RE = re.compile(r"\bmethod '?([A-Za-z_]\w{0,80})'?", re.ASCII)
+
+
+def _read_frame(failure: Failure, text: str, frames: Iterable[FrameRule]) -> None:
+    """What the first frame rule that ``text`` holds says the failing process was doing."""
+    for frame in frames:
+        if frame.needle in text:
+            if frame.phase is not None:
+                failure.frame_phase = frame.phase
+                failure.step = frame.step or failure.step
+            if frame.model is not None:
+                failure.frame_model = frame.model
+                failure.step = failure.step or frame.step
+            return
+
+
 class FailureTracker:
     """The failures of one boot: tracebacks per rank with their frames and error lines (a chained traceback's
     root cause kept), bare error records, the words of a dying process. Memory is bounded."""
@@ -125,6 +141,7 @@ class FailureTracker:
         self._closed: dict[str, Failure] = {}  # rank -> its last traceback with an error line
         self._chained: dict[str, Failure] = {}  # rank -> the traceback the next one on that rank continues
         self._last_traceback: Failure | None = None
+        self._methods: dict[str, str] = {}  # rank -> "in <method>" it named failing, until its traceback
 
     def all(self) -> list[Failure]:
         return [*self._first, *self._recent]
@@ -157,25 +174,32 @@ class FailureTracker:
             failure = self.add(record, "traceback", "a traceback whose start is not in the log", where())
             self._awaiting[record.rank] = failure
             self._last_traceback = failure
-        for frame in frames:
-            if frame.needle in record.message:
-                if frame.phase is not None:
-                    failure.frame_phase = frame.phase
-                    failure.step = frame.step or failure.step
-                if frame.model is not None:
-                    failure.frame_model = frame.model
-                    failure.step = failure.step or frame.step
-                return
+        _read_frame(failure, record.message, frames)
 
-    def on_record(self, record: Record, where: Callable[[], Where], line_before: Callable[[], str]) -> None:
+    def on_record(
+        self,
+        record: Record,
+        where: Callable[[], Where],
+        line_before: Callable[[], str],
+        frames: Iterable[FrameRule] = (),
+    ) -> None:
         """Any other record that FAILURE_GATE_RE or its ERROR level let through (the caller asks first, once): a traceback's
-        start or error line, a death, an ERROR record."""
+        start or error line, a death, an ERROR record. ``frames``: the frame table a method's name is read with."""
         message = record.message
+        method = _METHOD_RE.search(message) if "method " in message else None
+        if method is not None:
+            # A worker names the method it was running when it failed ("Error executing method 'load_model'",
+            # "while processing method load_model"): the traceback it logs next is that method's, and the name
+            # reads like the frame of the same function (whose line may lie above the excerpt).
+            self._methods[record.rank] = f"in {method.group(1)}"
         if "Traceback (most recent call last)" in message:
             chained = self._chained.pop(record.rank, None)
             failure = chained or self.add(record, "traceback", message.strip(), where())
             self._awaiting[record.rank] = failure
             self._last_traceback = failure
+            called = self._methods.pop(record.rank, None)
+            if called is not None:
+                _read_frame(failure, called, frames)
         elif EXCEPTION_LINE_RE.match(message):
             self._on_exception_line(record, where, line_before)
         elif is_death(message):

@@ -86,6 +86,7 @@ _VLLM_PREFIX_RE = re.compile(
     r"(?:\[[^\]\n]{1,120}(?:\] ?|$)|[\w.-]{1,120}\.py:\d{1,6}\] ?)?",
     re.ASCII,
 )
+_RAY_REPEATED_RE = re.compile(r" ?\[repeated \d{1,9}x across cluster\]\s*$", re.ASCII)
 _TORCH_RANK_RE = re.compile(r"\[rank(\d{1,6})\]: ?", re.ASCII)
 _WORKER_RANK_RE = re.compile(r"rank=(\d{1,6})", re.ASCII)
 _WORKER_TAG_RE = re.compile(r"(?<![A-Za-z])(DP|PP|TP|EP)(\d{1,6})", re.ASCII)
@@ -297,6 +298,10 @@ def split_line(line: str) -> Iterator[Record | Bar]:
 
 def parse_record(text: str) -> Record:
     """A record from one segment (ANSI codes already removed); unknown shapes become style "plain"."""
+    if "across cluster]" in text[-40:]:
+        # Ray's log deduplication marks the line it kept for several workers: the marker is Ray's, not the
+        # record's words (an error would otherwise carry it).
+        text = _RAY_REPEATED_RE.sub("", text)
     first = text[:1]
     if first in _DECORATION_FIRST:
         text = undecorate(text)

@@ -284,7 +284,9 @@ class BootLogAnalyzer:
         if record.timestamp is not None and record.style in boot.styles:
             boot.styles[record.style] += 1
         if reading.may_fail or record.level in ("ERROR", "CRITICAL"):  # most records: skip the callbacks
-            boot.failures.on_record(record, lambda: boot.where(record), self._line_before)
+            boot.failures.on_record(
+                record, lambda: boot.where(record), self._line_before, FRAMES_READ_BY[boot.framework()]
+            )
 
     def _reading(self, record: Record) -> Reading:
         """What the record's message says, read with the tables its style calls for (kept for the next ranks)."""

@@ -59,3 +59,24 @@ def test_a_phase_read_from_frames_alone_names_no_model_when_the_server_runs_a_dr
     args = b"[2025-08-19 21:19:00] server_args=ServerArgs(tp_size=1, speculative_algorithm='EAGLE')\n"
     failure = analyze_bytes(args + _LOAD_TRACEBACK).failure
     assert failure is not None and failure.phase == "load-weights" and failure.model is None
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        b"Error executing method 'load_model'. This might cause deadlock in distributed execution.",
+        b"Exception in worker VllmWorkerProcess while processing method load_model.",
+    ],
+)
+def test_the_method_a_worker_names_failing_gives_the_phase_of_its_traceback(named: bytes) -> None:
+    tag = b"(RayWorkerWrapper pid=91936, ip=10.0.0.5) ERROR 03-11 15:24:48 [worker_base.py:620] "
+    repeated = b" [repeated 4x across cluster]\n"
+    log = (
+        tag + named + repeated
+        + tag + b"Traceback (most recent call last):" + repeated
+        + tag + b'  File "/site-packages/vllm/worker/worker_base.py", line 612, in execute_method' + repeated
+    )  # fmt: skip
+    report = analyze_bytes(log)
+    assert report.failure is not None and report.failure.phase == "load-weights"
+    # Ray's deduplication marker is not part of what the worker said.
+    assert "repeated" not in (report.error or "")
