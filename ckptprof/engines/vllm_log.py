@@ -49,6 +49,9 @@ RECORDS: tuple[Rule, ...] = (
     ),
     Rule("Capturing the model for CUDA graphs", Begin("graph", "cuda-graph", "nth"), weight=2),  # V0
     Rule("Graph capturing finished", End("graph", "cuda-graph", "nth"), weight=2),
+    # A capture logged size by size ("Graph capturing for 304 input tokens", a 0.10 PR's logging): each record
+    # says the capture is under way, so the first opens the phase and the others leave it as it is.
+    Rule("Graph capturing for", Begin("graph", "cuda-graph", "nth", unless_open=True), weight=2),
     Rule("Application startup complete", Ready(when_leading=True), weight=0),
     Rule(
         "Filesystem type for checkpoints",

@@ -405,3 +405,21 @@ def test_a_message_read_once_is_read_again_with_the_tables_of_another_style() ->
         f"[2025-01-01 10:00:00 TP0] {message}\nINFO 01-01 10:00:01 [a.py:1] x\n{message}\n".encode()
     )
     assert [phase.name for phase in both.phases if phase.name == "cuda-graph"] == ["cuda-graph"]
+
+
+def test_a_capture_logged_size_by_size_opens_one_graph_phase_that_its_end_record_closes() -> None:
+    tag = "(EngineCore_0 pid=7) INFO 08-19 07:06:{:02d} [gpu_model_runner.py:2721] "
+    lines = [
+        tag.format(35) + "Graph capturing for 304 input tokens",
+        tag.format(35) + "                        finished in 0.050 secs, took 24.00 MiB",
+        tag.format(36) + "Graph capturing for 296 input tokens",
+    ]
+    report = analyze_bytes("\n".join(lines).encode() + b"\n")
+    assert report.state == "cuda-graph"
+    assert [(phase.name, phase.model, phase.end) for phase in report.phases] == [
+        ("cuda-graph", "target", None)
+    ]
+    ended = analyze_bytes(
+        "\n".join([*lines, tag.format(40) + "Graph capturing finished in 5 secs, took 0.40 GiB"]).encode()
+    )
+    assert [(phase.name, phase.seconds) for phase in ended.phases] == [("cuda-graph", 5.0)]

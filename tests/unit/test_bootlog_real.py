@@ -27,7 +27,6 @@ FIRST_SIGHT_WRONG = {
     "sglang-sglang-12496",
     "vllm-LMCache-860",
     "vllm-vllm-18136",
-    "vllm-vllm-23184",
 }
 
 
