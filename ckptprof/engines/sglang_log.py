@@ -95,6 +95,9 @@ FRAMES: tuple[FrameRule, ...] = (
     FrameRule("in load_weights", "load-weights", None, None),
     FrameRule("in _get_weights_iterator", "load-weights", None, None),
     FrameRule("weight_utils.py", "load-weights", None, None),
+    # Building the model's layers allocates their weights: only the load builds them, so a traceback cut below
+    # its load frame still names the phase.
+    FrameRule("in create_weights", "load-weights", None, "model construction"),
     FrameRule("in init_memory_pool", "kv-cache", None, None),
     FrameRule("in profile_max_num_token", "kv-cache", None, "KV cache sizing"),
     FrameRule("in init_cuda_graphs", "cuda-graph", None, None),

@@ -106,6 +106,9 @@ FRAMES: tuple[FrameRule, ...] = (
     FrameRule("in load_model", "load-weights", None, None),
     FrameRule("in load_weights", "load-weights", None, None),
     FrameRule("model_loader/", "load-weights", None, None),
+    # Building the model's layers allocates their weights: only the load builds them, so a traceback cut below
+    # its load frame still names the phase.
+    FrameRule("in create_weights", "load-weights", None, "model construction"),
     FrameRule("in determine_available_memory", "kv-cache", None, "memory profiling"),
     FrameRule("in determine_num_available_blocks", "kv-cache", None, "memory profiling"),
     FrameRule("in profile_run", "kv-cache", None, "memory profiling"),

@@ -80,3 +80,14 @@ def test_the_method_a_worker_names_failing_gives_the_phase_of_its_traceback(name
     assert report.failure is not None and report.failure.phase == "load-weights"
     # Ray's deduplication marker is not part of what the worker said.
     assert "repeated" not in (report.error or "")
+
+
+def test_a_traceback_cut_below_its_load_frame_names_the_load_by_the_layers_being_built() -> None:
+    tail = (
+        b'  File "/site-packages/vllm/model_executor/layers/linear.py", line 398, in __init__\n'
+        b'  File "/site-packages/vllm/model_executor/layers/linear.py", line 178, in create_weights\n'
+        b'  File "/site-packages/torch/utils/_device.py", line 104, in __torch_function__\n'
+        b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB.\n"
+    )
+    failure = analyze_bytes(tail).failure
+    assert failure is not None and failure.phase == "load-weights"
