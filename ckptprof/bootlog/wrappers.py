@@ -83,8 +83,19 @@ def _frame_symbol(line: bytes) -> bytes | None:
 
 def learn_frame(block: bytes) -> bytes | None:
     """The frame symbol most of the block's first lines open with (and, for a single line, close with too)."""
-    lines = [line.rstrip(b"\r") for line in block.split(b"\n", _FRAME_SAMPLE_LINES)[:_FRAME_SAMPLE_LINES]]
-    lines = [line for line in lines if line.strip()]
+    # The first lines only, found one by one: splitting would copy the rest of a block of megabytes.
+    lines: list[bytes] = []
+    start = 0
+    for _ in range(2 * _FRAME_SAMPLE_LINES):  # blank lines count too: a block of them is read no further
+        if len(lines) >= _FRAME_SAMPLE_LINES or start >= len(block):
+            break
+        end = block.find(b"\n", start)
+        if end < 0:
+            end = len(block)
+        line = block[start:end].rstrip(b"\r")
+        if line.strip():
+            lines.append(line)
+        start = end + 1
     if not lines:
         return None
     leads = [_frame_symbol(line) for line in lines]
