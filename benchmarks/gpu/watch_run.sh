@@ -35,17 +35,20 @@ WATCH=(-m ckptprof watch --interval "$INTERVAL")
 [ "${PYSPY:-0}" = 1 ] && WATCH+=(--py-spy)
 echo "checkpoint $CKPT; run: ${RUN[*]}; watch: ${WATCH[*]}" | tee "$OUT/commands.txt"
 
+since() {  # seconds since $1 (date +%s.%N); awk, not bc: the GPU image has no bc
+  awk -v now="$(date +%s.%N)" -v t0="$1" 'BEGIN { printf "%.3f", now - t0 }'
+}
 watched() {  # round
   rm -rf "$OUT/r$1-watch" "$OUT/r$1-run"
   local t0; t0=$(date +%s.%N)
   $PY "${WATCH[@]}" -o "$OUT/r$1-watch" -- $PY "${RUN[@]}" -o "$OUT/r$1-run" >"$OUT/r$1-watch.log" 2>&1
-  echo "$1 watched $(echo "$(date +%s.%N) - $t0" | bc)" >>"$OUT/walls.txt"
+  echo "$1 watched $(since "$t0")" >>"$OUT/walls.txt"
 }
 plain() {  # round
   rm -rf "$OUT/r$1-plain"
   local t0; t0=$(date +%s.%N)
   $PY "${RUN[@]}" -o "$OUT/r$1-plain" >"$OUT/r$1-plain.log" 2>&1
-  echo "$1 plain $(echo "$(date +%s.%N) - $t0" | bc)" >>"$OUT/walls.txt"
+  echo "$1 plain $(since "$t0")" >>"$OUT/walls.txt"
 }
 : >"$OUT/walls.txt"
 for r in $(seq 1 "$ROUNDS"); do
