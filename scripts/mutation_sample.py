@@ -134,19 +134,20 @@ SAMPLE: tuple[Mutant, ...] = (
     Mutant("header", "and 2 + _depth(value) > MAX_HEADER_DEPTH", "and 1 + _depth(value) > MAX_HEADER_DEPTH"),
     Mutant("header", "        if entry.begin > cursor:", "        if entry.begin > cursor + 1:"),
     Mutant("header", '    return float(text) if text.startswith("-") else int(text)', "    return int(text)"),
-    # session validation: the bounds of counts and seconds, what a value is described as
-    Mutant("session", "MAX_SECONDS = 1e9", "MAX_SECONDS = 1e15"),
-    Mutant("session", "MIN_SECONDS = 1e-12", "MIN_SECONDS = 1e-15"),
-    Mutant("session", "not 0 <= value <= MAX_COUNT", "not 0 <= value <= MAX_COUNT + 1"),
+    # session validation (session_fields.py since the session is typed; the inflate bound in session.py): the bounds
+    # of counts and seconds, what a value is described as, rank keys, where a NaN is
+    Mutant("session-fields", "MAX_SECONDS = 1e9", "MAX_SECONDS = 1e15"),
+    Mutant("session-fields", "MIN_SECONDS = 1e-12", "MIN_SECONDS = 1e-15"),
+    Mutant("session-fields", "at.Le(MAX_COUNT), COUNT]", "at.Le(MAX_COUNT + 1), COUNT]"),
     Mutant(
-        "session",
+        "session-fields",
         'text = value if len(value) <= 40 else value[:37] + "..."',
         'text = value if len(value) <= 41 else value[:37] + "..."',
     ),
     Mutant("session", "    if len(data) > MAX_INFLATED_BYTES:", "    if len(data) >= MAX_INFLATED_BYTES:"),
-    Mutant("session", "        if not rank.isdigit():", "        if not rank:"),
+    Mutant("session-fields", "at.Predicate(str.isdigit), RANK_KEY]", "at.Predicate(len), RANK_KEY]"),
     Mutant(
-        "session",
+        "session-fields",
         '            check_finite(v, f"{where}[{i}]")',
         '            check_finite(v, f"{where}[{i + 1}]")',
     ),
