@@ -232,6 +232,23 @@ class Interrupted:
 
 @with_config(_DOCSTRINGS)
 @dataclass
+class ServerVsReplay:
+    """One model's load as the server's log states it (``run --log``) beside the replay's (its slowest rank)."""
+
+    model: Text = "target"
+    """target or draft."""
+    server_s: Seconds | None = None
+    """The server's load-weights time from its log."""
+    server_ranks: Count = 0
+    """How many of the server's ranks the log showed loading it."""
+    replay_s: Seconds | None = None
+    """The replay's wall for that model (its slowest rank)."""
+    ratio: Rate | None = None
+    """server_s / replay_s (null where either is missing)."""
+
+
+@with_config(_DOCSTRINGS)
+@dataclass
 class PredictionCheck:
     """One recommendation's predicted wall against the replay of its flags (``run --check-predictions``)."""
 
@@ -289,6 +306,8 @@ class SessionExtra(_KeyedRecord):
     """``run --check-predictions``: each checked prediction."""
     py_spy_top_frames: PySpyFrames | None = None
     """``run --py-spy``: the leaf frames py-spy saw most, per rank and phase."""
+    server_vs_replay: list[ServerVsReplay] | None = None
+    """``run --log``: the server's load time beside the replay's, per model (derived from ``server_log``)."""
     other: dict[str, Any] = field(default_factory=dict, init=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -3,27 +3,11 @@ every view (terminal, Markdown, HTML, and the JSON's ``extra.server_vs_replay``)
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
-
 from ckptprof.session import Session
+from ckptprof.session_config import ServerVsReplay
 
 KEY = "server_vs_replay"
-
-
-@dataclass(frozen=True)
-class ServerVsReplay:
-    """One model's load: what the server's log says it took, what the replay took (its slowest rank), and their
-    ratio (None where either is missing)."""
-
-    model: str
-    server_s: float | None
-    server_ranks: int
-    replay_s: float | None
-    ratio: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+__all__ = ["KEY", "ServerVsReplay", "server_log_heading", "server_vs_replay"]
 
 
 def server_vs_replay(session: Session) -> list[ServerVsReplay] | None:

@@ -26,13 +26,15 @@ def _lazy(module: str) -> Renderer:
 def _json(session: Session) -> str:
     """The session's JSON, with the figures the other formats derive from it that a script would want too:
     ``extra.server_vs_replay`` (docs/json-contract.md) where the run read the server's log."""
+    from dataclasses import asdict
+
     from ckptprof.analysis.server_log import KEY, server_vs_replay
     from ckptprof.session import dumps_strict
 
     doc = session.to_dict()
     rows = server_vs_replay(session)
-    if rows is not None:
-        doc.setdefault("extra", {})[KEY] = [r.to_dict() for r in rows]
+    if rows is not None:  # a session saved before the run wrote the rows itself gets them here
+        doc.setdefault("extra", {}).setdefault(KEY, [asdict(r) for r in rows])
     return dumps_strict(doc, indent=1, sort_keys=False) + "\n"
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ckptprof import inprogress, interrupts
+from ckptprof.analysis.server_log import server_vs_replay
 from ckptprof.devices import default_device_spec, parse_devices
 from ckptprof.errors import CkptprofError
 from ckptprof.loader.options import COLD_THEN_WARM, DEFAULT_RANK_TIMEOUT_S, ReplayOptions
@@ -228,6 +229,8 @@ def _execute(config: RunConfig, say: Printer | None, progress: bool) -> RunOutco
     sessions = runs.sessions
     _add_run_notes(sessions, runs.ceilings, reused, dropped_beside, vllm_rule)
     sessions[0].server_log = config.server_log
+    # The server-versus-replay rows travel in the session itself (session.json, --json), not only in its views.
+    sessions[0].extra.server_vs_replay = server_vs_replay(sessions[0])
     outcome = RunOutcome(
         sessions=sessions, comparison=runs.comparison, interrupted=runs.interrupted, is_rank0=is_rank0
     )
