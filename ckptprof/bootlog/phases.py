@@ -87,12 +87,17 @@ class BootLogAnalyzer:
         self._block = b""  # the block being read, and where the current line starts in it
         self._line_start = 0
 
-    def _restart(self, record: Record) -> None:
-        """The server started again: the boot so far is kept as it was, and a fresh one begins here."""
+    def _restart(self, record: Record, before: tuple[str | None, float] | None) -> None:
+        """The server started again: the boot so far is kept as it was, and a fresh one begins here. ``before``:
+        the log's time before this record moved it, when it did."""
         # Kept by reference and reported only if asked for: a retry loop can restart thousands of times, and
         # building each report would cost more than reading the log.
         finished = self._boot
         finished.finish()
+        if before is not None:
+            # The new server's first record is no part of the old boot: an open phase of that boot ran until the
+            # boot's own last time, not into the next server's (days later, where two runs share a file).
+            finished.clock.now, finished.clock.now_s = before
         if len(self._early_boots) < BOOTS_KEPT:
             self._early_boots.append(finished)
         else:
@@ -253,9 +258,11 @@ class BootLogAnalyzer:
     def _on_record(self, record: Record) -> None:
         timestamp = record.timestamp
         clock = self._clock
+        before: tuple[str | None, float] | None = None
         if timestamp is not None:
             timestamp = clock.with_year(timestamp)
             if timestamp != clock.now:
+                before = (clock.now, clock.now_s)
                 self._advance_to(timestamp)
         else:
             # Untimed lines (uvicorn's, traceback bodies) happened after the last timed one.
@@ -277,7 +284,7 @@ class BootLogAnalyzer:
             if record.style == "plain":
                 self._note_unparsed(record.message, reading.rule.needle)
             if restarts(reading.action, boot):
-                self._restart(record)
+                self._restart(record, before)
                 boot = self._boot
             apply_reading(boot, reading, record)
         # Counted after the record's own rule ran: a record that restarts the boot belongs to the new one.

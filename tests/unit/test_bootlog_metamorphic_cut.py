@@ -1,0 +1,178 @@
+"""Every log of the real corpus cut down to an excerpt, or followed by another boot, reads as the original where the
+original's evidence is still there (#33 item 5; the decorations are in test_bootlog_metamorphic.py).
+
+Cut: the first and last 20% of the lines dropped, as a paste of the middle of a long log is. The rule for what is
+fair to ask of the excerpt:
+
+- framework: the excerpt's is the original's or "unknown" (its evidence may have been only in the cut part), never
+  the other engine; and the original's when a phase of the original lies wholly inside the excerpt (the engine's own
+  phase words are then still there);
+- phases: every phase of the original that begins after the last timestamp of the dropped head and ends before the
+  first timestamp of the dropped tail (strictly, so a phase sharing a second with a cut line is not compared) is in
+  the excerpt's reading with the same name, model, rank count and seconds. A phase that straddles a cut, or has no
+  timestamps to place it by, is not compared: what the excerpt shows of it is an open or partial phase.
+
+Concatenated: a log followed by another boot's log that holds the server's start (a server restarted into the same
+file) reads as the boots of the first and then the boots of the second, each boot with the answer its log gave
+alone (framework and phases: name, model, rank count, seconds). Mixing two servers' lines
+record by record is not asked: nothing in such a stream says which server a line came from, so no reader could
+split it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ckptprof.bootlog import BootReport, analyze_bytes
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "real"
+LOGS = sorted(REAL.glob("*.log"))
+CUT = 0.2
+
+# Logs whose excerpt or concatenation the reader does not yet read as the rule above asks; strict, so a fix flips
+# them and they must come off the list. One line each: why.
+READY_CUT = "the ready instant (HTTP server up) is not found once the lines after it are cut"
+READY_RUNS_ON = "the ready phase of the first boot runs on until the next server's records"
+FOLDED = "no boot progress before the next server's start, so the reader folds both into one boot"
+CUT_WRONG: dict[str, str] = {
+    "vllm-LLM-Learning-llama3-v0": READY_CUT,
+    "vllm-agentic-ai-eks-qwen72b-tp4": READY_CUT,
+    "vllm-cr7258-runai-local": READY_CUT,
+    "vllm-cr7258-runai-s3": READY_CUT,
+    "vllm-multiagentsdebate-qwen25-tp4": READY_CUT,
+}
+CONCAT_WRONG: dict[str, str] = {
+    "sglang-MI300-testing-bench-latency": READY_RUNS_ON,
+    "sglang-ajith-sirra-amd-glm5-mi355x": FOLDED,
+    "sglang-dgx-spark-local-llm-dflash-int4": READY_RUNS_ON,
+    "sglang-for_debug-ascend-dsr1-mtp-dp4tp16": READY_RUNS_ON,
+    "sglang-for_debug-ascend-qwen35-warmup-crash": READY_RUNS_ON,
+    "sglang-inference-3481": READY_RUNS_ON,
+    "sglang-ktransformers-1969": READY_RUNS_ON,
+    "sglang-sglang-10088": READY_RUNS_ON,
+    "sglang-sglang-10562": READY_RUNS_ON,
+    "sglang-sglang-11716": READY_RUNS_ON,
+    "sglang-sglang-12421": READY_RUNS_ON,
+    "sglang-sglang-12496": FOLDED,
+    "sglang-sglang-15426": READY_RUNS_ON,
+    "sglang-sglang-15909": READY_RUNS_ON,
+    "sglang-sglang-17392": READY_RUNS_ON,
+    "sglang-sglang-17402": "load-weights's seconds differ when another boot follows (1.0 alone, 0.0 followed)",
+    "sglang-sglang-1751": READY_RUNS_ON,
+    "sglang-sglang-25118": READY_RUNS_ON,
+    "sglang-sglang-29503": READY_RUNS_ON,
+    "sglang-sglang-29853": READY_RUNS_ON,
+    "sglang-sglang-3889": FOLDED,
+    "sglang-sglang-40558": READY_RUNS_ON,
+    "sglang-sglang-445": FOLDED,
+    "sglang-sglang-6083": FOLDED,
+    "sglang-sglang-6891": READY_RUNS_ON,
+    "sglang-sglang-7011": READY_RUNS_ON,
+    "sglang-sglang-7227": READY_RUNS_ON,
+    "sglang-sglang-7277": READY_RUNS_ON,
+    "sglang-sglang-7482": READY_RUNS_ON,
+    "sglang-sglang-8186": READY_RUNS_ON,
+    "sglang-sglang-8336": READY_RUNS_ON,
+    "sglang-sglang-8864": FOLDED,
+    "sglang-sglang-8974": "init-distributed's seconds differ when another boot follows (1.0 alone, 0.0 followed)",
+    "sglang-sglang-9340": FOLDED,
+    "sglang-sglang-9805": FOLDED,
+    "vllm-LMCache-860": FOLDED,
+    "vllm-ai-runner-230": FOLDED,
+    "vllm-fastsafetensors-36": FOLDED,
+    "vllm-marin-2350": "load-weights's seconds differ when another boot follows (1.0 alone, 17135529.0 followed)",
+    "vllm-vLLM-metax-222": FOLDED,
+    "vllm-vllm-11348": FOLDED,
+    "vllm-vllm-11756": FOLDED,
+    "vllm-vllm-14601": FOLDED,
+    "vllm-vllm-15598": FOLDED,
+    "vllm-vllm-18577": FOLDED,
+    "vllm-vllm-21713": FOLDED,
+    "vllm-vllm-27521": "load-weights's seconds differ when another boot follows (None alone, 0.0 followed)",
+    "vllm-vllm-38476": "load-weights's seconds differ when another boot follows (None alone, 0.0 followed)",
+    "vllm-vllm-43375": "load-weights's seconds differ when another boot follows (1.0 alone, 0.0 followed)",
+    "vllm-vllm-9193": "load-weights's seconds differ when another boot follows (3.0 alone, 0.0 followed)",
+    "vllm-vllm-ascend-19": FOLDED,
+    "vllm-vllm-ascend-5876": "cuda-graph's seconds differ when another boot follows (300.0 alone, 60.0 followed)",
+    "vllm-vllm-windows-build-16": FOLDED,
+}
+
+
+def _lines(data: bytes) -> list[bytes]:
+    return data.split(b"\n")
+
+
+def _phase_key(report: BootReport) -> list[tuple[str, str | None, int, float | None]]:
+    return [(p.name, p.model, p.ranks, p.seconds) for p in report.phases]
+
+
+def _all_boots(data: bytes) -> list[BootReport]:
+    last = analyze_bytes(data)
+    return [analyze_bytes(data, boot=n) for n in range(1, last.boots)] + [last]
+
+
+def _params(wrong: dict[str, str]) -> list[object]:
+    return [
+        pytest.param(log, marks=pytest.mark.xfail(strict=True, reason=wrong[log.stem]), id=log.stem)
+        if log.stem in wrong
+        else pytest.param(log, id=log.stem)
+        for log in LOGS
+    ]
+
+
+@pytest.mark.parametrize("log", _params(CUT_WRONG))
+def test_an_excerpt_of_a_real_log_keeps_the_phases_inside_it(log: Path) -> None:
+    lines = _lines(log.read_bytes())
+    head, tail = int(len(lines) * CUT), len(lines) - int(len(lines) * CUT)
+    excerpt = b"\n".join(lines[head:tail])
+    # Where the excerpt begins and ends in the log's own time, as the reader stamps the dropped parts.
+    after = analyze_bytes(b"\n".join(lines[:head])).last_timestamp if head else None
+    before = analyze_bytes(b"\n".join(lines[tail:])).first_timestamp if tail < len(lines) else None
+    original = _all_boots(log.read_bytes())
+    inside = [
+        (p.name, p.model, p.ranks, p.seconds)
+        for report in original
+        for p in report.phases
+        if p.start is not None
+        and p.end is not None
+        and (after is None or p.start > after)
+        and (before is None or p.end < before)
+    ]
+    cut = _all_boots(excerpt)
+    got = [key for report in cut for key in _phase_key(report)]
+    assert [key for key in inside if key not in got] == []
+    frameworks = {report.framework for report in cut}
+    assert frameworks <= {original[-1].framework, "unknown"}, frameworks
+    if inside:
+        assert original[-1].framework in frameworks
+
+
+# A server's start as the engines print it (SGLang's ServerArgs, vLLM's API server banner): the only thing in a
+# stream that says a new server began. A log pasted from the middle of a boot has none, and appended to another
+# boot it is rightly read as more of that boot, so the second boot is always a log that holds its start.
+STARTS = (b"ServerArgs(", b"API server version")
+STARTED = [log for log in LOGS if any(start in log.read_bytes() for start in STARTS)]
+
+
+def _partner(log: Path) -> Path:
+    """The next log of the corpus that holds a server's start, from the other engine where one is left: a
+    different run, mostly of a different engine."""
+    engine = log.stem.split("-")[0]
+    others = [other for other in STARTED if other != log]
+    return next((other for other in others if other > log and other.stem.split("-")[0] != engine), others[0])
+
+
+def _reading(report: BootReport) -> tuple[object, ...]:
+    return (report.framework, _phase_key(report))
+
+
+@pytest.mark.parametrize("log", _params(CONCAT_WRONG))
+def test_a_real_log_followed_by_another_boot_reads_as_two(log: Path) -> None:
+    first, second = log.read_bytes(), _partner(log).read_bytes()
+    alone = _all_boots(first) + _all_boots(second)
+    joined = first if first.endswith(b"\n") else first + b"\n"
+    together = _all_boots(joined + second)
+    assert len(together) == len(alone)
+    assert [_reading(report) for report in together] == [_reading(report) for report in alone]
