@@ -103,6 +103,11 @@ class BootLogAnalyzer:
         else:
             self._late_boots.append(finished)
         self._boot = Boot(finished.number + 1, self._clock, first_ts=record.timestamp)
+        seconds = timestamp_seconds(record.timestamp) if record.timestamp is not None else None
+        if seconds is not None and seconds < self._clock.now_s:
+            # The new server's time starts at its own first record: a run from earlier (or from a machine whose
+            # clock is behind) appended after a later one must not measure its open phases to the old boot's end.
+            self._clock.now, self._clock.now_s = record.timestamp, seconds
 
     # ----------------------------------------------------------------------------------------------- lines
 

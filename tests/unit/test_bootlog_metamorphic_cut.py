@@ -34,7 +34,6 @@ CUT = 0.2
 # Logs whose excerpt or concatenation the reader does not yet read as the rule above asks; strict, so a fix flips
 # them and they must come off the list. One line each: why.
 READY_CUT = "the ready instant (HTTP server up) is not found once the lines after it are cut"
-READY_RUNS_ON = "the ready phase of the first boot runs on until the next server's records"
 FOLDED = "no boot progress before the next server's start, so the reader folds both into one boot"
 CUT_WRONG: dict[str, str] = {
     "vllm-LLM-Learning-llama3-v0": READY_CUT,
@@ -44,37 +43,12 @@ CUT_WRONG: dict[str, str] = {
     "vllm-multiagentsdebate-qwen25-tp4": READY_CUT,
 }
 CONCAT_WRONG: dict[str, str] = {
-    "sglang-MI300-testing-bench-latency": READY_RUNS_ON,
     "sglang-ajith-sirra-amd-glm5-mi355x": FOLDED,
-    "sglang-dgx-spark-local-llm-dflash-int4": READY_RUNS_ON,
-    "sglang-for_debug-ascend-dsr1-mtp-dp4tp16": READY_RUNS_ON,
-    "sglang-for_debug-ascend-qwen35-warmup-crash": READY_RUNS_ON,
-    "sglang-inference-3481": READY_RUNS_ON,
-    "sglang-ktransformers-1969": READY_RUNS_ON,
-    "sglang-sglang-10088": READY_RUNS_ON,
-    "sglang-sglang-10562": READY_RUNS_ON,
-    "sglang-sglang-11716": READY_RUNS_ON,
-    "sglang-sglang-12421": READY_RUNS_ON,
     "sglang-sglang-12496": FOLDED,
-    "sglang-sglang-15426": READY_RUNS_ON,
-    "sglang-sglang-15909": READY_RUNS_ON,
-    "sglang-sglang-17392": READY_RUNS_ON,
     "sglang-sglang-17402": "load-weights's seconds differ when another boot follows (1.0 alone, 0.0 followed)",
-    "sglang-sglang-1751": READY_RUNS_ON,
-    "sglang-sglang-25118": READY_RUNS_ON,
-    "sglang-sglang-29503": READY_RUNS_ON,
-    "sglang-sglang-29853": READY_RUNS_ON,
     "sglang-sglang-3889": FOLDED,
-    "sglang-sglang-40558": READY_RUNS_ON,
     "sglang-sglang-445": FOLDED,
     "sglang-sglang-6083": FOLDED,
-    "sglang-sglang-6891": READY_RUNS_ON,
-    "sglang-sglang-7011": READY_RUNS_ON,
-    "sglang-sglang-7227": READY_RUNS_ON,
-    "sglang-sglang-7277": READY_RUNS_ON,
-    "sglang-sglang-7482": READY_RUNS_ON,
-    "sglang-sglang-8186": READY_RUNS_ON,
-    "sglang-sglang-8336": READY_RUNS_ON,
     "sglang-sglang-8864": FOLDED,
     "sglang-sglang-8974": "init-distributed's seconds differ when another boot follows (1.0 alone, 0.0 followed)",
     "sglang-sglang-9340": FOLDED,
