@@ -16,6 +16,7 @@ from ckptprof.loader.recorder import Recorder
 from ckptprof.render.rows import RANK_HEADERS, SLOWEST_HEADERS, rank_rows, slowest_rows
 from ckptprof.results import Ceilings
 from ckptprof.session import ModelInfo, RankResult, Session, ShardTiming
+from ckptprof.session_config import RunConfig
 
 
 class FakeClock:
@@ -177,7 +178,7 @@ def test_rates_are_bytes_over_the_wall_clock_they_moved_in_not_summed_thread_tim
         ceilings=Ceilings(storage_read_GBps=2.0, storage_read_1_stream_GBps=2.0),
     )
     session.models = [ModelInfo(role="target", path="/x", fs_type="ext4", total_bytes=1_600_000_000)]
-    session.config = {"strategy": "pipelined"}
+    session.config = RunConfig.from_dict({"strategy": "pipelined"})
     verdict = compute_verdict(session)
     # THEN the read rate is 1.6 GB over the 1 s the reads took, 80% of the ceiling - not 1.6 GB / 16 thread-s
     assert verdict.read_GBps == pytest.approx(1.6)
