@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from ckptprof.errors import UsageError
 from ckptprof.render import FORMATS, RENDERERS
@@ -24,6 +25,7 @@ examples:
   ckptprof report session.json -o report.html
   ckptprof report session.json --format perfetto -o trace.json
   ckptprof report session.json --engine-output      # what the real engine wrote, per rank
+  ckptprof report watch-boot1 -o boot1.html          # a `ckptprof watch` session (its -o folder)
 """
 
 # Only extensions that cannot be mistaken: a .json could be the session or a trace.
@@ -94,7 +96,11 @@ class ReportCommand:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.epilog = EPILOG
-        parser.add_argument("session", help="a session JSON written by `ckptprof run` (session.json)")
+        parser.add_argument(
+            "session",
+            help="a session JSON written by `ckptprof run` (session.json), or a `ckptprof watch` session or its "
+            "-o folder (table, md, html or json)",
+        )
         parser.add_argument(
             "-f", "--format", choices=FORMATS, default=None, help="output format (default: table)"
         )
@@ -113,6 +119,11 @@ class ReportCommand:
         )
 
     def run(self, args: argparse.Namespace) -> int:
+        from ckptprof.watch.session_file import read_if_watch
+
+        watched = read_if_watch(args.session)
+        if watched is not None:
+            return _report_watch(watched, args)
         session = Session.load(args.session)
         if args.engine_output:
             from ckptprof.render.rows import engine_output_text
@@ -129,3 +140,18 @@ class ReportCommand:
         fmt = pick_format(args.format, args.output)
         emit(RENDERERS[fmt](session), args.output)
         return 0
+
+
+def _report_watch(doc: dict[str, Any], args: argparse.Namespace) -> int:
+    """A watch session: rendered by render/watch_report.py; what only a replay has is refused in one line."""
+    from ckptprof.render.watch_report import FORMATS as WATCH_FORMATS
+    from ckptprof.render.watch_report import render
+
+    fmt = pick_format(args.format, args.output)
+    if fmt not in WATCH_FORMATS:
+        raise UsageError(f"{args.session}: a watch session renders as {', '.join(WATCH_FORMATS)}, not {fmt}")
+    if args.ceilings or args.engine_output:
+        flag = "--ceilings" if args.ceilings else "--engine-output"
+        raise UsageError(f"{args.session}: {flag} is for a run's session; this is a watch session")
+    emit(render(doc, fmt), args.output)
+    return 0

@@ -27,7 +27,7 @@ storage bytes of all ranks against the checkpoint's size (read amplification); w
 when it ends: the server exits, its log says it is ready, --timeout passes, or Ctrl-C / SIGTERM. A server started
 with `--` keeps running after a ready log: its output still passes through, and Ctrl-C stops it.
 
-{watch_record.NOT_YET}; the session's fields are in docs/watch.md.
+the session: {watch_record.INTEGRATION}; its fields are in docs/watch.md.
 
 examples:
   ckptprof watch --pid 12345
@@ -160,6 +160,6 @@ def summary(record: watch_record.WatchRecord, path: Path) -> str:
         f"ckptprof watch: {record.end_reason} after {record.duration_s:.1f} s; {len(record.ranks)} rank "
         f"process(es), storage reads {storage}{amp}",
         *(f"  - {note}" for note in record.notes),
-        f"session: {path} (observed on a live server; {watch_record.NOT_YET})",
+        f"session: {path} (observed on a live server; ckptprof report {path.parent} renders it)",
     ]
     return "\n".join(lines)

@@ -1,8 +1,8 @@
 """What watch saw, and its JSON: the session of a live server (``"observed": "live-server"``, docs/watch.md).
 
 Kept apart from ckptprof.session (a replay's session): a watched server has no plan, no ceilings and no
-per-shard timings, only what the kernel shows from outside. ``ckptprof report`` and ``compare`` do not read it
-yet (issue 35, a later step).
+per-shard timings, only what the kernel shows from outside. ``ckptprof report`` renders it (render/watch_report.py,
+through watch/session_file.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ckptprof.watch.stacks import RankStacks
 
 SCHEMA_VERSION = 1
 OBSERVED = "live-server"
-NOT_YET = "watch sessions are not read by ckptprof report or compare yet (a later step of issue 35)"
+INTEGRATION = "`ckptprof report` renders it (table, md, html, json); `ckptprof compare` does not read it yet"
 # One row per sample in a rank's "samples": the columns, in order.
 SAMPLE_COLUMNS = (
     "t_s",
@@ -122,7 +122,7 @@ class WatchRecord:
             "schema_version": SCHEMA_VERSION,
             "observed": OBSERVED,
             "ckptprof_version": __version__,
-            "integration": NOT_YET,
+            "integration": INTEGRATION,
             "target": {
                 "pid": self.pid,
                 "command": self.command,

@@ -21,6 +21,7 @@ import pytest
 
 from ckptprof.checkpoint import fs
 from ckptprof.checkpoint.synth import synthesize
+from ckptprof.units import human_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).resolve().parent / "test_watch_standin.py"
@@ -106,7 +107,7 @@ def test_a_server_started_under_watch_is_followed_from_its_first_instant(ckpt: P
     assert "The server is fired up and ready to roll!" in done.stdout
     assert "  TP0  " in done.stdout and "  TP1  " in done.stdout
     assert f"session: {out / 'session.json'}" in done.stdout
-    assert "not read by ckptprof report or compare yet" in done.stdout
+    assert f"ckptprof report {out} renders it" in done.stdout
     data = session(out)
     assert (
         data["end_reason"] == "ready"
@@ -119,6 +120,19 @@ def test_a_server_started_under_watch_is_followed_from_its_first_instant(ckpt: P
     for rank, r in enumerate(data["ranks"]):
         assert r["at_first_sight"]["read_bytes"] < 0.25 * rank_shard_bytes(ckpt, rank)
         assert r["while_watched"]["read_bytes"] > 0.7 * rank_shard_bytes(ckpt, rank)
+    # ckptprof report renders the folder: both ranks, their storage bytes, the bound the samples name, the log
+    shown = subprocess.run(
+        [sys.executable, "-m", "ckptprof", "report", str(out)],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "bound: " in shown.stdout and "load-weights" in shown.stdout
+    for r in data["ranks"]:
+        assert str(r["pid"]) in shown.stdout
+        assert human_bytes(r["at_last_sight"]["read_bytes"]) in shown.stdout
 
 
 def test_a_running_server_is_attached_to_by_pid(ckpt: Path, tmp_path: Path) -> None:

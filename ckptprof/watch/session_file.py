@@ -1,0 +1,240 @@
+"""A saved watch session read back (``ckptprof report`` and ``compare`` take one), and the figures its renderings
+share: per-rank rows, the shards' residency, the log's phases and which limit bound the ranks, from the states
+their samples were classified into (pure: the session's JSON in, rows and words out; no /proc, no rendering)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ckptprof.errors import SessionFileError
+from ckptprof.units import human_bytes
+from ckptprof.watch.record import OBSERVED
+
+# The kernel sampler's classes (profiling.sampler.CLASSES), in the words a reader of the report wants.
+STATE_WORDS = {
+    "storage": "waiting on storage (state D or major faults)",
+    "page_cache": "reading the page cache (minor faults)",
+    "cpu": "on the CPU without faults",
+    "waiting": "waiting on something else (locks, the GPU, sleeps, the network)",
+}
+STATE_ORDER = ("storage", "page_cache", "cpu", "waiting")
+# A second class this close to the first is named beside it: the samples do not tell them apart.
+CLOSE_SHARE = 0.1
+
+
+def session_path(path: str | Path) -> Path:
+    """A watch's output folder or its session.json."""
+    p = Path(path)
+    return p / "session.json" if p.is_dir() else p
+
+
+def read_if_watch(path: str | Path) -> dict[str, Any] | None:
+    """The session at ``path`` when it is a watch session (``"observed": "live-server"``), else None: anything
+    else, unreadable files included, is left to the run session's reader and its one-line errors. A folder without
+    a session.json is named here, since the run's reader would only say it is a folder."""
+    p = session_path(path)
+    if Path(path).is_dir() and not p.exists():
+        raise SessionFileError(
+            path, "a folder without a session.json (give a session or a watch's -o folder)"
+        )
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("observed") != OBSERVED:
+        return None
+    if not isinstance(data.get("ranks"), list) or not isinstance(data.get("models"), list):
+        raise SessionFileError(p, "a watch session without its ranks or models lists")
+    return data
+
+
+def _b(x: Any) -> str:
+    return "-" if x is None else human_bytes(int(x))
+
+
+def _state_counts(doc: dict[str, Any]) -> dict[str, int]:
+    """How many samples of all ranks fell in each class (each rank's first sample, which has no interval before
+    it, left out as the record's own state_shares does)."""
+    columns = list(doc.get("sample_columns") or [])
+    if "state" not in columns:
+        return {}
+    i = columns.index("state")
+    counts: dict[str, int] = {}
+    for r in doc.get("ranks") or []:
+        for row in (r.get("samples") or [])[1:]:
+            if isinstance(row, list) and len(row) > i:
+                counts[str(row[i])] = counts.get(str(row[i]), 0) + 1
+    return counts
+
+
+@dataclass(frozen=True)
+class Bound:
+    limit: str | None  # storage | page_cache | cpu | waiting | None (no samples)
+    shares: dict[str, float]
+    samples: int
+    line: str
+
+
+def bound(doc: dict[str, Any]) -> Bound:
+    """Which limit held the ranks back, from the classes of their samples: the class most samples of all ranks
+    fell in, with the runner-up named when it is within CLOSE_SHARE."""
+    counts = _state_counts(doc)
+    total = sum(counts.values())
+    if not total:
+        return Bound(None, {}, 0, "bound: unknown (no rank was sampled twice)")
+    shares = {k: counts.get(k, 0) / total for k in STATE_ORDER if counts.get(k)}
+    shares.update({k: v / total for k, v in counts.items() if k not in STATE_ORDER})
+    ranked = sorted(shares.items(), key=lambda kv: (-kv[1], kv[0]))
+    limit, first = ranked[0]
+    words = f"{limit.replace('_', ' ')}-bound: {100 * first:.0f}% of {total} rank samples {STATE_WORDS.get(limit, limit)}"
+    if len(ranked) > 1 and first - ranked[1][1] <= CLOSE_SHARE:
+        second = ranked[1][0]
+        words += f", {100 * ranked[1][1]:.0f}% {STATE_WORDS.get(second, second)} (too close to tell apart)"
+    rest = ", ".join(f"{k.replace('_', ' ')} {100 * v:.0f}%" for k, v in ranked)
+    return Bound(limit, shares, total, f"bound: {words} ({rest})")
+
+
+RANK_HEADERS = [
+    "rank",
+    "pid",
+    "status",
+    "storage read",
+    "while watched",
+    "major faults",
+    "CPU s",
+    "CPU %",
+    "peak RSS",
+    "states",
+]
+
+
+def _cpu_s(r: dict[str, Any]) -> float | None:
+    w = r.get("while_watched") or {}
+    u, s = w.get("user_s"), w.get("system_s")
+    return None if u is None or s is None else float(u) + float(s)
+
+
+def _span_s(r: dict[str, Any], doc: dict[str, Any]) -> float:
+    start = float(r.get("first_seen_s") or 0.0)
+    end = r.get("gone_s")
+    return max(0.0, (float(end) if end is not None else float(doc.get("duration_s") or 0.0)) - start)
+
+
+def shares_text(shares: dict[str, Any] | None) -> str:
+    if not shares:
+        return "-"
+    return " ".join(
+        f"{k.replace('_', ' ')} {100 * float(v):.0f}%"
+        for k, v in sorted(shares.items(), key=lambda kv: -kv[1])
+    )
+
+
+def rank_rows(doc: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for r in doc.get("ranks") or []:
+        cpu = _cpu_s(r)
+        span = _span_s(r, doc)
+        last = r.get("at_last_sight") or {}
+        watched = r.get("while_watched") or {}
+        rows.append(
+            [
+                str(r.get("label")),
+                str(r.get("pid")),
+                str(r.get("status")) + (f" at {r['gone_s']:.1f} s" if r.get("gone_s") is not None else ""),
+                _b(last.get("read_bytes")),
+                _b(watched.get("read_bytes")),
+                str(last.get("major_faults", "-")),
+                "-" if cpu is None else f"{cpu:.2f}",
+                "-" if cpu is None or span <= 0 else f"{100 * cpu / span:.0f}%",
+                _b(r.get("peak_rss_bytes")),
+                shares_text(r.get("state_shares")),
+            ]
+        )
+    return rows
+
+
+SHARD_HEADERS = ["model", "shard", "size", "resident at start", "at end", "first growth s", "full s"]
+
+
+def shard_rows(doc: dict[str, Any]) -> list[list[str]]:
+    def s_(x: Any) -> str:
+        return "-" if x is None else f"{float(x):.2f}"
+
+    def pct(part: Any, whole: Any) -> str:
+        return "-" if part is None or not whole else f"{100 * part / whole:.0f}%"
+
+    return [
+        [
+            str(m.get("role")),
+            str(s.get("file")),
+            _b(s.get("bytes")),
+            pct(s.get("resident_at_start"), s.get("bytes")),
+            pct(s.get("resident_at_end"), s.get("bytes")),
+            s_(s.get("first_growth_s")),
+            s_(s.get("full_s")),
+        ]
+        for m in doc.get("models") or []
+        for s in m.get("shards") or []
+    ]
+
+
+PHASE_HEADERS = ["phase", "model", "start", "end", "seconds", "ranks"]
+
+
+def phase_rows(doc: dict[str, Any]) -> list[list[str]]:
+    report = (doc.get("log") or {}).get("report") or {}
+    return [
+        [
+            str(p.get("name")),
+            str(p.get("model") or "-"),
+            str(p.get("start") or "-"),
+            str(p.get("end") or "-"),
+            "-" if p.get("seconds") is None else f"{float(p['seconds']):.1f}",
+            str(p.get("ranks") or "-"),
+        ]
+        for p in report.get("phases") or []
+    ]
+
+
+def log_line(doc: dict[str, Any]) -> str:
+    log = doc.get("log")
+    if not log:
+        return "log: none (watch --pid without --log)"
+    report = log.get("report") or {}
+    return (
+        f"log ({log.get('source')}): {report.get('framework', 'unknown')}, state {report.get('state', '-')}, "
+        f"{len(report.get('phases') or [])} phase(s)"
+    )
+
+
+def headline(doc: dict[str, Any]) -> str:
+    target = doc.get("target") or {}
+    totals = doc.get("totals") or {}
+    engine = {"sglang": "SGLang", "vllm": "vLLM", "ckptprof": "ckptprof run"}.get(
+        str(target.get("engine")), "server"
+    )
+    amp = totals.get("read_amplification")
+    return (
+        f"watch of a live {engine} (pid {target.get('pid')}), {doc.get('end_reason')} after "
+        f"{float(doc.get('duration_s') or 0.0):.1f} s; {len(doc.get('ranks') or [])} rank process(es) read "
+        f"{_b(totals.get('storage_bytes_since_rank_start'))} from storage for a "
+        f"{_b(totals.get('checkpoint_bytes'))} checkpoint" + ("" if amp is None else f" ({float(amp):.2f}x)")
+    )
+
+
+def model_lines(doc: dict[str, Any]) -> list[str]:
+    out = []
+    for m in doc.get("models") or []:
+        if m.get("problem") and not m.get("shards"):
+            out.append(f"{m.get('role')} {m.get('path')}: {m.get('problem')}")
+            continue
+        shards = m.get("shards") or []
+        full = sum(1 for s in shards if s.get("bytes") and (s.get("resident_at_end") or 0) >= s["bytes"])
+        out.append(
+            f"{m.get('role')} {m.get('path')} ({m.get('fs_type')}): {len(shards)} shards, "
+            f"{_b(m.get('total_bytes'))}; {full} fully in the page cache at the end"
+        )
+    return out
