@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from typing import Any
 
 from ckptprof.analysis.compare import Comparison, compare, incomplete
 from ckptprof.errors import RegressionFound, SessionFileError, UsageError
@@ -20,10 +21,16 @@ bytes) or were run with settings that move the wall (tp, devices, cache, strateg
 error names each with both values) - unless --allow-different-config accepts that - or a load-wall figure is
 not a finite number. Without --fail-above such differences are shown with a warning line.
 
+A `ckptprof watch` session (or its -o folder) beside a `ckptprof run` session of the same checkpoint, in either
+order, is held against it per rank and pass (python -m ckptprof.watch.against_run's table: bytes watch saw read
+from storage against the run's own count, reading windows against the run's walls); two watch sessions, different
+checkpoints (a model of the same role with other shards) and --fail-above are refused (exit 2).
+
 examples:
   ckptprof compare runs/before/session.json runs/after/session.json
   ckptprof compare base.json new.json --fail-above 10 --format md >> $GITHUB_STEP_SUMMARY
   ckptprof compare tp8.json tp4.json --fail-above 10 --allow-different-config
+  ckptprof compare watch-boot1 runs/tp8/session.json
 """
 
 
@@ -80,8 +87,12 @@ class CompareCommand:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.epilog = EPILOG
-        parser.add_argument("base", help="BASE session JSON (the reference)")
-        parser.add_argument("new", help="NEW session JSON (the candidate)")
+        parser.add_argument(
+            "base", help="BASE session JSON (the reference); or a `ckptprof watch` session (its folder too)"
+        )
+        parser.add_argument(
+            "new", help="NEW session JSON (the candidate); or a `ckptprof watch` session (its folder too)"
+        )
         parser.add_argument(
             "--fail-above",
             type=_percent,
@@ -100,6 +111,11 @@ class CompareCommand:
         )
 
     def run(self, args: argparse.Namespace) -> int:
+        from ckptprof.watch.session_file import read_if_watch
+
+        watched = (read_if_watch(args.base), read_if_watch(args.new))
+        if watched != (None, None):
+            return _compare_watch(args, *watched)
         base, new = Session.load(args.base), Session.load(args.new)
         cmp = compare(base, new)
         if args.format == "json":
@@ -122,3 +138,32 @@ class CompareCommand:
         if args.fail_above is not None:
             gate(cmp, base, new, args)
         return 0
+
+
+def _compare_watch(args: argparse.Namespace, base: dict[str, Any] | None, new: dict[str, Any] | None) -> int:
+    """A watch session held against a run session of the same checkpoint (either order), by
+    ckptprof.watch.against_run; two watch sessions, mismatched checkpoints or a gate are refused in one line."""
+    import json
+
+    from ckptprof.watch.against_run import checkpoint_mismatch, held_against
+    from ckptprof.watch.session_file import session_path
+
+    if base is not None and new is not None:
+        raise UsageError(
+            f"{args.base} and {args.new} are both watch sessions: compare holds a watch session against a "
+            "`ckptprof run` session of the same checkpoint"
+        )
+    watch, run_path = (base, args.new) if base is not None else (new, args.base)
+    assert watch is not None
+    if args.fail_above is not None:
+        raise UsageError(
+            "--fail-above gates two `ckptprof run` sessions: a watch session has no load wall to gate"
+        )
+    Session.load(session_path(run_path))  # a run session, or its one-line error
+    run = json.loads(session_path(run_path).read_text(encoding="utf-8"))
+    mismatch = checkpoint_mismatch(watch, run)
+    if mismatch is not None:
+        watch_path = args.base if base is not None else args.new
+        raise UsageError(f"{watch_path} and {run_path} watched and ran different checkpoints: {mismatch}")
+    sys.stdout.write(held_against(watch, run, args.format))
+    return 0

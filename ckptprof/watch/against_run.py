@@ -239,6 +239,57 @@ def table(c: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _shards_of(doc: dict[str, Any]) -> dict[str, list[tuple[str, int]]]:
+    """Per role, the (file, bytes) of its shards, sorted."""
+    out: dict[str, list[tuple[str, int]]] = {}
+    for m in doc.get("models") or []:
+        shards = [(str(s.get("file")), int(s.get("bytes") or 0)) for s in m.get("shards") or []]
+        out.setdefault(str(m.get("role")), []).extend(shards)
+    return {role: sorted(shards) for role, shards in out.items()}
+
+
+def checkpoint_mismatch(watch: dict[str, Any], run: dict[str, Any]) -> str | None:
+    """Why the two did not load the same checkpoint, or None: a model of the same role whose shards (names and
+    sizes) differ, or no model in common. A model only one side has (a run's built-in synthetic draft, which watch
+    does not follow; a checkpoint watch could not read) is not a mismatch: ``one_sided`` names it."""
+    ours, theirs = _shards_of(watch), _shards_of(run)
+    common = [role for role in ours if role in theirs and ours[role]]
+    if not common:
+        return (
+            f"no checkpoint in common (watch followed {', '.join(ours) or 'none'} with shards, the run loaded "
+            f"{', '.join(theirs) or 'none'})"
+        )
+    for role in common:
+        w, r = ours[role], theirs[role]
+        if w != r:
+            wb, rb = sum(b for _, b in w), sum(b for _, b in r)
+            return (
+                f"the {role} differs: watch followed {len(w)} shards of {human_bytes(wb)}, the run loaded "
+                f"{len(r)} of {human_bytes(rb)}"
+            )
+    return None
+
+
+def one_sided(watch: dict[str, Any], run: dict[str, Any]) -> list[str]:
+    ours, theirs = _shards_of(watch), _shards_of(run)
+    return [f"only watch followed the {r}" for r in ours if r not in theirs] + [
+        f"only the run loaded the {r} (watch did not follow it)" for r in theirs if r not in ours
+    ]
+
+
+def held_against(watch: dict[str, Any], run: dict[str, Any], fmt: str = "table") -> str:
+    """``ckptprof compare``'s rendering of a watch session against a run session: the table (``table``), the
+    table in a Markdown code block (``md``) or the comparison's JSON (``json``)."""
+    c = compare(watch, run)
+    c["one_sided"] = one_sided(watch, run)
+    if fmt == "json":
+        return json.dumps(c, indent=1) + "\n"
+    text = table(c) + "".join(f"note: {n}\n" for n in c["one_sided"])
+    if fmt == "md":
+        return f"### ckptprof watch against ckptprof run\n\n```\n{text}```\n"
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m ckptprof.watch.against_run",

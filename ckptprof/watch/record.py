@@ -21,7 +21,10 @@ from ckptprof.watch.stacks import RankStacks
 
 SCHEMA_VERSION = 1
 OBSERVED = "live-server"
-INTEGRATION = "`ckptprof report` renders it (table, md, html, json); `ckptprof compare` does not read it yet"
+INTEGRATION = (
+    "`ckptprof report` renders it (table, md, html, json); `ckptprof compare` holds it against a `ckptprof run` "
+    "session of the same checkpoint"
+)
 # One row per sample in a rank's "samples": the columns, in order.
 SAMPLE_COLUMNS = (
     "t_s",

@@ -86,3 +86,9 @@ def test_watch_follows_a_ckptprof_run_and_agrees_with_its_session(tmp_path: Path
     assert shown.returncode == 0, shown.stderr
     assert out.read_text() == shown.stdout == table(c)
     assert "shards resident at the end: 4/4" in shown.stdout
+    # AND ckptprof compare holds the two folders side by side with the same table, in either order
+    for pair in ((watch_dir, run_dir), (run_dir, watch_dir)):
+        cmp = [sys.executable, "-m", "ckptprof", "compare", *map(str, pair)]
+        held = subprocess.run(cmp, env=env, capture_output=True, text=True, timeout=60)
+        assert held.returncode == 0, held.stderr
+        assert held.stdout.startswith(table(c))
