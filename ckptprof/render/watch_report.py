@@ -40,10 +40,16 @@ def _sections(doc: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
     out = [
         (
             "Per rank",
-            wf.RANK_HEADERS,
+            wf.rank_headers(doc),
             wf.rank_rows(doc),
             "storage read: /proc/PID/io read_bytes since the rank started; CPU: user + system seconds while "
-            "watched, % of the time it was watched; states: its samples' classes",
+            "watched, % of the time it was watched; states: its samples' classes"
+            + (
+                "; py-spy stacks: every thread's stack in each dump, classified read / deserialize / copy / other "
+                "by the run's py-spy classifier"
+                if wf.STACKS_HEADER in wf.rank_headers(doc)
+                else ""
+            ),
         ),
         (
             "Shards: page-cache residency",

@@ -17,6 +17,7 @@ from ckptprof.version import __version__
 from ckptprof.watch.counters import ProcCounters
 from ckptprof.watch.procs import RankProcess
 from ckptprof.watch.residency import ModelTrack
+from ckptprof.watch.stacks import CLASSES as STACK_CLASSES
 from ckptprof.watch.stacks import RankStacks
 
 SCHEMA_VERSION = 1
@@ -202,6 +203,9 @@ def _rank_dict(r: RankTrack) -> dict[str, Any]:
             "top_frames": [[frame, n] for frame, n in r.stacks.top()],
             "last": r.stacks.last,
             "error": r.stacks.error,
+            "classes": {c: r.stacks.classes[c] for c in STACK_CLASSES},
+            "class_shares": r.stacks.shares(),
+            "unclassified": r.stacks.unclassified,
         },
         "samples": [
             [

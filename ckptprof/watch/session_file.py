@@ -132,7 +132,36 @@ def shares_text(shares: dict[str, Any] | None) -> str:
     )
 
 
+STACKS_HEADER = "py-spy stacks"
+
+
+def _with_stacks(doc: dict[str, Any]) -> bool:
+    return any(r.get("stacks") for r in doc.get("ranks") or [])
+
+
+def rank_headers(doc: dict[str, Any]) -> list[str]:
+    """RANK_HEADERS, and the py-spy stacks' classes where watch ran with --py-spy."""
+    return RANK_HEADERS + ([STACKS_HEADER] if _with_stacks(doc) else [])
+
+
+def stacks_cell(stacks: dict[str, Any] | None) -> str:
+    """The classified stacks' shares and how many stacks they are, or why there are none."""
+    if not stacks:
+        return "-"
+    if stacks.get("error"):
+        return "py-spy could not attach"
+    classes = stacks.get("classes") or {}
+    n = sum(int(v) for v in classes.values())
+    unclassified = int(stacks.get("unclassified") or 0)
+    if not n:
+        return f"none classified ({unclassified} stacks)" if unclassified else "no dump"
+    return f"{shares_text(stacks.get('class_shares'))} of {n} stacks" + (
+        f" (+{unclassified} unclassified)" if unclassified else ""
+    )
+
+
 def rank_rows(doc: dict[str, Any]) -> list[list[str]]:
+    with_stacks = _with_stacks(doc)
     rows = []
     for r in doc.get("ranks") or []:
         cpu = _cpu_s(r)
@@ -152,6 +181,7 @@ def rank_rows(doc: dict[str, Any]) -> list[list[str]]:
                 _b(r.get("peak_rss_bytes")),
                 shares_text(r.get("state_shares")),
             ]
+            + ([stacks_cell(r.get("stacks"))] if with_stacks else [])
         )
     return rows
 

@@ -3,6 +3,11 @@ py-spy reads the process's memory without stopping it, so the server never pause
 few seconds: a dump costs py-spy tens of milliseconds of CPU, so sampling faster would cost the load what the
 /proc sampling saves it.
 
+Each thread's stack in each dump is classified into read / deserialize / copy / other by the run's own py-spy
+classifier (ckptprof.analysis.stacks: the innermost frame that names a loading step decides; its ``h2d`` is called
+``copy`` here, since a server's copy need not be host to device); a stack that names none is counted apart
+(``unclassified``), as the run's classifier leaves such samples out.
+
 Where py-spy may not attach (ptrace not permitted), the first failure is kept as one line with the fix
 (profiling.pyspy.ptrace_hint) and the rank's stacks are left out; the /proc figures go on regardless.
 """
@@ -17,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ckptprof.analysis.stacks import _phase as run_phase
 from ckptprof.profiling.pyspy import ptrace_hint
 
 EVERY_S = 2.0
@@ -51,15 +57,54 @@ def parse_dump(text: str) -> list[ThreadStack]:
     return threads
 
 
+# The run's classifier's phases, in watch's words.
+CLASS_NAMES = {"read": "read", "deserialize": "deserialize", "h2d": "copy", "other": "other"}
+CLASSES = ("read", "deserialize", "copy", "other")
+
+
+def frame_name(frame: str) -> str:
+    """``get_tensor (safetensors/torch.py:313)`` -> ``get_tensor``."""
+    return frame.split(" (", 1)[0].strip()
+
+
+def classify(stack: ThreadStack) -> str | None:
+    """read / deserialize / copy / other by the run's py-spy classifier, or None where no frame names a step."""
+    phase = run_phase([frame_name(f) for f in reversed(stack.frames)])  # it reads root to leaf
+    return None if phase is None else CLASS_NAMES.get(phase, "other")
+
+
 @dataclass
 class RankStacks:
     dumps: int = 0
     frames: Counter[str] = field(default_factory=Counter)  # the main thread's innermost frame, per dump
     last: str | None = None
     error: str | None = None
+    classes: Counter[str] = field(default_factory=Counter)  # thread stacks per class, over all dumps
+    unclassified: int = 0  # thread stacks no frame of which names a loading step
 
     def top(self, n: int = 5) -> list[tuple[str, int]]:
         return self.frames.most_common(n)
+
+    def add(self, threads: list[ThreadStack]) -> None:
+        """One dump's threads: the main thread's innermost frame counted, every thread's stack classified."""
+        if not threads or not threads[0].frames:
+            return
+        self.dumps += 1
+        self.last = threads[0].frames[0]
+        self.frames[self.last] += 1
+        for thread in threads:
+            if not thread.frames:
+                continue
+            cls = classify(thread)
+            if cls is None:
+                self.unclassified += 1
+            else:
+                self.classes[cls] += 1
+
+    def shares(self) -> dict[str, float]:
+        """Each class's share of the classified thread stacks (the unclassified left out, as the run does)."""
+        total = sum(self.classes.values())
+        return {c: round(self.classes[c] / total, 3) for c in CLASSES if self.classes[c]} if total else {}
 
 
 class StackSampler:
@@ -107,11 +152,7 @@ class StackSampler:
                 seen.error = ptrace_hint()
                 self.note = self.note or seen.error
             return  # the process may have just ended: the next dump says
-        threads = parse_dump(done.stdout)
-        if threads and threads[0].frames:
-            seen.dumps += 1
-            seen.last = threads[0].frames[0]
-            seen.frames[seen.last] += 1
+        seen.add(parse_dump(done.stdout))
 
     def _run(self) -> None:
         while not self._stop.is_set():

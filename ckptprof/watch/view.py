@@ -35,7 +35,17 @@ def rank_line(r: RankTrack) -> str:
         f"  cpu {'-' if cpu_rate is None else f'{100 * cpu_rate:.0f}%'}"
         f"  rss {human_bytes(last.rss_bytes)}  threads {last.threads}"
         + (f"  in {r.stacks.last}" if r.stacks is not None and r.stacks.last else "")
+        + (
+            f"  stacks {stack_shares_text(r.stacks.shares())}"
+            if r.stacks is not None and r.stacks.shares()
+            else ""
+        )
     )
+
+
+def stack_shares_text(shares: dict[str, float]) -> str:
+    """``read 60% deserialize 30% copy 10%``: the classified py-spy stacks' shares, largest first."""
+    return " ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(shares.items(), key=lambda kv: -kv[1]))
 
 
 def model_line(m: ModelTrack) -> str:

@@ -318,4 +318,16 @@ def test_py_spy_reads_each_ranks_stack_without_stopping_it(ckpt: Path, tmp_path:
         assert stacks["error"] is None and stacks["dumps"] >= 1
         # the rank's main thread was in the stand-in's loading function, as py-spy read it
         assert any(frame.startswith("child (test_watch_standin.py:") for frame, _ in stacks["top_frames"])
+        # every thread's stack of every dump classified by the run's py-spy classifier: the stand-in's frames name
+        # no read or copy step, only safetensors' safe_open / get_tensor (deserialize); sleeping in child, none
+        assert sum(stacks["classes"].values()) + stacks["unclassified"] >= stacks["dumps"]
+        assert {k for k, n in stacks["classes"].items() if n} <= {"deserialize"}
     assert_loaded_everything(data, ckpt, from_start=True)
+    shown = subprocess.run(
+        [sys.executable, "-m", "ckptprof", "report", str(out)],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0 and "py-spy stacks" in shown.stdout, shown.stderr
