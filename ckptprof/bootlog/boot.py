@@ -95,9 +95,14 @@ class Boot:
 
     def framework(self) -> str:
         # Records that only an engine writes first, then its record prefixes, then its modules in tracebacks.
+        # A loop rather than max() with a key function: this is asked on every record that may be a failure.
         for counts in (self.evidence, self.styles, self.module_frames, self.process_tags):
-            best = max(counts, key=lambda name: counts[name])
-            if counts[best] > 0:
+            best = "unknown"
+            top = 0
+            for name, count in counts.items():
+                if count > top:  # the first engine of the most wins a tie, as max() would say
+                    best, top = name, count
+            if top > 0:
                 return best
         return "unknown"
 

@@ -406,14 +406,17 @@ def clock_seconds(text: str) -> int | None:
 
 
 # A tqdm frame in bytes, for runs of frames: its head (ANSI colours, a worker prefix and the description) is
-# matched once, then the frames that repeat that head exactly are matched in one C-level pass.
-_FRAME_HEAD_RE = re.compile(
-    rb"((?:\x1b\[[0-9;?]*[A-Za-z])*(?:\([A-Za-z][^()\r\n]{0,80}? pid=\d{1,10}\)(?:\x1b\[[0-9;?]*[A-Za-z])* \r*)?"
-    rb"[^\r\n%]{0,200}?): *\d{1,3}%"
+# matched once, then the frames that repeat that head exactly make the run.
+_FRAME_HEAD = (
+    rb"(?:\x1b\[[0-9;?]*[A-Za-z])*(?:\([A-Za-z][^()\r\n]{0,80}? pid=\d{1,10}\)(?:\x1b\[[0-9;?]*[A-Za-z])* \r*)?"
+    rb"[^\r\n%]{0,200}?"
 )
+_FRAME_HEAD_RE = re.compile(rb"(" + _FRAME_HEAD + rb"): *\d{1,3}%")
 _FRAME_TAIL = rb": *\d{1,3}%(?: Completed \||\|[^|\r\n]{0,1000}\|)? *(\d{1,12})/(\d{1,12}) \[[^\]\r\n]{0,80}\][ \t]*(?:\r\n?|\n)"
-_RUN_PATTERNS: dict[bytes, tuple[re.Pattern[bytes], re.Pattern[bytes]]] = {}
-_RUN_PATTERNS_KEPT = 256
+# A whole frame, its head captured (group 1) and then its count and total. One pattern for every bar: a pattern
+# compiled for each bar's head cost about 2 ms a bar, more than reading the rest of a typical log.
+# tqdm on a terminal starts each frame with a carriage return; pasted, the frames keep it after a newline.
+_FRAME_RE = re.compile(rb"\r*(" + _FRAME_HEAD + rb")" + _FRAME_TAIL)
 
 Span = tuple[int, int]
 
@@ -423,7 +426,8 @@ def bar_runs(block: bytes, start: int) -> tuple[list[tuple[Span, Span]], int] | 
 
     Returns, for each bar in the run (a frame whose count went down or whose total changed starts a new one),
     the spans of its first and last frame, and the offset where the run ends. A frame followed by anything
-    but a line break (another rank's record glued to it) ends the run and is left to the line reader.
+    but a line break (another rank's record glued to it) ends the run and is left to the line reader, and so
+    does a frame whose head differs from the first frame's.
     """
     pos = start
     while block.startswith(b"\r", pos):
@@ -432,24 +436,15 @@ def bar_runs(block: bytes, start: int) -> tuple[list[tuple[Span, Span]], int] | 
     if head is None:
         return None
     key = head.group(1)
-    patterns = _RUN_PATTERNS.get(key)
-    if patterns is None:
-        if len(_RUN_PATTERNS) >= _RUN_PATTERNS_KEPT:
-            _RUN_PATTERNS.clear()
-        # tqdm on a terminal starts each frame with a carriage return; pasted, the frames keep it after a newline.
-        frame = rb"\r*" + re.escape(key) + _FRAME_TAIL
-        patterns = _RUN_PATTERNS[key] = (re.compile(rb"(?:" + frame + rb")+"), re.compile(frame))
-    run_re, frame_re = patterns
-    run = run_re.match(block, start)
-    if run is None:
-        return None
+    match_frame = _FRAME_RE.match
     pieces: list[tuple[Span, Span]] = []
     first: Span | None = None
     last: Span = (pos, pos)
     previous = (-1, -1)
     frames = 0
-    for match in frame_re.finditer(block, start, run.end()):
-        done, total = int(match.group(1)), int(match.group(2))
+    at = start
+    while (match := match_frame(block, at)) is not None and match.group(1) == key:
+        done, total = int(match.group(2)), int(match.group(3))
         if first is None or total != previous[1] or done < previous[0]:
             if first is not None:
                 pieces.append((first, last))
@@ -457,7 +452,8 @@ def bar_runs(block: bytes, start: int) -> tuple[list[tuple[Span, Span]], int] | 
         last = match.span()
         previous = (done, total)
         frames += 1
+        at = match.end()
     if first is None or frames < 2:
         return None
     pieces.append((first, last))
-    return pieces, run.end()
+    return pieces, at
