@@ -22,7 +22,8 @@ what it shows, per rank process (sglang::scheduler_TP*, VLLM::Worker_TP* / VllmW
 TP 1), every --interval: bytes fetched from storage and read calls (/proc/PID/io), major faults, CPU user and
 system, RSS, threads and what they are doing (storage / page cache / cpu / waiting, from the kernel's thread
 states: no ptrace); per shard of the checkpoints on the server's command line, how much is in the page cache; the
-storage bytes of all ranks against the checkpoint's size (read amplification); with a log, its phase.
+storage bytes of all ranks against the checkpoint's size (read amplification); GPU memory per device through NVML
+(pynvml), or "no GPU"; with a log, its phase.
 
 when it ends: the server exits, its log says it is ready, --timeout passes, or Ctrl-C / SIGTERM. A server started
 with `--` keeps running after a ready log: its output still passes through, and Ctrl-C stops it.

@@ -57,15 +57,21 @@ def _sections(doc: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
             wf.shard_rows(doc),
             "seconds after watch began; '-': never grew / never full while watched",
         ),
+        ("GPU memory", wf.GPU_HEADERS, wf.gpu_rows(doc), wf.gpu_line(doc)),
         ("The log's phases", wf.PHASE_HEADERS, wf.phase_rows(doc), wf.log_line(doc)),
     ]
     return [s for s in out if s[2]]
 
 
+def _lines(doc: dict[str, Any]) -> list[str]:
+    """The model lines, and the GPU line where there is no device to tabulate ("no GPU")."""
+    return wf.model_lines(doc) + ([] if wf.gpu_rows(doc) else [wf.gpu_line(doc)])
+
+
 def render_table(doc: dict[str, Any]) -> str:
     b = wf.bound(doc)
     out = [f"ckptprof: {wf.headline(doc)}", f"  ({OBSERVED_LINE})", b.line, ""]
-    out += wf.model_lines(doc)
+    out += _lines(doc)
     for title, headers, rows, caption in _sections(doc):
         out += ["", f"{title} ({caption})", tabulate(rows, headers=headers, disable_numparse=True)]
     if not wf.phase_rows(doc):
@@ -78,7 +84,7 @@ def render_table(doc: dict[str, Any]) -> str:
 def render_markdown(doc: dict[str, Any]) -> str:
     b = wf.bound(doc)
     out = [f"## ckptprof watch: {wf.headline(doc)}", "", f"> **{b.line}**", "", f"_{OBSERVED_LINE}_", ""]
-    out += [f"- {line}" for line in wf.model_lines(doc)]
+    out += [f"- {line}" for line in _lines(doc)]
     for title, headers, rows, caption in _sections(doc):
         out += ["", f"### {title}", "", caption, "", md_table(headers, rows)]
     if not wf.phase_rows(doc):
@@ -176,7 +182,7 @@ def residency_svg(doc: dict[str, Any], width: int = 1160) -> str:
 def render_html(doc: dict[str, Any]) -> str:
     b = wf.bound(doc)
     accent = STATE_COLORS.get(b.limit or "", "#5d6d7e")
-    models = "; ".join(wf.model_lines(doc)) or "no checkpoint followed"
+    models = "; ".join(_lines(doc)) or "no checkpoint followed"
     sections = [
         f'<section class="verdict" style="--accent:{accent}"><h2>Which limit bound the ranks</h2>'
         f'<span class="badge">{escape((b.limit or "unknown").replace("_", " "))}</span>'

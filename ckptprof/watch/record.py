@@ -15,6 +15,7 @@ from typing import Any
 
 from ckptprof.version import __version__
 from ckptprof.watch.counters import ProcCounters
+from ckptprof.watch.gpu import GpuTracker
 from ckptprof.watch.procs import RankProcess
 from ckptprof.watch.residency import ModelTrack
 from ckptprof.watch.stacks import CLASSES as STACK_CLASSES
@@ -100,6 +101,7 @@ class WatchRecord:
     log_source: str | None = None
     log_report: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    gpu: GpuTracker | None = None  # None: GPU memory was not looked at (a record built outside the watcher)
 
     # -- what the figures add up to ---------------------------------------------------------------------------
 
@@ -150,7 +152,8 @@ class WatchRecord:
             },
             "models": [_model_dict(m) for m in self.models],
             "sample_columns": list(SAMPLE_COLUMNS),
-            "ranks": [_rank_dict(r) for r in self.ranks],
+            "gpus": None if self.gpu is None else self.gpu.to_dict(),
+            "ranks": [_rank_dict(r, self.gpu) for r in self.ranks],
             "log": None
             if self.log_source is None
             else {"source": self.log_source, "report": self.log_report},
@@ -173,7 +176,7 @@ def _counters_dict(c: ProcCounters) -> dict[str, Any]:
     }
 
 
-def _rank_dict(r: RankTrack) -> dict[str, Any]:
+def _rank_dict(r: RankTrack, gpu: GpuTracker | None = None) -> dict[str, Any]:
     return {
         "label": r.label,
         "pid": r.rank.pid,
@@ -194,6 +197,8 @@ def _rank_dict(r: RankTrack) -> dict[str, Any]:
         },
         "peak_rss_bytes": max(s.rss_bytes for s in r.samples),
         "peak_threads": max(s.threads for s in r.samples),
+        # NVML's figure for this pid (null: no GPU, or NVML does not list it, e.g. a pid of another namespace)
+        "gpu_peak_bytes": None if gpu is None else gpu.peak_by_pid.get(r.rank.pid),
         "state_shares": r.state_shares(),
         "io_note": r.io_note,
         "stacks": None

@@ -139,9 +139,48 @@ def _with_stacks(doc: dict[str, Any]) -> bool:
     return any(r.get("stacks") for r in doc.get("ranks") or [])
 
 
+GPU_HEADER = "GPU peak"
+
+
+def _with_gpu(doc: dict[str, Any]) -> bool:
+    return any(r.get("gpu_peak_bytes") is not None for r in doc.get("ranks") or [])
+
+
 def rank_headers(doc: dict[str, Any]) -> list[str]:
-    """RANK_HEADERS, and the py-spy stacks' classes where watch ran with --py-spy."""
-    return RANK_HEADERS + ([STACKS_HEADER] if _with_stacks(doc) else [])
+    """RANK_HEADERS, NVML's peak per rank process where it listed one, and the py-spy stacks' classes where watch
+    ran with --py-spy."""
+    return (
+        RANK_HEADERS
+        + ([GPU_HEADER] if _with_gpu(doc) else [])
+        + ([STACKS_HEADER] if _with_stacks(doc) else [])
+    )
+
+
+GPU_HEADERS = ["GPU", "name", "total", "used at start", "at end", "peak"]
+
+
+def gpu_rows(doc: dict[str, Any]) -> list[list[str]]:
+    return [
+        [
+            str(d.get("index")),
+            str(d.get("name")),
+            _b(d.get("total_bytes")),
+            _b(d.get("used_at_start")),
+            _b(d.get("used_at_end")),
+            _b(d.get("peak_used_bytes")),
+        ]
+        for d in (doc.get("gpus") or {}).get("devices") or []
+    ]
+
+
+def gpu_line(doc: dict[str, Any]) -> str:
+    """What the session says of GPU memory in one line: its source, or why there is none ("no GPU")."""
+    gpus = doc.get("gpus")
+    if gpus is None:
+        return "GPU memory: not looked at (a session written before watch sampled it)"
+    if gpus.get("devices"):
+        return f"GPU memory per device, from {gpus.get('source')} (used bytes of the whole device, every process's)"
+    return f"GPU memory: {gpus.get('note') or 'not sampled'}"
 
 
 def stacks_cell(stacks: dict[str, Any] | None) -> str:
@@ -161,7 +200,7 @@ def stacks_cell(stacks: dict[str, Any] | None) -> str:
 
 
 def rank_rows(doc: dict[str, Any]) -> list[list[str]]:
-    with_stacks = _with_stacks(doc)
+    with_stacks, with_gpu = _with_stacks(doc), _with_gpu(doc)
     rows = []
     for r in doc.get("ranks") or []:
         cpu = _cpu_s(r)
@@ -181,6 +220,7 @@ def rank_rows(doc: dict[str, Any]) -> list[list[str]]:
                 _b(r.get("peak_rss_bytes")),
                 shares_text(r.get("state_shares")),
             ]
+            + ([_b(r.get("gpu_peak_bytes"))] if with_gpu else [])
             + ([stacks_cell(r.get("stacks"))] if with_stacks else [])
         )
     return rows

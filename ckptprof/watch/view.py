@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from ckptprof.units import human_bytes
+from ckptprof.watch.gpu import GpuTracker
 from ckptprof.watch.record import RankTrack, WatchRecord
 from ckptprof.watch.residency import ModelTrack
 
@@ -85,7 +86,21 @@ def lines(record: WatchRecord, elapsed_s: float, log_words: str | None) -> list[
         out.append("  (no rank process yet)")
     out += [model_line(m) for m in record.models]
     out.append(totals_line(record))
+    if record.gpu is not None and record.gpu.devices:
+        out.append(gpu_line(record.gpu))
     return out
+
+
+def gpu_line(gpu: GpuTracker) -> str:
+    """``  GPU memory used: 0 12.30 GB, 1 12.10 GB of 143.77 GB each`` (NVML's indices)."""
+    devices = sorted(gpu.devices.values(), key=lambda d: d.index)
+    totals = {d.total_bytes for d in devices}
+    each = f" of {human_bytes(devices[0].total_bytes)} each" if len(totals) == 1 else ""
+    used = ", ".join(
+        f"{d.index} {human_bytes(d.used_at_end)}" + ("" if each else f"/{human_bytes(d.total_bytes)}")
+        for d in devices
+    )
+    return f"  GPU memory used: {used}{each}"
 
 
 class Screen:

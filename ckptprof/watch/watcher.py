@@ -23,6 +23,7 @@ from ckptprof.units import human_bytes
 from ckptprof.watch import procs
 from ckptprof.watch.cmdline import ModelArg, model_args
 from ckptprof.watch.counters import ProcessReader
+from ckptprof.watch.gpu import GpuTracker, choose
 from ckptprof.watch.logfeed import FileFollower, LogFeed
 from ckptprof.watch.record import RankTrack, WatchRecord
 from ckptprof.watch.residency import ResidencyTracker
@@ -91,6 +92,7 @@ class Watcher:
         threads: bool = True,
         clock: Callable[[], float] = time.monotonic,
         py_spy: bool = False,
+        gpu: GpuTracker | None = None,
     ) -> None:
         self.target = target
         self.interval_s = interval_s
@@ -124,6 +126,7 @@ class Watcher:
             started_at=now.isoformat(timespec="seconds"),
             launcher_age_s=max(0.0, now.timestamp() - target.create_time),
         )
+        self.record.gpu = gpu if gpu is not None else GpuTracker(*choose())
         self._models(command, model_path)
         if log_path is not None:
             self.log = LogFeed(log_path)
@@ -240,6 +243,8 @@ class Watcher:
                 track.add(counters)
         self._alive = tuple(self._readers)
         self.residency.sample(self.elapsed())
+        if self.record.gpu is not None:
+            self.record.gpu.sample(self.elapsed())
 
     def _log_words(self) -> tuple[str | None, str | None]:
         """(the log's state, a few words on it) when there is a log."""
@@ -255,6 +260,8 @@ class Watcher:
     def run(self) -> WatchRecord:
         """Watch until the end; KeyboardInterrupt (Ctrl-C, SIGTERM) ends it too, with end_reason 'interrupted'."""
         self.residency.sample(0.0, first=True)
+        if self.record.gpu is not None:
+            self.record.gpu.sample(0.0)
         if self.stacks is not None:
             self.stacks.start()
         next_discovery = next_draw = last_new_rank = 0.0
@@ -324,6 +331,8 @@ class Watcher:
             self.record.log_report = self.log.report().to_dict()
         self.record.notes += findings(self.record)
         self.residency.close()
+        if self.record.gpu is not None:
+            self.record.gpu.close()
         if self.screen is not None:
             _, words = self._log_words()
             self.screen.draw(lines(self.record, self.elapsed(), words), force=True)

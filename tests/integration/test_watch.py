@@ -22,6 +22,7 @@ import pytest
 from ckptprof.checkpoint import fs
 from ckptprof.checkpoint.synth import synthesize
 from ckptprof.units import human_bytes
+from ckptprof.watch.gpu import gpu_present
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).resolve().parent / "test_watch_standin.py"
@@ -116,6 +117,9 @@ def test_a_server_started_under_watch_is_followed_from_its_first_instant(ckpt: P
     assert data["log"]["report"]["state"] == "ready"
     assert_loaded_everything(data, ckpt, from_start=True)
     assert not [note for note in data["notes"] if "ended at" in note]  # no rank ended before the server
+    if not gpu_present():  # this host's GPU memory: "no GPU", not zeros
+        assert data["gpus"] == {"source": None, "note": "no GPU", "devices": []}
+        assert all(r["gpu_peak_bytes"] is None for r in data["ranks"])
     # from the first instant: every rank was seen before it had read a quarter of its shards
     for rank, r in enumerate(data["ranks"]):
         assert r["at_first_sight"]["read_bytes"] < 0.25 * rank_shard_bytes(ckpt, rank)
