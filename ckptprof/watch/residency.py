@@ -102,7 +102,8 @@ class ResidencyTracker:
                     shard.points.append((round(elapsed_s, 3), now))
                     if now > shard.resident and shard.first_change_s is None:
                         shard.first_change_s = round(elapsed_s, 3)
-                if now >= shard.bytes and shard.full_s is None and not first:
+                # Full while watched: a shard already full at the start (and never dropped since) has no full time.
+                if now >= shard.bytes and shard.full_s is None and not first and shard.resident < shard.bytes:
                     shard.full_s = round(elapsed_s, 3)
                 shard.resident = now
 

@@ -49,3 +49,21 @@ def test_a_checkpoint_that_is_not_local_is_named_not_followed(tmp_path: Path) ->
     tracker.close()
     assert hub.shards == [] and "not a local checkpoint directory" in (hub.problem or "")
     assert empty.shards == [] and str(tmp_path) in (empty.problem or "")
+
+
+def test_a_shard_full_when_watch_began_has_no_full_time(ckpt: Path) -> None:
+    # docs/watch.md: full_s is null for a shard that was full at the start (it did not become full while watched)
+    files = sorted(ckpt.glob("*.safetensors"))
+    for f in files:
+        f.read_bytes()
+    tracker = ResidencyTracker()
+    model = tracker.add_model("target", str(ckpt), "--model-path")
+    try:
+        tracker.sample(0.0, first=True)
+        if not all(s.resident >= s.bytes for s in model.shards):
+            pytest.skip("the files did not stay in the page cache here")
+        tracker.sample(0.5)
+        tracker.sample(1.0)
+    finally:
+        tracker.close()
+    assert [(s.first_change_s, s.full_s) for s in model.shards] == [(None, None)] * len(files)
