@@ -89,7 +89,7 @@ def bound(doc: dict[str, Any]) -> Bound:
     shares.update({k: v / total for k, v in counts.items() if k not in STATE_ORDER})
     ranked = sorted(shares.items(), key=lambda kv: (-kv[1], kv[0]))
     limit, first = ranked[0]
-    words = f"{limit.replace('_', ' ')}-bound: {100 * first:.0f}% of {total} rank samples {STATE_WORDS.get(limit, limit)}"
+    words = f"{limit.replace('_', '-')}-bound: {100 * first:.0f}% of {total} rank samples {STATE_WORDS.get(limit, limit)}"
     if len(ranked) > 1 and first - ranked[1][1] <= CLOSE_SHARE:
         second = ranked[1][0]
         words += f", {100 * ranked[1][1]:.0f}% {STATE_WORDS.get(second, second)} (too close to tell apart)"
@@ -183,6 +183,10 @@ def gpu_line(doc: dict[str, Any]) -> str:
     return f"GPU memory: {gpus.get('note') or 'not sampled'}"
 
 
+def _stacks(n: int) -> str:
+    return f"{n} stack" + ("" if n == 1 else "s")
+
+
 def stacks_cell(stacks: dict[str, Any] | None) -> str:
     """The classified stacks' shares and how many stacks they are, or why there are none."""
     if not stacks:
@@ -193,8 +197,8 @@ def stacks_cell(stacks: dict[str, Any] | None) -> str:
     n = sum(int(v) for v in classes.values())
     unclassified = int(stacks.get("unclassified") or 0)
     if not n:
-        return f"none classified ({unclassified} stacks)" if unclassified else "no dump"
-    return f"{shares_text(stacks.get('class_shares'))} of {n} stacks" + (
+        return f"none classified ({_stacks(unclassified)})" if unclassified else "no dump"
+    return f"{shares_text(stacks.get('class_shares'))} of {_stacks(n)}" + (
         f" (+{unclassified} unclassified)" if unclassified else ""
     )
 
