@@ -8,19 +8,23 @@ A key that is absent reads as None; ``to_dict`` writes only the keys that are se
 them, so a session reads back and writes out with the keys it had. A key this version does not know (a newer
 ckptprof's, or one no version types yet) is kept as it was in ``other`` and written back.
 
-While the readers move to attributes, both also read and write like the dicts they were (``config.get("tp")``,
-``extra["interrupted"] = {...}``): a record comes out as the JSON object it is written as, and a value stored by
-key is decoded into its field's type (InvalidField when it is not one).
+Both also read and write like the dicts they were (``config.get("tp")``, ``extra["interrupted"] = {...}``): a
+record comes out as the JSON object it is written as (its JSON keys: ``cache_referee["pass"]``), and a value
+stored by key is decoded into its field's type (InvalidField when it is not one). Writing by key is a
+compatibility path for scripts and tests that built the dicts; ckptprof's own writers set the typed attributes
+(tests/unit/test_session_typed.py holds them to it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 
-from pydantic import ConfigDict, with_config
+from pydantic import ConfigDict, Field, with_config
+from pydantic.fields import FieldInfo
 
 from ckptprof.session_fields import (
     NOT_NULL,
@@ -43,16 +47,28 @@ JSONObject = dict[str, Any]
 
 
 def _plain(value: Any) -> Any:
-    """``value`` as JSON holds it: records as objects, tuples as lists."""
+    """``value`` as JSON holds it: records as objects (under their JSON keys), tuples as lists."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         # A record whose keys are written only when set (the run writes them so) leaves out its nulls.
         omit = getattr(value, "omit_null", False)
-        return {k: _plain(v) for k, v in _fields_of(value) if v is not None or not omit}
+        keys = _json_keys(type(value))
+        return {keys.get(k, k): _plain(v) for k, v in _fields_of(value) if v is not None or not omit}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value
+
+
+@functools.cache
+def _json_keys(cls: type) -> dict[str, str]:
+    """A record's attributes whose JSON key differs (an alias: ``pass_`` is written ``pass``), by attribute."""
+    out = {}
+    for name, hint in _field_types(cls).items():
+        for meta in getattr(hint, "__metadata__", ()):
+            if isinstance(meta, FieldInfo) and isinstance(meta.alias, str):
+                out[name] = meta.alias
+    return out
 
 
 def _fields_of(record: Any) -> Iterator[tuple[str, Any]]:
@@ -284,6 +300,46 @@ class PredictionCheck:
     """That within 20%."""
 
 
+@with_config(_DOCSTRINGS)
+@dataclass
+class StorageShares:
+    """One load's storage share by the attribution (fractions of its wall)."""
+
+    omit_null: ClassVar[bool] = True
+
+    decomposed: Rate | None = None
+    """Storage's share of rank time in the decomposed replay."""
+    sampled: Rate | None = None
+    """With ``--sample-threads``: storage's share of SGLang's own wall, its threads sampled in the kernel."""
+
+
+@with_config(_DOCSTRINGS)
+@dataclass
+class CacheReferee:
+    """``run --cache cold,warm``: the same load from a cold page cache and then from a warm one; what the cold load
+    took beyond the warm one is what storage cost it (docs/how-it-measures.md). Kept in the cold load's session."""
+
+    pass_: Annotated[Text | None, Field(alias="pass")] = None
+    """faithful or decomposed: whose walls are compared (SGLang's own sequence when it ran, else the decomposed
+    pass). Its JSON key is ``pass``."""
+    cold_wall_s: Seconds | None = None
+    """The cold load's wall (the slowest rank's)."""
+    warm_wall_s: Seconds | None = None
+    """The warm load's wall (the slowest rank's)."""
+    storage_cost_s: Signed | None = None
+    """Cold minus warm: what storage cost the cold load (below 0 where the warm load happened to be the slower)."""
+    storage_share: Signed | None = None
+    """storage_cost_s over the cold wall; null without a cold wall."""
+    attributed_storage_share: StorageShares | None = None
+    """The cold load's storage share by the attribution."""
+    warm_attributed_storage_share: StorageShares | None = None
+    """The warm load's storage share by the attribution."""
+    warm_cache_notes: list[Text] | None = None
+    """Each model's cache note of the warm pass."""
+    incomplete: list[Text] | None = None
+    """What either load did not finish; empty for a complete pair."""
+
+
 PySpyFrames = dict[RankKey, dict[Text, list[Frame]]]
 """rank -> phase -> its top frames, most seconds first."""
 
@@ -302,6 +358,9 @@ class SessionExtra(_KeyedRecord):
     """Wall seconds per stage of the whole ``ckptprof run`` command."""
     interrupted: Interrupted | None = None
     """Where a run stopped early, and what stopped it."""
+    cache_referee: CacheReferee | None = None
+    """``run --cache cold,warm``: what storage cost the cold load (cold minus warm), beside the attribution's
+    storage shares."""
     prediction_check: list[PredictionCheck] | None = None
     """``run --check-predictions``: each checked prediction."""
     py_spy_top_frames: PySpyFrames | None = None

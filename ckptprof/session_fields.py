@@ -27,6 +27,7 @@ from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import annotated_types as at
 from pydantic import AfterValidator, BeforeValidator, Strict, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 
 # Byte counts and other integers fit an int64 (larger ones overflow the float arithmetic of rates).
 MAX_COUNT = 2**63 - 1
@@ -240,7 +241,15 @@ def _strip(tp: Any) -> tuple[Any, list[Any]]:
 
 @functools.cache
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls, include_extras=True)
+    """A record's field types by attribute, and by JSON key where that is an alias (pydantic's error paths use it)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    aliases = {
+        meta.alias: hint
+        for hint in hints.values()
+        for meta in getattr(hint, "__metadata__", ())
+        if isinstance(meta, FieldInfo) and isinstance(meta.alias, str)
+    }
+    return {**hints, **aliases}
 
 
 def _declared(tp: Any, loc: list[int | str]) -> Any:

@@ -8,7 +8,8 @@ Usage (from the repository root)::
 The schema is what ``Session.load`` accepts (pydantic's schema of the types it decodes, ckptprof/session.py's
 ``_Document``): each field's type, range and, where the model has one, its docstring as the description. Objects
 allow keys they do not list: a newer ckptprof may add some, and this version reads past them.
-tests/unit/test_session_schema.py runs the same comparison in CI.
+tests/unit/test_session_typed.py runs the same comparison in CI. The model is this checkout's (its root goes
+first on the import path), not that of whichever ckptprof is installed.
 """
 
 from __future__ import annotations
@@ -37,10 +38,23 @@ def _open_objects(node: Any) -> None:
             _open_objects(value)
 
 
+def _inherited_descriptions(defs: dict[str, Any]) -> None:
+    """``extra`` as decoded (session.py's ``_Extra``) inherits SessionExtra's fields, whose docstrings pydantic reads
+    only from the class that declares them: each such field gets SessionExtra's description."""
+    from ckptprof.session_config import SessionExtra
+    from ckptprof.session_fields import adapter
+
+    declared = adapter(SessionExtra).json_schema(mode="validation")["properties"]
+    for name, prop in defs.get("_Extra", {}).get("properties", {}).items():
+        if "description" not in prop and "description" in declared.get(name, {}):
+            prop["description"] = declared[name]["description"]
+
+
 def schema() -> dict[str, Any]:
     from ckptprof.session import SCHEMA_VERSION, session_json_schema
 
     body = session_json_schema()
+    _inherited_descriptions(body.get("$defs", {}))
     _open_objects(body)
     properties = {"schema_version": {"const": SCHEMA_VERSION, "type": "integer"}, **body.pop("properties")}
     return {
@@ -62,6 +76,9 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    sys.path.insert(
+        0, str(ROOT)
+    )  # this checkout's ckptprof, not an installed one (an editable install elsewhere)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/session.schema.json is stale")
     args = parser.parse_args(argv)

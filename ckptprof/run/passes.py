@@ -7,7 +7,6 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ckptprof.loader import ranks as ranks_mod
 from ckptprof.loader import torchrun
@@ -47,12 +46,12 @@ def collect_py_spy(session: Session, spy: PySpySession) -> None:
 
     paths = spy.finish()
     session.artifacts["py_spy"] = {str(rank): path for rank, path in paths.items()}
-    tops: dict[str, Any] = {}
+    tops: dict[str, dict[str, list[tuple[str, float]]]] = {}
     for rank, path in paths.items():
         try:
             tops[str(rank)] = top_frames(json.loads(Path(path).read_text()))
         except (OSError, ValueError) as exc:
             spy.errors[rank] = f"unreadable py-spy profile {path}: {exc}"
-    session.extra["py_spy_top_frames"] = tops
+    session.extra.py_spy_top_frames = tops
     for rank, error in sorted(spy.errors.items()):
         session.notes.append(f"py-spy rank {rank}: {error}")

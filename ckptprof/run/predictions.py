@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from ckptprof.session import Session
+from ckptprof.session_config import PredictionCheck
 
 
 def check_recommendations(
     session: Session, replay_one: Callable[..., Session], say: Callable[[str], None]
 ) -> None:
     """Replay each recommended flag set the verdict has a prediction and a strategy for; record predicted vs
-    measured in ``session.extra["prediction_check"]``."""
+    measured in ``session.extra.prediction_check``."""
     from ckptprof.analysis.predictions import check_predictions
     from ckptprof.loader.strategies import parse_spec
     from ckptprof.run.ceilings import checkpoint_files
@@ -30,7 +31,8 @@ def check_recommendations(
         say(f"checking the prediction for {prediction.flags} ({spec}) ...")
         ceilings_then.append(storage_now(session, fastsafetensors=name == "fastsafetensors", paths=paths))
         replays.append((prediction, replay_one(strategy=name, strategy_params=params)))
-    session.extra["prediction_check"] = check_predictions(session, replays, ceilings_then)
+    rows = check_predictions(session, replays, ceilings_then)
+    session.extra.prediction_check = [PredictionCheck(**row) for row in rows]
 
 
 def storage_now(session: Session, fastsafetensors: bool, paths: list[Path] | None = None) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from ckptprof.run.interrupted import InterruptedReplay, keep_partial
 from ckptprof.run.notes import add_notes_and_verdict, draft_flags
 from ckptprof.run.passes import collect_py_spy, run_ranks
 from ckptprof.session import RankResult, Session
+from ckptprof.session_config import FaithfulEngine
 from ckptprof.stage_hooks import stage_begins
 
 Printer = Callable[[str], None]
@@ -126,11 +127,17 @@ def _faithful_config(
     began = time.perf_counter()
     check = check_engine(plan, o.engine_iterator)
     plan.faithful_own, session.config.faithful_source = check.ok, check.text
-    if check.identity is not None:
-        session.config["faithful_engine"] = {
-            **check.identity,
-            "import_check_s": round(time.perf_counter() - began, 3),
-        }
+    identity = check.identity
+    if identity is not None:
+        stand_ins = identity.get("stand_ins")
+        session.config.faithful_engine = FaithfulEngine(
+            package=identity.get("package"),
+            version=identity.get("version"),
+            module=identity.get("module"),
+            file=identity.get("file"),
+            import_check_s=round(time.perf_counter() - began, 3),
+            stand_ins=list(stand_ins) if stand_ins else None,
+        )
 
 
 def _strategy_flags(session: Session, plan: ReplayPlan, o: ReplayOptions) -> None:

@@ -3,23 +3,33 @@ the typed records read and write like the dicts they replaced, and docs/session.
 
 The fixtures under tests/fixtures/sessions/ are real sessions from reports/ (2026-11-30 to 2026-12-02), one per
 shape the JSON has had: the oldest (no strategy_params, no strategy_flags), prediction checks, a strategy
-comparison, py-spy frames, vLLM with its own engine's faithful pass, sampled shares.
+comparison, py-spy frames, vLLM with its own engine's faithful pass, sampled shares; and a ``--cache cold,warm``
+run written before ``extra.cache_referee`` was typed (2026-12-03, the 2-core VM: ``ckptprof run --synth-size 16MB
+--cache cold,warm --faithful --sample-threads --no-probe --devices cpu``).
 """
 
 from __future__ import annotations
 
+import ast
 import gzip
 import importlib.util
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from ckptprof.render import RENDERERS
 from ckptprof.session import InvalidField, RunConfig, Session, SessionExtra, validate_session_dict
-from ckptprof.session_config import Interrupted, PredictionCheck
+from ckptprof.session_config import (
+    CacheReferee,
+    FaithfulEngine,
+    Interrupted,
+    PredictionCheck,
+    StorageShares,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = sorted((ROOT / "tests" / "fixtures" / "sessions").glob("*.json.gz"))
@@ -55,7 +65,7 @@ def test_there_is_a_fixture_for_each_shape_of_the_json() -> None:
     extras = [document(p)["extra"] for p in FIXTURES]
     assert any("strategy_params" not in c for c in configs)  # the oldest shape
     assert any("vllm_release" in c and "faithful_engine" in c for c in configs)
-    for key in ("prediction_check", "strategies", "py_spy_top_frames", "stages_s"):
+    for key in ("prediction_check", "strategies", "py_spy_top_frames", "stages_s", "cache_referee"):
         assert any(key in e for e in extras), key
 
 
@@ -79,6 +89,12 @@ def test_an_older_session_loads_and_writes_back_what_it_held(path: Path) -> None
         assert [c.predicted_s for c in checks] == [c["predicted_s"] for c in old["extra"]["prediction_check"]]
     if "stages_s" in old["extra"]:
         assert session.extra.stages_s == old["extra"]["stages_s"]
+    if "cache_referee" in old["extra"]:
+        referee, held = session.extra.cache_referee, old["extra"]["cache_referee"]
+        assert referee is not None and "cache_referee" not in session.extra.other
+        assert referee.pass_ == held["pass"] and referee.storage_share == held["storage_share"]
+        assert referee.attributed_storage_share == StorageShares(**held["attributed_storage_share"])
+        assert list(again["extra"]["cache_referee"]) == list(held)  # "pass", not "pass_", and in its order
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name.removesuffix(".json.gz"))
@@ -134,8 +150,102 @@ def test_extra_records_are_typed_and_a_dict_given_is_decoded() -> None:
     assert isinstance(Session().extra, SessionExtra) and Session().to_dict()["extra"] == {}
 
 
+def test_a_script_still_writes_by_key_the_json_keys_it_knows() -> None:
+    # GIVEN a session a script fills in as the dicts config and extra were (the compatibility path), with the
+    # referee's JSON key "pass", a Python keyword, as it is written
+    session = Session(config={"tp": 1})
+    session.extra["cache_referee"] = {"pass": "decomposed", "storage_share": 0.85, "incomplete": []}
+    # THEN it is decoded into the typed record, read back by key as written, and saved under the same keys
+    referee = session.extra.cache_referee
+    assert referee == CacheReferee(pass_="decomposed", storage_share=0.85, incomplete=[])
+    assert session.extra["cache_referee"]["pass"] == "decomposed"
+    assert session.extra.other == {}
+    saved = session.to_dict()["extra"]["cache_referee"]
+    assert saved["pass"] == "decomposed" and "pass_" not in saved
+    assert Session.from_dict(session.to_dict()).extra.cache_referee == referee
+    # AND what the field cannot hold is refused by key as on load, the path in the JSON's words
+    with pytest.raises(InvalidField, match=r"^extra\.cache_referee\.pass: expected a string, got 3$"):
+        session.extra["cache_referee"] = {"pass": 3}
+    with pytest.raises(
+        InvalidField,
+        match=r"^extra\.cache_referee\.attributed_storage_share\.sampled: expected a number >= 0, got -0\.5$",
+    ):
+        session.extra["cache_referee"] = {"attributed_storage_share": {"sampled": -0.5}}
+    # AND cold minus warm may come out below zero (a warm load that happened to be slower): a signed figure
+    session.extra["cache_referee"] = {"storage_cost_s": -0.01, "storage_share": -0.05}
+    assert session.extra.cache_referee == CacheReferee(storage_cost_s=-0.01, storage_share=-0.05)
+
+
+def _keyed_writes(tree: ast.AST) -> list[int]:
+    """Lines that write a session's config or extra by key: ``x.config[k] = v``, ``del x.extra[k]``,
+    ``x.extra.setdefault(...)``, ``x.config.update(...)``, ``x.extra.pop(...)``."""
+
+    def keyed(node: ast.AST) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr in ("config", "extra")
+
+    lines = []
+    for node in ast.walk(tree):
+        targets: list[ast.AST] = []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        lines += [t.lineno for t in targets if isinstance(t, ast.Subscript) and keyed(t.value)]
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("setdefault", "update", "pop", "popitem", "clear")
+            and keyed(node.func.value)
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_ckptprofs_own_writers_set_the_typed_attributes() -> None:
+    # GIVEN every module of the package (writing by key is the scripts' compatibility path, not ckptprof's own)
+    found = {
+        str(path.relative_to(ROOT)): lines
+        for path in sorted((ROOT / "ckptprof").rglob("*.py"))
+        if (lines := _keyed_writes(ast.parse(path.read_text(encoding="utf-8"))))
+    }
+    # THEN none writes a session's config or extra by key
+    assert found == {}
+    # AND the check sees such a write where there is one
+    assert _keyed_writes(ast.parse("s.extra['k'] = 1\ndel s.config['k']\ns.extra.setdefault('k', {})")) == [
+        1,
+        2,
+        3,
+    ]
+
+
+def test_the_faithful_engine_is_recorded_as_its_typed_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN an engine whose own code imports here, one kernel package replaced by a stand-in
+    from ckptprof.loader.strategies import sglang_own
+    from ckptprof.run import stages
+
+    identity = {"package": "sglang", "version": "0.5.4", "module": "m", "file": "f.py", "stand_ins": ("k",)}
+    check = sglang_own.EngineCheck(True, "SGLang's own", identity)
+    monkeypatch.setattr(sglang_own, "check_engine", lambda plan, iterator: check)
+    session = Session(config={"tp": 1})
+    plan = SimpleNamespace(faithful_own=False)
+    options = SimpleNamespace(faithful_rounds=1, sample_threads=False, engine_iterator=None)
+    # WHEN the faithful passes' settings are recorded
+    stages._faithful_config(session, plan, options, None)  # type: ignore[arg-type]
+    # THEN the engine is a FaithfulEngine, written with the keys it always had, in their order
+    engine = session.config.faithful_engine
+    assert isinstance(engine, FaithfulEngine) and engine.stand_ins == ["k"] and plan.faithful_own
+    assert engine.import_check_s is not None and engine.import_check_s >= 0
+    written = session.to_dict()["config"]["faithful_engine"]
+    assert list(written) == ["package", "version", "module", "file", "import_check_s", "stand_ins"]
+    assert Session.from_dict(session.to_dict()).config.faithful_engine == engine
+
+
 def test_unknown_keys_of_config_and_extra_are_kept_and_still_checked_for_finiteness() -> None:
-    d = {"schema_version": 1, "config": {"tp": 1, "from_a_newer_ckptprof": {"x": 1}}, "extra": {"later": "y"}}
+    d: dict[str, Any] = {
+        "schema_version": 1,
+        "config": {"tp": 1, "from_a_newer_ckptprof": {"x": 1}},
+        "extra": {"later": "y"},
+    }
     session = Session.from_dict(d)
     assert session.config.other == {"from_a_newer_ckptprof": {"x": 1}}
     assert session.to_dict()["config"] == {"tp": 1, "from_a_newer_ckptprof": {"x": 1}}
