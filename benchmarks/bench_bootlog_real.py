@@ -1,8 +1,14 @@
 """How fast `ckptprof log` reads what servers really write: a file made of the real-log corpus
-(tests/fixtures/logs/real: SGLang and vLLM boots, bars, tracebacks, collector prefixes), repeated to 200 MB.
+(tests/fixtures/logs/real: SGLang and vLLM boots, bars, tracebacks, collector prefixes), repeated to 64 MiB.
 
-The corpus is nearly all boot records: a line in two or three is one the parser must read, against one in
-twenty in a serving log (bench_bootlog.py). `pytest benchmarks --benchmark-disable` reads 2 MB of it once.
+Issue #33 item 7 asks 30 MB/s of the pure-Python reader on this file; extra_info says whether the run met it
+(``target_MBps``, ``meets_target``, on the median round). The corpus is nearly all boot records: a line in two or
+three is one the parser must read, against one in twenty in a serving log (bench_bootlog.py). `pytest benchmarks
+--benchmark-disable` reads 2 MB of it once.
+
+The file repeats a 0.6 MB corpus about a hundred times: whatever the reader caches per process (compiled
+patterns, parsed timestamps) is warm after the first copy, so a single real log read once is slower per byte
+than this (reports/cpu/2026-12-03-bootlog-speed).
 """
 
 from __future__ import annotations
@@ -18,8 +24,12 @@ from pytest_benchmark.fixture import BenchmarkFixture
 from ckptprof.bootlog import COMPILED, BootReport, analyze_path
 
 REAL = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "logs" / "real"
-FULL_BYTES = 200_000_000
+FULL_BYTES = 64 << 20  # issue #33 item 7: the corpus concatenated to >= 64 MiB
 SMOKE_BYTES = 2_000_000
+ROUNDS = 5  # the median of these is what extra_info reports; the VM's speed drifts from round to round
+# Issue #33 item 7: CPU MB/s of the pure-Python reader, recorded (not asserted: the floor below is) with whether
+# the median round met it. Not met on 2026-12-03 (reports/cpu/2026-12-03-bootlog-speed).
+TARGET_MBPS = 30.0
 # The issue asks 50 MB/s. On the 2-core development VM (2026-12-01, reports/cpu/2026-12-01-bootlog-compiled) the
 # reader compiled with mypyc (CKPTPROF_COMPILE=1, setup.py) reads this corpus at about 50 MB/s of CPU and the
 # pure-Python install at about 38; the VM's speed drifts by 10% from hour to hour, so compare within one run.
@@ -74,7 +84,7 @@ def test_bootlog_reads_the_real_corpus(benchmark: BenchmarkFixture, corpus_file:
         assert walked == corpus_file.stat().st_size
         return report
 
-    report = benchmark.pedantic(analyse, rounds=1 if benchmark.disabled else 3, iterations=1)
+    report = benchmark.pedantic(analyse, rounds=1 if benchmark.disabled else ROUNDS, iterations=1)
     while len(ratios) < 3:  # --benchmark-disable ran it once: the ratio's median needs a few rounds
         analyse()
     assert report.framework in ("sglang", "vllm")
@@ -85,6 +95,10 @@ def test_bootlog_reads_the_real_corpus(benchmark: BenchmarkFixture, corpus_file:
     benchmark.extra_info["compiled"] = COMPILED
     benchmark.extra_info["MBps"] = round(megabytes / min(wall_s), 1)
     benchmark.extra_info["MBps_cpu"] = round(megabytes / max(min(cpu_s), 1e-9), 1)
+    benchmark.extra_info["MBps_cpu_median"] = round(megabytes / max(statistics.median(cpu_s), 1e-9), 1)
+    benchmark.extra_info["target_MBps"] = TARGET_MBPS
+    benchmark.extra_info["meets_target"] = benchmark.extra_info["MBps_cpu_median"] >= TARGET_MBPS
+    benchmark.extra_info["rounds"] = len(cpu_s)
     benchmark.extra_info["cpu_over_line_walk"] = round(statistics.median(ratios), 1)
     assert benchmark.extra_info["cpu_over_line_walk"] <= READ_WITHIN_LINE_WALK, benchmark.extra_info
     if not benchmark.disabled:
