@@ -124,7 +124,7 @@ class BootLogAnalyzer:
                 if engine.process_tag is not None:
                     boot.process_tags[engine.name] += len(engine.process_tag.findall(block))
                 if engine.record_prefix is not None:
-                    boot.process_tags[engine.name] += len(engine.record_prefix.findall(block))
+                    boot.process_tags[engine.name] += len(engine.record_prefix.findall(b"\n" + block))
         if boot.first_ts is None:
             self._advance_clock(first_timestamp(block))
         self._clock_floor = 0

@@ -125,7 +125,7 @@ LOG = EngineLog(
     # Date or not, a time and the rank's parallel tags in one bracket (a paste may indent or colour it): no vLLM
     # release writes this form.
     record_prefix=re.compile(
-        rb"(?m)^[ \t]*(?:\x1b\[[0-9;]*m)*"
+        rb"\n[ \t]*(?:\x1b\[[0-9;]*m)*"
         rb"\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?: (?:DP|PP|EP|TP)\d{1,5}){1,4}\] "
     ),
 )
