@@ -13,7 +13,7 @@
 set -euo pipefail
 OUT=${1:?outdir}
 mkdir -p "$OUT"
-export PYTHONPATH=$PWD
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 CKPT=${2:-}
 if [ -z "$CKPT" ]; then
   CKPT=${CKPT_DIR:-$(dirname "$(realpath "$OUT")")/ckpt-faithful-overhead}
