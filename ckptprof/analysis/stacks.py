@@ -18,7 +18,9 @@ PHASE_MARKERS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _phase(stack_names: list[str]) -> str | None:
+def phase_of(stack_names: list[str]) -> str | None:
+    """The phase a Python stack (frame names, root to leaf) is in: its innermost frame that names one, else None.
+    The run's py-spy attribution and ``ckptprof watch`` classify with this one rule."""
     for name in reversed(stack_names):  # innermost first
         for marker, phase in PHASE_MARKERS:
             if name == marker or name.endswith("." + marker):
@@ -47,7 +49,7 @@ def top_frames(speedscope: dict[str, Any], top: int = 5) -> dict[str, list[tuple
         for stack, weight in zip(samples, weights, strict=False):
             if not stack:
                 continue
-            phase = _phase([bare[i] for i in stack if 0 <= i < len(bare)])
+            phase = phase_of([bare[i] for i in stack if 0 <= i < len(bare)])
             if phase is None:
                 continue
             leaf = stack[-1]

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ckptprof.analysis.stacks import _phase as run_phase
+from ckptprof.analysis.stacks import phase_of as run_phase
 from ckptprof.profiling.pyspy import ptrace_hint
 
 EVERY_S = 2.0

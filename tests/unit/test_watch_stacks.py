@@ -8,7 +8,7 @@ import stat
 import sys
 from pathlib import Path
 
-from ckptprof.analysis.stacks import _phase
+from ckptprof.analysis.stacks import phase_of
 from ckptprof.watch.session_file import rank_headers, rank_rows
 from ckptprof.watch.stacks import RankStacks, StackSampler, classify, frame_name, parse_dump
 
@@ -49,7 +49,7 @@ def test_each_thread_is_classified_as_the_runs_classifier_classifies_it() -> Non
     threads = parse_dump(DUMP)
     assert [classify(t) for t in threads] == ["copy", "read", "deserialize", None]
     for t in threads:  # the very rule of the run's py-spy sampling (its h2d is watch's copy)
-        run = _phase([frame_name(f) for f in reversed(t.frames)])
+        run = phase_of([frame_name(f) for f in reversed(t.frames)])
         assert classify(t) == {"h2d": "copy"}.get(run or "", run)
 
 
