@@ -45,8 +45,8 @@ def model_session(session: Session, role: str) -> Session:
     """``session`` cut down to one model: its checkpoint and each rank's timings of it, the run's ceilings kept.
     The draft is judged under its own loading path when the run gave it one."""
     config = copy.copy(session.config)
-    if role == "draft" and config.get("draft_strategy"):
-        config["strategy"] = config["draft_strategy"]
+    if role == "draft" and config.draft_strategy:
+        config.strategy = config.draft_strategy
     return replace(
         session,
         config=config,
