@@ -3,6 +3,8 @@ paste that is only a traceback still names the engine's modules."""
 
 from __future__ import annotations
 
+import pytest
+
 from ckptprof.bootlog import analyze_bytes
 
 SGLANG_FAULT = b"""Current thread 0x000079795dbe4740 (most recent call first):
@@ -93,3 +95,11 @@ def test_sglangs_own_record_prefix_says_sglang_when_no_message_is_known() -> Non
     assert analyze_bytes(log).framework == "sglang"
     # Without the rank tags the bracket is any logger's: no evidence.
     assert analyze_bytes(log.replace(b" TP1]", b"]").replace(b" TP0]", b"]")).framework == "unknown"
+
+
+@pytest.mark.parametrize("lead", [b"", b"    ", b"\x1b[32m", b"\t\x1b[1m"])
+def test_sglangs_record_prefix_counts_on_a_logs_first_line_too(lead: bytes) -> None:
+    """The prefix is looked for from the line break before each line: a log's first line has none, and still
+    counts (a one-line excerpt, indented or coloured as a paste leaves it)."""
+    assert analyze_bytes(lead + b"[2026-04-16 01:02:09 DP0 TP1] a fork's own words\n").framework == "sglang"
+    assert analyze_bytes(lead + b"[01:02:09 TP1] a fork's own words").framework == "sglang"

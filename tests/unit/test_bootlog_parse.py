@@ -12,6 +12,7 @@ from ckptprof.bootlog.parse import (
     Bar,
     LineSplitter,
     Record,
+    bar_runs,
     candidate_lines,
     clock_seconds,
     iter_blocks,
@@ -236,3 +237,38 @@ def test_binary_blocks_are_recognised_but_nul_padded_logs_are_not() -> None:
     assert looks_binary(random.Random(0).randbytes(1 << 16))
     assert not looks_binary(b"\0" * 4096 + b"[2025-11-29 10:00:00 TP0] Load weight begin.\n")
     assert not looks_binary(b"\x1b[32mINFO\x1b[0m 11-29 10:00:00 [x.py:1] hello\n")
+
+
+def _frames(head: bytes, counts: list[tuple[int, int]]) -> bytes:
+    return b"".join(
+        b"\r" + head + b": %3d%%|##| %d/%d [00:01<00:02, 3.00it/s]" % (100 * done // total, done, total)
+        for done, total in counts
+    )
+
+
+def test_bar_runs_cut_a_run_to_its_first_and_last_frames_per_bar() -> None:
+    """GIVEN frames of one bar, with a worker tag and regex metacharacters in its description, redrawn in place
+    WHEN bar_runs reads them THEN each bar of the run keeps its first and last frame, a count that goes down starts
+    a new bar, and the run ends at the frame of another bar or at a record glued to a frame."""
+    head = b"(VllmWorker rank=0 pid=7) Capturing batches (bs=8 avail_mem=7.19 GB)"
+    run = _frames(head, [(0, 4), (1, 4), (2, 4), (0, 4), (3, 4)]) + b"\r\n"
+    other = _frames(b"Loading safetensors checkpoint shards", [(1, 2), (2, 2)]) + b"\n"
+    block = run + other
+    runs = bar_runs(block, 0)
+    assert runs is not None
+    pieces, end = runs
+    assert end == len(run)  # the other bar's frames are not this run's
+    spans = [(block[first[0] : first[1]], block[last[0] : last[1]]) for first, last in pieces]
+    assert [(b" 0/4 " in first, b" 2/4 " in last) for first, last in spans[:1]] == [(True, True)]
+    assert b" 0/4 " in spans[1][0] and b" 3/4 " in spans[1][1]
+    assert len(pieces) == 2
+    # The other bar's frames make a run of their own.
+    again = bar_runs(block, end)
+    assert again is not None and again[1] == len(block)
+    # A single frame is no run; a record glued to the second frame ends the run before it.
+    assert bar_runs(_frames(head, [(1, 4)]) + b"\n", 0) is None
+    glued = _frames(head, [(1, 4), (2, 4), (3, 4)]) + b"[2025-01-01 10:00:00 TP1] Load weight end.\n"
+    glued_runs = bar_runs(glued, 0)
+    assert glued_runs is not None
+    # (a frame ends with the carriage return that starts the next one)
+    assert glued_runs[1] == glued.rindex(b"\r", 0, glued.index(b" 3/4 ")) + 1
