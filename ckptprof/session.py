@@ -352,22 +352,12 @@ class Session:
     @classmethod
     def load(cls, path: str | Path) -> Session:
         path = Path(path)
-        try:
-            text = _read_text(path)
-        except UnicodeDecodeError:
-            raise SessionFileError(path, "not a session JSON file (binary, not UTF-8 text)") from None
-        except OSError as exc:
-            raise SessionFileError(path, os_problem(exc, "a session JSON file")) from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SessionFileError(path, f"not JSON ({exc.msg} at line {exc.lineno})") from None
-        except ValueError as exc:  # e.g. an integer of more digits than Python converts
-            raise SessionFileError(path, f"not a valid ckptprof session: {exc}") from None
-        except RecursionError:
-            raise SessionFileError(path, "not a valid ckptprof session: nested too deeply") from None
-        if not isinstance(data, dict):
-            raise SessionFileError(path, "not a ckptprof session (top level is not an object)")
+        return cls.from_file_data(path, read_session_json(path))
+
+    @classmethod
+    def from_file_data(cls, path: Path, data: dict[str, Any]) -> Session:
+        """The session in ``data``, the JSON object ``read_session_json`` read from ``path``: ``load``'s checking
+        half, with its one-line errors naming the file."""
         try:
             return cls.from_dict(data)
         except InvalidField as exc:
@@ -505,6 +495,29 @@ def validate_ceilings(d: Any, where: str = "ceilings") -> Ceilings:
 
 # A compressed session (reports/ keep them as .json.gz) may not inflate past this: a session is megabytes.
 MAX_INFLATED_BYTES = 1 << 30
+
+
+def read_session_json(path: Path) -> dict[str, Any]:
+    """A session file's JSON object (``.gz`` inflated), or the one-line ``SessionFileError`` that says why it is
+    not one: the reading half of ``Session.load``, for readers that look at the document before decoding it (a watch
+    session is told apart by its ``observed`` key)."""
+    try:
+        text = _read_text(path)
+    except UnicodeDecodeError:
+        raise SessionFileError(path, "not a session JSON file (binary, not UTF-8 text)") from None
+    except OSError as exc:
+        raise SessionFileError(path, os_problem(exc, "a session JSON file")) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SessionFileError(path, f"not JSON ({exc.msg} at line {exc.lineno})") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise SessionFileError(path, f"not a valid ckptprof session: {exc}") from None
+    except RecursionError:
+        raise SessionFileError(path, "not a valid ckptprof session: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise SessionFileError(path, "not a ckptprof session (top level is not an object)")
+    return data
 
 
 def _read_text(path: Path) -> str:

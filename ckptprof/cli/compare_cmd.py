@@ -111,12 +111,11 @@ class CompareCommand:
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        from ckptprof.watch.session_file import read_if_watch
+        from ckptprof.watch.session_file import load_session
 
-        watched = (read_if_watch(args.base), read_if_watch(args.new))
-        if watched != (None, None):
-            return _compare_watch(args, *watched)
-        base, new = Session.load(args.base), Session.load(args.new)
+        (base_data, base), (new_data, new) = load_session(args.base), load_session(args.new)
+        if base is None or new is None:
+            return _compare_watch(args, (base_data, base), (new_data, new))
         cmp = compare(base, new)
         if args.format == "json":
             print(dumps_strict({"base": args.base, "new": args.new, **cmp.to_dict()}, indent=1))
@@ -140,30 +139,29 @@ class CompareCommand:
         return 0
 
 
-def _compare_watch(args: argparse.Namespace, base: dict[str, Any] | None, new: dict[str, Any] | None) -> int:
+def _compare_watch(
+    args: argparse.Namespace,
+    base: tuple[dict[str, Any], Session | None],
+    new: tuple[dict[str, Any], Session | None],
+) -> int:
     """A watch session held against a run session of the same checkpoint (either order), by
-    ckptprof.watch.against_run; two watch sessions, mismatched checkpoints or a gate are refused in one line."""
-    import json
-
+    ckptprof.watch.against_run; two watch sessions, mismatched checkpoints or a gate are refused in one line.
+    Each side comes as ``load_session`` read it: its JSON, and the run's decoded session (None for a watch)."""
     from ckptprof.watch.against_run import checkpoint_mismatch, held_against
-    from ckptprof.watch.session_file import session_path
 
-    if base is not None and new is not None:
+    if base[1] is None and new[1] is None:
         raise UsageError(
             f"{args.base} and {args.new} are both watch sessions: compare holds a watch session against a "
             "`ckptprof run` session of the same checkpoint"
         )
-    watch, run_path = (base, args.new) if base is not None else (new, args.base)
-    assert watch is not None
+    (watch, _), (run, _) = (base, new) if base[1] is None else (new, base)
+    watch_path, run_path = (args.base, args.new) if base[1] is None else (args.new, args.base)
     if args.fail_above is not None:
         raise UsageError(
             "--fail-above gates two `ckptprof run` sessions: a watch session has no load wall to gate"
         )
-    Session.load(session_path(run_path))  # a run session, or its one-line error
-    run = json.loads(session_path(run_path).read_text(encoding="utf-8"))
     mismatch = checkpoint_mismatch(watch, run)
     if mismatch is not None:
-        watch_path = args.base if base is not None else args.new
         raise UsageError(f"{watch_path} and {run_path} watched and ran different checkpoints: {mismatch}")
     sys.stdout.write(held_against(watch, run, args.format))
     return 0

@@ -119,12 +119,11 @@ class ReportCommand:
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        from ckptprof.watch.session_file import read_if_watch
+        from ckptprof.watch.session_file import load_session
 
-        watched = read_if_watch(args.session)
-        if watched is not None:
-            return _report_watch(watched, args)
-        session = Session.load(args.session)
+        data, session = load_session(args.session)
+        if session is None:
+            return _report_watch(data, args)
         if args.engine_output:
             from ckptprof.render.rows import engine_output_text
 

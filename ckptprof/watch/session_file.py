@@ -4,12 +4,12 @@ their samples were classified into (pure: the session's JSON in, rows and words 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ckptprof.errors import SessionFileError
+from ckptprof.session import Session, read_session_json
 from ckptprof.units import human_bytes
 from ckptprof.watch.record import OBSERVED
 
@@ -31,24 +31,22 @@ def session_path(path: str | Path) -> Path:
     return p / "session.json" if p.is_dir() else p
 
 
-def read_if_watch(path: str | Path) -> dict[str, Any] | None:
-    """The session at ``path`` when it is a watch session (``"observed": "live-server"``), else None: anything
-    else, unreadable files included, is left to the run session's reader and its one-line errors. A folder without
-    a session.json is named here, since the run's reader would only say it is a folder."""
-    p = session_path(path)
-    if Path(path).is_dir() and not p.exists():
+def load_session(path: str | Path) -> tuple[dict[str, Any], Session | None]:
+    """The session at ``path`` (a file, or the -o folder holding its session.json), read and parsed once: its JSON
+    object, and the decoded run ``Session`` - None when it is a watch session (``"observed": "live-server"``).
+    Errors are ``Session.load``'s one-liners; a folder without a session.json is named here."""
+    given = Path(path)
+    p = session_path(given)
+    if given.is_dir() and not p.exists():
         raise SessionFileError(
             path, "a folder without a session.json (give a session or a watch's -o folder)"
         )
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict) or data.get("observed") != OBSERVED:
-        return None
+    data = read_session_json(p)
+    if data.get("observed") != OBSERVED:
+        return data, Session.from_file_data(p, data)
     if not isinstance(data.get("ranks"), list) or not isinstance(data.get("models"), list):
         raise SessionFileError(p, "a watch session without its ranks or models lists")
-    return data
+    return data, None
 
 
 def _b(x: Any) -> str:
