@@ -50,13 +50,14 @@ class ParentQueue:
     def __init__(self) -> None:
         self._queue: Any = multiprocessing.get_context("spawn").Queue()
 
-    def shard_done(self, role: str, timing: ShardTiming) -> None:
-        self._queue.put(("shard", 0, role, shard_dict(timing)))
+    def shards_done(self, batch: list[tuple[str, ShardTiming]]) -> None:
+        self._queue.put(("shards", 0, [(role, shard_dict(timing)) for role, timing in batch]))
 
     def drain(self, expected: int) -> None:
-        """Take the pass's ``expected`` records off the queue (each came through the feeder thread and the pipe)."""
-        for _ in range(expected):
-            self._queue.get(timeout=30)
+        """Take the pass's ``expected`` shards off the queue (each batch came through the feeder thread and the
+        pipe)."""
+        while expected > 0:
+            expected -= len(self._queue.get(timeout=30)[2])
 
     def close(self) -> None:
         self._queue.close()
@@ -67,7 +68,7 @@ def faithful_pass(
     plan: ReplayPlan, rank: int, parent: ParentQueue, together: Callable[[], None] | None = None
 ) -> tuple[float, RankResult]:
     """A rank's faithful replay; its wall as the rank measures it (parameters allocated before, outside it)."""
-    result = replay_rank(plan, rank, faithful=True, wait_for_all=together, on_shard_done=parent.shard_done)
+    result = replay_rank(plan, rank, faithful=True, wait_for_all=together, on_shards_done=parent.shards_done)
     sync(plan.rank_device(rank))
     parent.drain(sum(len(m.shards) for m in result.models))
     if result.status != "ok" or result.error:

@@ -91,18 +91,34 @@ def _rank_main(
         waited = True
         barrier.wait(timeout=600)
 
-    def shard_done(role: str, timing: ShardTiming) -> None:
+    def reported(count: int) -> None:
         nonlocal done
+        for _ in range(count):
+            done += 1
+            if marks:
+                with open(os.path.join(marks, f"rank{rank}"), "w") as fh:
+                    fh.write(str(done))
+            if delay:
+                time.sleep(delay)
+
+    def shard_done(role: str, timing: ShardTiming) -> None:
         results.put(("shard", rank, role, shard_dict(timing)))
-        done += 1
-        if marks:
-            with open(os.path.join(marks, f"rank{rank}"), "w") as fh:
-                fh.write(str(done))
-        if delay:
-            time.sleep(delay)
+        reported(1)
+
+    def shards_done(batch: list[tuple[str, ShardTiming]]) -> None:
+        # One message for the faithful pass's batch: one pickle and one write by the queue's feeder thread, which
+        # takes the GIL from the loading thread while it works (issue 32 item 4).
+        results.put(("shards", rank, [(role, shard_dict(timing)) for role, timing in batch]))
+        reported(len(batch))
 
     result = replay_rank(
-        plan, rank, faithful=faithful, wait_for_all=wait, on_shard_done=shard_done, keep_params=keep_params
+        plan,
+        rank,
+        faithful=faithful,
+        wait_for_all=wait,
+        on_shard_done=shard_done,
+        on_shards_done=shards_done,
+        keep_params=keep_params,
     )
     if result.status != "ok" and not waited:
         barrier.abort()  # failed before the start barrier: the other ranks must not wait for this one
@@ -166,19 +182,26 @@ class _Collector:
             self.last_progress = time.monotonic()
             if msg[0] == "shard":
                 _, rank, role, data = msg
-                timing = ShardTiming(**data)
-                models = self.partial.setdefault(rank, [])
-                if not models or models[-1].role != role:
-                    models.append(RankModel(role=role, start_s=timing.start_s))
-                models[-1].shards.append(timing)
-                models[-1].wall_s = timing.start_s + timing.wall_s - models[-1].start_s
-                if self.progress is not None:
-                    self.progress(rank, role, timing)
+                self._shard(rank, role, data)
+            elif msg[0] == "shards":
+                _, rank, batch = msg
+                for role, data in batch:
+                    self._shard(rank, role, data)
             elif msg[0] == "result":
                 _, rank, data = msg
                 self.done[rank] = rank_from_dict(data)
                 if self.done[rank].status != "ok" and self.barrier is not None:
                     self.barrier.abort()  # no rank may wait at the start for one that already failed
+
+    def _shard(self, rank: int, role: str, data: dict[str, Any]) -> None:
+        timing = ShardTiming(**data)
+        models = self.partial.setdefault(rank, [])
+        if not models or models[-1].role != role:
+            models.append(RankModel(role=role, start_s=timing.start_s))
+        models[-1].shards.append(timing)
+        models[-1].wall_s = timing.start_s + timing.wall_s - models[-1].start_s
+        if self.progress is not None:
+            self.progress(rank, role, timing)
 
     def fail(self, rank: int, reason: str, stuck_at: StuckRank | None = None) -> RankResult:
         """A rank that did not report: keep the shards it finished, say why it stopped (and where it stood)."""

@@ -89,6 +89,10 @@ class Recorder:
     counters: Counters = field(default_factory=ProcessCounters)
     clock: Callable[[], float] = time.perf_counter
     on_shard_done: Callable[[str, ShardTiming], None] | None = None
+    # Several closed shards in one call, (role, shard) each, in the order they closed: where given, the faithful
+    # recorder's deliverer hands over each batch with it instead of calling ``on_shard_done`` once per shard (a
+    # rank then puts one message on the parent's queue per batch, not one per shard).
+    on_shards_done: Callable[[list[tuple[str, ShardTiming]]], None] | None = None
     models: list[RankModel] = field(default_factory=list)
     _origin: float | None = None
     _model: RankModel | None = None
@@ -214,14 +218,25 @@ class Recorder:
             if intervals is not None:
                 for a, b, kind in phases:
                     intervals[kind].append((a, b))
-        if self.on_shard_done is not None:
+        if self._delivers:
             self._deliver(state.model.role, timing)
 
+    @property
+    def _delivers(self) -> bool:
+        return self.on_shard_done is not None or self.on_shards_done is not None
+
     def _deliver(self, role: str, timing: ShardTiming) -> None:
-        """Hand a closed shard to ``on_shard_done``, here on the thread that closed it."""
-        if self.on_shard_done is not None:
-            with self._done_lock:  # callers' callbacks need not be thread-safe
-                self.on_shard_done(role, timing)
+        """Hand a closed shard over, here on the thread that closed it."""
+        self._hand_over([(role, timing)])
+
+    def _hand_over(self, batch: list[tuple[str, ShardTiming]]) -> None:
+        """Closed shards to ``on_shards_done`` in one call where it is given, else to ``on_shard_done`` one by one."""
+        with self._done_lock:  # callers' callbacks need not be thread-safe
+            if self.on_shards_done is not None:
+                self.on_shards_done(batch)
+            elif self.on_shard_done is not None:
+                for role, timing in batch:
+                    self.on_shard_done(role, timing)
 
     def _models_end(self) -> None:
         """Called as a model ends, after its wall is taken: nothing to do unless deliveries wait (the faithful
@@ -464,20 +479,24 @@ class Recorder:
 class WallOnlyRecorder(Recorder):
     """For the faithful pass: SGLang's exact sequence, only shard walls measured, no per-phase clock reads.
 
-    Closed shards reach ``on_shard_done`` from a thread of the recorder's, in batches every ``DELIVER_EVERY_S``,
-    and the rest as the model ends (or, for a model opened with ``flush_at_end`` False, at ``flush_deliveries``
-    after the rank's wall: the worker's, so that a load shorter than the interval does not deliver its every shard
-    inside its wall): a rank's callback turns each shard into a dict and puts it on the parent's
-    queue, whose feeder thread wakes to pickle it - on the loading thread, once per shard, that took a third of
-    the faithful pass's excess over a plain loop (benchmarks/bench_faithful_overhead.py). The parent still hears
-    of every shard within that interval, a stalled rank's included, and of all of them before the rank's result.
+    Closed shards are handed over from a thread of the recorder's, in batches every ``DELIVER_EVERY_S`` (one
+    ``on_shards_done`` call per batch where given), and the rest as the model ends (or, for a model opened with
+    ``flush_at_end`` False, at ``flush_deliveries`` after the rank's wall: the worker's, so that a load shorter than
+    the interval does not deliver its every shard inside its wall). A rank turns a batch into one message on the
+    parent's queue, whose feeder thread wakes to pickle it. Both threads take the GIL from the loading thread while
+    they work: on the loading thread, once per shard, that took a third of the faithful pass's excess over a plain
+    loop; from a thread every 0.1 s, one message per shard, the pass was still 1.07-1.14x the plain loop warm at TP8
+    on one H200, and 0.99x with no delivery inside the wall (reports/h200/2026-12-03-h200-faithful-overhead-ablate).
+    The parent still hears of every shard within the interval, a stalled rank's included, and of all of them before
+    the rank's result.
     """
 
     times_phases: ClassVar[bool] = False
     keeps_copy_spans: ClassVar[bool] = True
-    # How long a closed shard may wait for its delivery: short beside a hang timeout or a progress bar's refresh,
-    # long beside a shard (a few of them per batch on a warm load).
-    DELIVER_EVERY_S: ClassVar[float] = 0.1
+    # How long a closed shard may wait for its delivery: short beside a hang timeout (tens of seconds) and fine for a
+    # progress bar, long beside a warm load (a TP8 rank's 0.2-0.3 s is then delivered after its wall, a TP1 rank's
+    # ~0.8 s in one batch inside it).
+    DELIVER_EVERY_S: ClassVar[float] = 0.5
 
     def __post_init__(self) -> None:
         # A deque, not a list under a lock: the loading thread only appends (atomic), the deliverer only pops, so
@@ -504,8 +523,11 @@ class WallOnlyRecorder(Recorder):
     def _deliver_batches(self) -> None:
         while True:
             stopping = self._stop.wait(self.DELIVER_EVERY_S)
+            batch = []
             while self._pending:
-                super()._deliver(*self._pending.popleft())
+                batch.append(self._pending.popleft())
+            if batch:
+                self._hand_over(batch)
             if stopping:
                 return
 
@@ -531,7 +553,7 @@ class WallOnlyRecorder(Recorder):
             timing.major_faults += faults - state.faults0
             timing.storage_bytes += max(0, storage - state.storage0)
             state.model.shards.append(timing)
-        if self.on_shard_done is not None:
+        if self._delivers:
             self._deliver(state.model.role, timing)
 
     def _models_end(self) -> None:

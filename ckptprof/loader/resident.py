@@ -57,9 +57,10 @@ class _Reports:
         self.held: list[Any] = []
 
     def put(self, message: tuple[Any, ...]) -> None:
-        if message[0] == "shard":
-            self.done += 1
-            if self.done == self.shards:
+        if message[0] in ("shard", "shards"):
+            was = self.done
+            self.done += 1 if message[0] == "shard" else len(message[2])
+            if was < self.shards <= self.done:
                 self.conn.send(("loaded", message[1]))
         elif message[0] == "result":
             self.conn.send(message)

@@ -28,6 +28,8 @@ from ckptprof.loader.strategies.sglang_own import SGLangOwnIterator, own_call
 from ckptprof.session import RankResult, ShardTiming
 
 ShardCallback = Callable[[str, ShardTiming], None]
+# Several closed shards at once, (role, shard) each in closing order: the faithful pass hands them over in batches.
+ShardsCallback = Callable[[list[tuple[str, ShardTiming]]], None]
 
 
 def strategies_by_role(plan: ReplayPlan, faithful: bool = False) -> dict[str, Strategy]:
@@ -71,8 +73,12 @@ def replay_rank(
     on_shard_done: ShardCallback | None = None,
     launch: Launch | None = None,
     keep_params: list[Any] | None = None,
+    on_shards_done: ShardsCallback | None = None,
 ) -> RankResult:
     """Run one rank. ``faithful`` replays SGLang's exact sequence, timing only shard walls.
+
+    ``on_shards_done``, when given, takes the faithful recorder's batches of closed shards in one call each
+    (``on_shard_done`` still takes every shard the decomposed pass closes, as it closes).
 
     ``keep_params``, when given, receives the load's parameters (its ``LoadContext``) so that they outlive this
     call: a caller that times loads back to back (the resident ranks) frees them outside its timed part.
@@ -109,7 +115,11 @@ def replay_rank(
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         recorder_cls = WallOnlyRecorder if faithful else Recorder
-        recorder = recorder_cls(copy_timer=copy_timer, on_shard_done=on_shard_done)
+        recorder = recorder_cls(
+            copy_timer=copy_timer,
+            on_shard_done=on_shard_done,
+            on_shards_done=on_shards_done if faithful else None,
+        )
         strategies = strategies_by_role(plan, faithful)
         engines = [s for s in unique(strategies) if isinstance(s, SGLangOwnIterator)]
         if engines:

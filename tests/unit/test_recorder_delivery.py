@@ -53,3 +53,52 @@ def test_the_decomposed_pass_still_delivers_each_shard_as_it_closes() -> None:
         with rec.shard("a.safetensors"):
             pass
         assert seen == ["a.safetensors"]
+
+
+def test_the_faithful_pass_hands_a_batch_of_shards_over_in_one_call() -> None:
+    # GIVEN the faithful recorder with a batch callback (a rank puts one message on the parent's queue per call)
+    batches: list[list[tuple[str, str]]] = []
+    rec = WallOnlyRecorder(
+        copy_timer=HostCopyTimer(),
+        on_shards_done=lambda batch: batches.append([(role, t.file) for role, t in batch]),
+    )
+    rec.start()
+    # WHEN five shards close within one delivery interval
+    with rec.model("draft"):
+        for name in "abcde":
+            with rec.shard(f"{name}.safetensors"):
+                pass
+    # THEN the model's end hands all five over at once, in the order they closed: one message, not five
+    assert batches == [[("draft", f"{name}.safetensors") for name in "abcde"]]
+
+
+def test_the_parent_reads_a_rank_batch_as_the_shards_it_holds() -> None:
+    from ckptprof.loader.plan import ReplayPlan
+    from ckptprof.loader.ranks import _Collector
+    from ckptprof.loader.recorder import shard_dict
+
+    class Queue:
+        def __init__(self, messages: list[tuple[object, ...]]) -> None:
+            self.messages = messages
+
+        def empty(self) -> bool:
+            return not self.messages
+
+        def get(self) -> tuple[object, ...]:
+            return self.messages.pop(0)
+
+    # GIVEN a rank's faithful pass reporting three closed shards as one batch (it then stalls: no result)
+    shards = [ShardTiming(file=f"{n}.safetensors", start_s=i * 0.1, wall_s=0.05) for i, n in enumerate("abc")]
+    batch = [("target", shard_dict(shards[0])), ("target", shard_dict(shards[1])), ("draft", shard_dict(shards[2]))]
+    plan = ReplayPlan.from_dict({"models": [], "tp": 2})
+    seen: list[tuple[int, str, str]] = []
+    collector = _Collector(plan, lambda rank, role, t: seen.append((rank, role, t.file)))
+    # WHEN the parent drains its queue
+    collector.drain(Queue([("shards", 1, batch)]), 0.5)
+    # THEN each shard counts as a reported one, under its model, and moves the progress bar
+    assert seen == [(1, "target", "a.safetensors"), (1, "target", "b.safetensors"), (1, "draft", "c.safetensors")]
+    models = collector.partial[1]
+    assert [(m.role, [s.file for s in m.shards]) for m in models] == [
+        ("target", ["a.safetensors", "b.safetensors"]),
+        ("draft", ["c.safetensors"]),
+    ]

@@ -38,8 +38,11 @@ def _apply() -> None:
             self._pending.append((role, timing))
 
         def hand_over(self: recorder.WallOnlyRecorder) -> None:
+            batch = []
             while self._pending:
-                recorder.Recorder._deliver(self, *self._pending.popleft())
+                batch.append(self._pending.popleft())
+            if batch:
+                self._hand_over(batch)
 
         recorder.WallOnlyRecorder._deliver = keep  # type: ignore[method-assign]
         recorder.WallOnlyRecorder._models_end = hand_over  # type: ignore[method-assign]
