@@ -22,8 +22,12 @@ _DIGITS_RE = re.compile(r"\d{1,6}\b", re.ASCII)
 
 
 def restarts(action: Action | None, boot: Boot) -> bool:
-    """Whether this record is a new server's configuration: the boot so far was an earlier start."""
-    if not isinstance(action, Configure) or not boot.phases:
+    """Whether this record is a new server's configuration: the boot so far was an earlier start.
+
+    The boot so far made progress when it opened a phase, or when a process crashed in it (a Python traceback):
+    a log of a server that died before any phase record (a paste of its traceback alone, a crash in the first
+    second) is a boot of its own, and the next server's configuration starts another one, not more of it."""
+    if not isinstance(action, Configure) or not (boot.phases or boot.failures.traceback_seen):
         return False
     return action.restart == "after-progress" or (action.restart == "after-ready" and boot.ready)
 

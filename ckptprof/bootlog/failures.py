@@ -142,6 +142,8 @@ class FailureTracker:
         self._chained: dict[str, Failure] = {}  # rank -> the traceback the next one on that rank continues
         self._last_traceback: Failure | None = None
         self._methods: dict[str, str] = {}  # rank -> "in <method>" it named failing, until its traceback
+        # A Python traceback was logged (its start, or frames of one begun above the excerpt): a process crashed.
+        self.traceback_seen = False
 
     def all(self) -> list[Failure]:
         return [*self._first, *self._recent]
@@ -150,6 +152,8 @@ class FailureTracker:
         return bool(self._first)
 
     def add(self, record: Record, kind: str, error: str, where: Where) -> Failure:
+        if kind == "traceback":
+            self.traceback_seen = True
         failure = Failure(
             record.rank,
             record.timestamp or where.timestamp,

@@ -10,7 +10,7 @@ import pytest
 
 from ckptprof.bootlog import BootReport, analyze_bytes, analyze_path
 from ckptprof.bootlog.parse import LineSplitter
-from ckptprof.bootlog.phases import BootLogAnalyzer
+from ckptprof.bootlog.phases import STALL_AFTER_S, BootLogAnalyzer
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 SEED_SUMMARY = (
@@ -19,8 +19,8 @@ SEED_SUMMARY = (
 )
 
 
-def analyze(name: str, **kwargs: float) -> BootReport:
-    return analyze_path(str(LOGS / name), **kwargs)
+def analyze(name: str, stall_after_s: float = STALL_AFTER_S) -> BootReport:
+    return analyze_path(str(LOGS / name), stall_after_s)
 
 
 def phase_keys(report: BootReport) -> list[tuple[str, str | None, str | None]]:
@@ -365,6 +365,33 @@ def test_a_restart_that_has_logged_only_its_configuration_is_already_that_engine
     restart = b"[2025-11-29 12:00:00] server_args=ServerArgs(model_path='/data/m', tp_size=8)\n"
     report = analyze_bytes(crashed + restart)
     assert (report.framework, report.state, report.boots) == ("sglang", "starting", 2)
+
+
+def test_a_server_that_crashed_before_any_phase_is_a_boot_of_its_own() -> None:
+    """GIVEN a traceback alone (a server that died before it logged a phase) and then another server's
+    `server_args=ServerArgs(...)` THEN the log holds two boots: the crash reads as it did alone, failed in the
+    first, and the restart starts the second. A death word without a traceback is not enough (#33)."""
+    crash = (
+        b"Traceback (most recent call last):\n"
+        b'  File "/usr/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 1816, in run\n'
+        b"RuntimeError: CUDA out of memory\n"
+    )
+    restart = b"[2025-11-29 12:00:00] server_args=ServerArgs(model_path='/data/m', tp_size=8)\n"
+    alone = analyze_bytes(crash)
+    report = analyze_bytes(crash + restart)
+    assert (report.framework, report.state, report.boots) == ("sglang", "starting", 2)
+    first = analyze_bytes(crash + restart, boot=1)
+    assert alone.failure is not None and first.failure is not None
+    assert (first.framework, first.state, first.failure.error, first.failure.rank) == (
+        alone.framework,
+        "failed",
+        "RuntimeError: CUDA out of memory",
+        alone.failure.rank,
+    )
+    # An engine's word that it failed, with no traceback, does not end the boot: the configuration after it is
+    # still read as this boot's (a launcher may print its failure before the server's own configuration line).
+    died = b"[2025-11-29 11:59:59] sglang is dead\n"
+    assert analyze_bytes(died + restart).boots == 1
 
 
 def test_frames_redrawn_on_one_line_report_as_frames_on_lines_of_their_own() -> None:
