@@ -55,6 +55,7 @@ CUDA_EXIT = "CUDA error ("
 CHAINED_WORDS = (
     "above exception"  # "During handling of the above exception", "The above exception was the direct cause"
 )
+HANDLING_WORDS = "During handling"
 
 
 # Every word that one of _check_failure's branches needs; a record with none of them is not a failure.
@@ -213,6 +214,10 @@ class FailureTracker:
             closed = self._closed.get(record.rank)
             if closed is not None:
                 self._chained[record.rank] = closed
+                if HANDLING_WORDS in message:
+                    # Not a cause but a second failure while the first was being handled (a lookup's KeyError,
+                    # then the error that says what was wrong): the one that ended the process is the later one.
+                    closed.error_final = False
         elif (
             record.level in ("ERROR", "CRITICAL") and record.rank not in self._awaiting and message[:1] != " "
         ):

@@ -91,3 +91,31 @@ def test_a_traceback_cut_below_its_load_frame_names_the_load_by_the_layers_being
     )
     failure = analyze_bytes(tail).failure
     assert failure is not None and failure.phase == "load-weights"
+
+
+CHAINED = (
+    b"[2026-02-26 04:55:25] INFO core.py:501: import done\n"
+    b"Traceback (most recent call last):\n"
+    b'  File "/opt/venv/lib/python3.10/site-packages/transformers/models/auto/configuration_auto.py", line 1048\n'
+    b"KeyError: 'glm_moe_dsa'\n"
+    b"\n"
+    b"%s\n"
+    b"\n"
+    b"Traceback (most recent call last):\n"
+    b'  File "/sgl-workspace/sglang/python/sglang/srt/server_args.py", line 5063, in get_model_config\n'
+    b"ValueError: The checkpoint has model type `glm_moe_dsa` but Transformers does not recognize it.\n"
+)
+
+
+def test_an_error_raised_while_handling_another_is_the_one_reported() -> None:
+    """Python's `During handling of the above exception, another exception occurred`: the first error (a lookup's
+    KeyError) was being handled when the second ended the process, and the second says what was wrong (#33)."""
+    report = analyze_bytes(CHAINED % b"During handling of the above exception, another exception occurred:")
+    assert report.error is not None and report.error.startswith("ValueError: The checkpoint has model type")
+
+
+def test_a_direct_cause_stays_the_error_reported() -> None:
+    """`The above exception was the direct cause of the following exception`: the root cause is printed first
+    and is what the failure was (a missing module under a wrapper's error)."""
+    report = analyze_bytes(CHAINED % b"The above exception was the direct cause of the following exception:")
+    assert report.error == "KeyError: 'glm_moe_dsa'"
