@@ -70,7 +70,7 @@ def build_report(boot: Boot, stall_after_s: float, log_ended: bool) -> BootRepor
         summary=build_summary(state, context, failure),
         first_timestamp=boot.first_ts,
         last_timestamp=now,
-        error=fatal.error if fatal else None,
+        error=_fatal_error(boot, fatal)[0] if fatal else None,
         filesystem=boot.filesystem,
         boots=boot.number,
         boot=boot.number,
@@ -156,9 +156,9 @@ def _fatal(boot: Boot) -> Failure | None:
 def _failure_report(boot: Boot, fatal: Failure) -> FailureReport:
     recorded = fatal.phase
     step = fatal.step
-    error = fatal.error
-    if fatal.kind == "traceback" and not fatal.error_final:
-        error += " (the log ends before its error line)"
+    error, cut = _fatal_error(boot, fatal)
+    if cut:
+        error += cut
     if fatal.after and fatal.frame_phase is None and recorded is not None:
         # Nothing was running on that rank: the newest phase had ended everywhere.
         step = step or f"after {done_words(recorded)}"
@@ -172,6 +172,31 @@ def _failure_report(boot: Boot, fatal: Failure) -> FailureReport:
         # speculative config, no draft phase, no draft frame), the model loaded or sized is the target.
         model = "target"
     return FailureReport(fatal.rank, name, model, step, error, fatal.timestamp)
+
+
+def _fatal_error(boot: Boot, fatal: Failure) -> tuple[str, str]:
+    """The failure's error, and what to say after it when the log ends before the traceback's error line."""
+    if fatal.kind != "traceback" or fatal.error_final:
+        return fatal.error, ""
+    announced = _announcement(boot, fatal)
+    if announced is not None:
+        return announced.error, " (the log ends before its traceback's error line)"
+    return fatal.error, " (the log ends before its error line)"
+
+
+def _announcement(boot: Boot, traceback: Failure) -> Failure | None:
+    """The error record the traceback's rank logged just before it, with nothing else happening in between (vLLM's
+    `WorkerProc hit an exception`, `Error executing method ...`): what the failure was, when the log is cut before
+    the traceback's own error line."""
+    announced = None
+    for failure in boot.failures.all():
+        if failure is traceback:
+            return announced
+        if failure.kind == "error-record" and failure.rank == traceback.rank and failure.seq == traceback.seq:
+            announced = failure
+        else:
+            announced = None
+    return None
 
 
 def _drafts(boot: Boot) -> bool:

@@ -119,3 +119,32 @@ def test_a_direct_cause_stays_the_error_reported() -> None:
     and is what the failure was (a missing module under a wrapper's error)."""
     report = analyze_bytes(CHAINED % b"The above exception was the direct cause of the following exception:")
     assert report.error == "KeyError: 'glm_moe_dsa'"
+
+
+ANNOUNCED = (
+    b"(VllmWorker rank=1 pid=17) INFO 05-15 17:46:31 [gpu_model_runner.py:1626] Graph capturing finished in 78 secs\n"
+    b"(VllmWorker rank=1 pid=17) ERROR 05-15 17:46:32 [multiproc_executor.py:380] WorkerProc hit an exception: %s\n"
+    b"(VllmWorker rank=1 pid=17) ERROR 05-15 17:46:32 [multiproc_executor.py:380] Traceback (most recent call last):\n"
+    b'(VllmWorker rank=1 pid=17) ERROR 05-15 17:46:32 [multiproc_executor.py:380]   File "/x/vllm/v1/worker/a.py"\n'
+)
+
+
+def test_a_traceback_cut_before_its_error_line_reads_with_the_error_its_rank_announced_it_with() -> None:
+    """GIVEN a rank's error record (`WorkerProc hit an exception`) and then its traceback, cut before the error
+    line THEN the failure's error is the announcement, not `Traceback (most recent call last):` (#33)."""
+    report = analyze_bytes(ANNOUNCED)
+    assert report.failure is not None and report.failure.rank == "rank1"
+    assert report.error == "WorkerProc hit an exception: %s"
+    assert report.failure.error == (
+        "WorkerProc hit an exception: %s (the log ends before its traceback's error line)"
+    )
+
+
+def test_an_error_record_of_another_rank_does_not_announce_a_cut_traceback() -> None:
+    other = ANNOUNCED.replace(
+        b"rank=1 pid=17) ERROR 05-15 17:46:32 [multiproc_executor.py:380] Worker",
+        b"rank=0 pid=16) ERROR 05-15 17:46:32 [multiproc_executor.py:380] Worker",
+    )
+    report = analyze_bytes(other)
+    assert report.failure is not None
+    assert report.failure.error == "Traceback (most recent call last): (the log ends before its error line)"

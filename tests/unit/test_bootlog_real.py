@@ -24,7 +24,6 @@ FIRST_SIGHT_WRONG = {
     "sglang-sglang-1467",
     # batch 4 (reports/cpu/2026-12-02b-bootlog-unseen/): wrong on first sight, causes in its README
     "sglang-sglang-12496",
-    "vllm-vllm-18136",
 }
 
 
