@@ -11,6 +11,7 @@ from typing import TypeAlias
 
 from ckptprof.bootlog.boot import MAX_RANKS, READY_KEY, Boot
 from ckptprof.bootlog.failures import Failure
+from ckptprof.bootlog.parse import PID_LABEL
 from ckptprof.bootlog.reading import ENGINES
 from ckptprof.bootlog.report import BootReport, FailureReport
 from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan
@@ -40,7 +41,9 @@ def build_report(boot: Boot, stall_after_s: float, log_ended: bool) -> BootRepor
     framework = boot.framework()
     now = boot.clock.now
     now_s = timestamp_seconds(now) if now else None
-    tracks = sorted(boot.phases.values(), key=lambda track: track.order)
+    tracks = sorted(
+        (_ranks_counted(boot, track) for track in boot.phases.values()), key=lambda track: track.order
+    )
     expected = _expected_ranks(boot)
     fatal = _fatal(boot)
     failure = _failure_report(boot, fatal) if fatal else None
@@ -52,7 +55,7 @@ def build_report(boot: Boot, stall_after_s: float, log_ended: bool) -> BootRepor
     until_s = _phases_end_by(boot, up, now_s)
     context = SummaryContext(
         framework=framework,
-        current=boot.phases[current] if current else None,
+        current=next((track for track in tracks if track.key == current), None) if current else None,
         tracks=tracks,
         expected=expected,
         now_s=now_s,
@@ -109,6 +112,22 @@ def _phases_end_by(boot: Boot, up: HttpUp | None, now_s: float | None) -> float 
     ready = boot.phases.get(READY_KEY)
     ready_at = next((span.end for span in ready.spans.values()), None) if ready else None
     return timestamp_seconds(ready_at) if ready_at else now_s
+
+
+def _ranks_counted(boot: Boot, track: PhaseTrack) -> PhaseTrack:
+    """The phase as its ranks' own records tell it. An untagged bar opened it for global rank 0 before any rank was
+    tagged, and the ranks that logged it are tagged by their rank numbers (TP4, rank1), so rank 0 would have been
+    tagged too, but its records never came (they lie above an excerpt): the ranks counted are those whose records
+    the log holds, not one more for the bar, and the bar alone does not keep the phase open after their ends.
+    Workers tagged by process id instead (vLLM V0's `VllmWorkerProcess pid=N`) leave rank 0 untagged: the driver,
+    whose bar the untagged span is, stays one of the ranks."""
+    spans = track.spans
+    if "" not in spans or len(spans) < 2 or track.key not in boot.untagged_bar_phases:
+        return track
+    tagged = {label: span for label, span in spans.items() if label}
+    if any(label.startswith(PID_LABEL) for label in tagged):
+        return track
+    return PhaseTrack(track.key, track.order, track.slot, tagged, track.provisional)
 
 
 def _state(boot: Boot, fatal: Failure | None, up: HttpUp | None, current: PhaseKey | None) -> str:
@@ -272,7 +291,9 @@ def _warnings(boot: Boot, expected: list[str], context: SummaryContext) -> tuple
             f"behind a line prefix the reader does not know, so phases, ranks and times may be missing "
             f"(e.g. {shown})",
         )
-    tracks = sorted(boot.phases.values(), key=lambda track: track.order)
+    tracks = sorted(
+        (_ranks_counted(boot, track) for track in boot.phases.values()), key=lambda track: track.order
+    )
     warnings += missing_rank_warnings(tracks, expected, boot.framework())
     if len(warnings) > MAX_WARNINGS:
         extra = len(warnings) - MAX_WARNINGS

@@ -344,6 +344,10 @@ def parse_record(text: str) -> Record:
     return Record(None, rank, text, "vllm" if worker is not None else "plain")
 
 
+# A worker whose name holds no rank is labelled by its process id: rank 0 is then the untagged driver.
+PID_LABEL = "pid"
+
+
 @lru_cache(maxsize=4096)
 def worker_rank_label(name: str, pid: str = "") -> str:
     """'VllmWorker rank=3' -> 'rank3'; 'Worker_TP3' -> 'TP3'; 'EngineCore_DP1' -> 'DP1'; 'APIServer' -> '';
@@ -353,7 +357,7 @@ def worker_rank_label(name: str, pid: str = "") -> str:
         return f"rank{int(rank.group(1))}"
     tags = " ".join(f"{kind}{int(number)}" for kind, number in _WORKER_TAG_RE.findall(name))
     if not tags and pid and "Worker" in name:
-        return f"pid{int(pid)}"
+        return f"{PID_LABEL}{int(pid)}"
     return tags
 
 

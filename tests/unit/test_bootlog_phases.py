@@ -450,3 +450,31 @@ def test_a_capture_logged_size_by_size_opens_one_graph_phase_that_its_end_record
         "\n".join([*lines, tag.format(40) + "Graph capturing finished in 5 secs, took 0.40 GiB"]).encode()
     )
     assert [(phase.name, phase.seconds) for phase in ended.phases] == [("cuda-graph", 5.0)]
+
+
+EXCERPT_OF_A_LOAD = (
+    b"Loading safetensors checkpoint shards:  96% Completed | 53/55 [03:35<00:06,  3.18s/it]\n"
+    b"[17:43:23 TP6] Load weight end. type=DeepseekV2ForCausalLM, dtype=torch.bfloat16, avail mem=20.62 GB\n"
+    b"[17:43:23 TP7] Load weight end. type=DeepseekV2ForCausalLM, dtype=torch.bfloat16, avail mem=20.91 GB\n"
+    b"Loading safetensors checkpoint shards: 100% Completed | 55/55 [03:41<00:00,  3.24s/it]\n"
+)
+
+
+def test_an_untagged_bar_is_no_extra_rank_where_the_ranks_are_tagged_by_number() -> None:
+    """GIVEN an excerpt of a load: SGLang's untagged bar (rank 0 draws it) and two ranks' `Load weight end`,
+    rank 0's own records above the excerpt THEN the load is on the 2 ranks that logged it, and ended (#33)."""
+    report = analyze_bytes(EXCERPT_OF_A_LOAD)
+    (load,) = report.phases
+    assert (load.name, load.model, load.ranks, load.end) == ("load-weights", "target", 2, "17:43:23")
+
+
+def test_an_untagged_bar_is_the_drivers_where_workers_are_tagged_by_process_id() -> None:
+    """GIVEN vLLM V0's workers, tagged by pid, and the untagged bar of the driver (rank 0, untagged) THEN the
+    driver is one more rank of the load."""
+    v0 = (
+        b"Loading safetensors checkpoint shards: 100% Completed | 17/17 [01:20<00:00, 4.75s/it]\n"
+        b"(VllmWorkerProcess pid=185224) INFO 03-02 17:57:18 [model_runner.py:1117] Loading model weights took "
+        b"8.4050 GB and 81.775431 seconds\n"
+    )
+    (load,) = analyze_bytes(v0).phases
+    assert (load.name, load.ranks) == ("load-weights", 2)

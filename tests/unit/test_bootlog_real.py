@@ -21,7 +21,6 @@ LOGS = sorted(REAL.glob("*.log"))
 # unseen/). Strict: a log the reader learns to read fails here until it is taken off the list.
 FIRST_SIGHT_WRONG = {
     "sglang-MI300-testing-bench-latency",  # batch 2
-    "sglang-sglang-1467",
     # batch 4 (reports/cpu/2026-12-02b-bootlog-unseen/): wrong on first sight, causes in its README
     "sglang-sglang-12496",
 }
