@@ -38,7 +38,6 @@ FOLDED = "no boot progress before the next server's start, so the reader folds b
 UNTIMED = "its last lines that no rule reads are not timed before the next start: an open phase ends early"
 BORROWED = "the next server's lines before its start record are read as this boot's, and end its open phase"
 CUT_WRONG: dict[str, str] = {
-    "vllm-LLM-Learning-llama3-v0": READY_CUT,
     "vllm-agentic-ai-eks-qwen72b-tp4": READY_CUT,
     "vllm-cr7258-runai-local": READY_CUT,
     "vllm-cr7258-runai-s3": READY_CUT,
@@ -88,6 +87,10 @@ def test_an_excerpt_of_a_real_log_keeps_the_phases_inside_it(log: Path) -> None:
     # Where the excerpt begins and ends in the log's own time, as the reader stamps the dropped parts.
     after = analyze_bytes(b"\n".join(lines[:head])).last_timestamp if head else None
     before = analyze_bytes(b"\n".join(lines[tail:])).first_timestamp if tail < len(lines) else None
+    if before is None and tail < len(lines):
+        # A tail with no timestamp of its own (uvicorn's lines after the engine's last record) happened at the
+        # time of the last timed line before it: that is where the reader stamps it in the whole log.
+        before = analyze_bytes(b"\n".join(lines[:tail])).last_timestamp
     original = _all_boots(log.read_bytes())
     inside = [
         (p.name, p.model, p.ranks, p.seconds)
