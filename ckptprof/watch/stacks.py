@@ -4,9 +4,11 @@ few seconds: a dump costs py-spy tens of milliseconds of CPU, so sampling faster
 /proc sampling saves it.
 
 Each thread's stack in each dump is classified into read / deserialize / copy / other by the run's own py-spy
-classifier (ckptprof.analysis.stacks: the innermost frame that names a loading step decides; its ``h2d`` is called
+classifier (ckptprof.analysis.stacks.phase_of: the innermost frame that names a loading step decides, by function name
+and file, so a real server's frames count - SGLang's and vLLM's weight iterators, weight_loaders, parameter loaders
+and load_weights plumbing, safetensors' and torch's Python layers - as well as ckptprof's own; its ``h2d`` is called
 ``copy`` here, since a server's copy need not be host to device); a stack that names none is counted apart
-(``unclassified``), as the run's classifier leaves such samples out.
+(``unclassified``: a thread that is not loading), as the run's classifier leaves such samples out.
 
 Where py-spy may not attach (ptrace not permitted), the first failure is kept as one line with the fix
 (profiling.pyspy.ptrace_hint) and the rank's stacks are left out; the /proc figures go on regardless.
@@ -63,13 +65,24 @@ CLASSES = ("read", "deserialize", "copy", "other")
 
 
 def frame_name(frame: str) -> str:
-    """``get_tensor (safetensors/torch.py:313)`` -> ``get_tensor``."""
+    """``load (safetensors/torch.py:386)`` -> ``load``; ``Layer.weight_loader (x.py:7)`` -> ``Layer.weight_loader``."""
     return frame.split(" (", 1)[0].strip()
+
+
+def frame_file(frame: str) -> str:
+    """``load (safetensors/torch.py:386)`` -> ``safetensors/torch.py`` (py-spy writes the path from the package
+    down, or whole with --full-filenames); ``""`` where the line names none."""
+    if " (" not in frame or not frame.endswith(")"):
+        return ""
+    where = frame.rsplit(" (", 1)[1][:-1]
+    head, sep, line = where.rpartition(":")
+    return head if sep and line.isdigit() else where
 
 
 def classify(stack: ThreadStack) -> str | None:
     """read / deserialize / copy / other by the run's py-spy classifier, or None where no frame names a step."""
-    phase = run_phase([frame_name(f) for f in reversed(stack.frames)])  # it reads root to leaf
+    root_first = list(reversed(stack.frames))  # the rule reads root to leaf; a dump lists the innermost first
+    phase = run_phase([frame_name(f) for f in root_first], [frame_file(f) for f in root_first])
     return None if phase is None else CLASS_NAMES.get(phase, "other")
 
 

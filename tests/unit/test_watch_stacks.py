@@ -10,10 +10,11 @@ from pathlib import Path
 
 from ckptprof.analysis.stacks import phase_of
 from ckptprof.watch.session_file import rank_headers, rank_rows
-from ckptprof.watch.stacks import RankStacks, StackSampler, classify, frame_name, parse_dump
+from ckptprof.watch.stacks import RankStacks, StackSampler, classify, frame_file, frame_name, parse_dump
 
 # A server rank in the middle of a load: its main thread copying a tensor in, a reader thread faulting pages in,
-# one deserialising, one idle pool thread (no loading step on its stack).
+# one deserialising (safetensors.torch.load's frame as a real py-spy 0.4.3 dump shows it: get_tensor and safe_open
+# are Rust and never appear), one idle pool thread (no loading step on its stack).
 DUMP = """\
 Process 4242: sglang::scheduler_TP0
 Python v3.11.7 (/usr/bin/python3.11)
@@ -27,7 +28,7 @@ Thread 0x7F001 (active): "reader"
     fault_in (ckptprof/loader/pages.py:40)
     _load_shard (ckptprof/loader/worker.py:120)
 Thread 0x7F002 (idle): "deser"
-    get_tensor (safetensors/torch.py:313)
+    load (safetensors/torch.py:386)
     load_model (sglang/srt/model_loader/loader.py:380)
 Thread 0x7F003 (idle): "pool"
     _worker (concurrent/futures/thread.py:81)
@@ -48,8 +49,12 @@ def fake_py_spy(tmp_path: Path) -> str:
 def test_each_thread_is_classified_as_the_runs_classifier_classifies_it() -> None:
     threads = parse_dump(DUMP)
     assert [classify(t) for t in threads] == ["copy", "read", "deserialize", None]
+    # The deserialising thread is told by its frame's file: "load" alone names no step.
+    assert phase_of([frame_name(f) for f in reversed(threads[2].frames)]) == "other"
     for t in threads:  # the very rule of the run's py-spy sampling (its h2d is watch's copy)
-        run = phase_of([frame_name(f) for f in reversed(t.frames)])
+        run = phase_of(
+            [frame_name(f) for f in reversed(t.frames)], [frame_file(f) for f in reversed(t.frames)]
+        )
         assert classify(t) == {"h2d": "copy"}.get(run or "", run)
 
 
