@@ -57,7 +57,12 @@ from ckptprof.bootlog.reading import (
     read_message,
 )
 from ckptprof.bootlog.report import BootReport
-from ckptprof.bootlog.timestamps import first_timestamp, last_timestamp_before, timestamp_seconds
+from ckptprof.bootlog.timestamps import (
+    first_timestamp,
+    last_timestamp_before,
+    last_timestamp_of_form,
+    timestamp_seconds,
+)
 from ckptprof.bootlog.words import boots_warning
 from ckptprof.bootlog.wrappers import unwrap
 
@@ -182,6 +187,28 @@ class BootLogAnalyzer:
             return ""
         return block[block.rfind(b"\n", 0, start - 1) + 1 : start].decode("utf-8", "replace").strip()
 
+    def _time_before_line(self, before: tuple[str | None, float] | None) -> tuple[str | None, float] | None:
+        """The log's time just before the line being read: ``before`` (the clock before the line's record moved
+        it, None when it did not), moved on by the timed lines the pre-filter passed over since the last look.
+
+        A boot that the next server's start ends ran until its own last line, which is often one no rule reads
+        (`Using model weights format ...` before a cut): its open phase is not ended at an older record's time."""
+        now = before[0] if before is not None else self._clock.now
+        if now is None:
+            return before
+        # A stamp of another form (a dated one after vLLM's year-less ones) is the next server's own: passed over.
+        seen = last_timestamp_of_form(
+            self._block, self._line_start, lambda raw: _same_form(raw, now), floor=self._clock_floor
+        )
+        if seen is None:
+            return before
+        stamp = _in_form_of(seen, now)
+        seconds = timestamp_seconds(stamp)
+        now_s = before[1] if before is not None else self._clock.now_s
+        if seconds is None or seconds <= now_s:
+            return before
+        return stamp, seconds
+
     def _timestamp_before(self, block: bytes, offset: int) -> str | None:
         """The newest timestamp between the last look-up and ``offset``: every line is looked at once."""
         floor, self._clock_floor = self._clock_floor, offset
@@ -289,7 +316,7 @@ class BootLogAnalyzer:
             if record.style == "plain":
                 self._note_unparsed(record.message, reading.rule.needle)
             if restarts(reading.action, boot):
-                self._restart(record, before)
+                self._restart(record, self._time_before_line(before))
                 boot = self._boot
             apply_reading(boot, reading, record)
         # Counted after the record's own rule ran: a record that restarts the boot belongs to the new one.
@@ -379,6 +406,22 @@ class BootLogAnalyzer:
         if boots > 1:
             warnings = (boots_warning(boots, report.boot), *warnings)
         return replace(report, boots=boots, warnings=warnings)
+
+
+def _same_form(raw: str, stamped: str) -> bool:
+    """Whether a stamp as a line prints it and one the clock has read come from one logger: both with a date,
+    both month-day (the clock lends a year to those), or both a time alone (the clock lends a day)."""
+    if raw[4:5] == "-":
+        return stamped[4:5] == "-" and stamped[:4] == raw[:4]
+    return raw[2:3] == stamped[2:3] or (raw[2:3] == "-" and stamped[4:5] == "-")
+
+
+def _in_form_of(raw: str, stamped: str) -> str:
+    """``raw`` (a line's stamp of ``stamped``'s form) with the year or the day the clock lent ``stamped``, so the
+    two compare; the clock's own year may already be the next server's."""
+    if stamped[4:5] == "-" and raw[4:5] != "-":
+        return f"{stamped[:4]}-{raw}" if raw[2:3] == "-" else f"{stamped[:10]} {raw}"
+    return raw
 
 
 def analyze_stream(

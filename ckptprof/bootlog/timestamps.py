@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from functools import lru_cache
 
 # How far back to look for a timestamped line when a bar frame (which has none) needs a time.
@@ -42,6 +43,29 @@ def last_timestamp_before(
         if match is not None:
             raw = match.group(1) or match.group(2)
             return raw.decode("ascii") if raw else None
+        stop = start
+    return None
+
+
+def last_timestamp_of_form(
+    block: bytes,
+    end: int,
+    form: Callable[[str], bool],
+    floor: int = 0,
+    max_lines: int = TIMESTAMP_LOOKBACK_LINES,
+) -> str | None:
+    """``last_timestamp_before``, passing over the stamps that ``form`` rejects (another logger's) to the newest
+    one it accepts."""
+    stop = end
+    for _ in range(max_lines):
+        if stop <= floor:
+            return None
+        start = block.rfind(b"\n", 0, stop - 1) + 1
+        match = _LINE_TIMESTAMP_RE.match(block, start)
+        if match is not None:
+            raw = match.group(1) or match.group(2)
+            if raw and form(stamp := raw.decode("ascii")):
+                return stamp
         stop = start
     return None
 

@@ -35,7 +35,6 @@ CUT = 0.2
 # them and they must come off the list. One line each: why.
 READY_CUT = "the ready instant (HTTP server up) is not found once the lines after it are cut"
 FOLDED = "no boot progress before the next server's start, so the reader folds both into one boot"
-UNTIMED = "its last lines that no rule reads are not timed before the next start: an open phase ends early"
 BORROWED = "the next server's lines before its start record are read as this boot's, and end its open phase"
 CUT_WRONG: dict[str, str] = {
     "vllm-agentic-ai-eks-qwen72b-tp4": READY_CUT,
@@ -45,15 +44,10 @@ CUT_WRONG: dict[str, str] = {
 }
 CONCAT_WRONG: dict[str, str] = {
     "sglang-sglang-12496": FOLDED,
-    "sglang-sglang-17402": UNTIMED,
-    "sglang-sglang-8974": UNTIMED,
     "vllm-ai-runner-230": FOLDED,
     "vllm-marin-2350": BORROWED,
     "vllm-vllm-27521": BORROWED,
     "vllm-vllm-38476": BORROWED,
-    "vllm-vllm-43375": UNTIMED,
-    "vllm-vllm-9193": UNTIMED,
-    "vllm-vllm-ascend-5876": UNTIMED,
 }
 
 

@@ -478,3 +478,21 @@ def test_an_untagged_bar_is_the_drivers_where_workers_are_tagged_by_process_id()
     )
     (load,) = analyze_bytes(v0).phases
     assert (load.name, load.ranks) == ("load-weights", 2)
+
+
+def test_a_boot_that_the_next_servers_start_ends_runs_until_its_own_last_line() -> None:
+    """GIVEN a vLLM boot cut while loading, its last line one no rule reads (`Using model weights format`, 3 s
+    after the load began), then an SGLang server's start (dated lines before its ServerArgs) THEN the first
+    boot's open load ran 3 s, as it does alone: not ended at its last record, nor at the next server's time."""
+    first = (
+        b"INFO 10-23 12:30:01 model_runner.py:1008] Starting to load model /data/m...\n"
+        b"INFO 10-23 12:30:04 weight_utils.py:243] Using model weights format ['*.safetensors']\n"
+    )
+    second = (
+        b"[2026-08-01 23:37:39] WARNING something before the server's configuration\n"
+        b"[2026-08-01 23:37:40] server_args=ServerArgs(model_path='/data/m', tp_size=1)\n"
+    )
+    (alone,) = analyze_bytes(first).phases
+    (load,) = analyze_bytes(first + second, boot=1).phases
+    assert (alone.name, alone.seconds) == ("load-weights", 3.0)
+    assert (load.name, load.seconds, analyze_bytes(first + second).boots) == ("load-weights", 3.0, 2)
