@@ -159,9 +159,10 @@ ENGINE_RULES: tuple[FrameRule, ...] = (
 )
 
 
-def _bare(name: str) -> str:
-    """``Layer.weight_loader`` / ``outer.<locals>._load_file`` -> the function's own name."""
-    return name.rsplit(".", 1)[-1].strip()
+def _scopes(name: str) -> list[str]:
+    """``Layer.weight_loader`` -> [weight_loader, Layer]; ``it.<locals>.<genexpr>`` -> [<genexpr>, it]: the function's
+    own name first, then the functions (and classes) it is nested in, outward."""
+    return [part.strip() for part in reversed(name.split(".")) if part and part != "<locals>"] or [name]
 
 
 def _path(file: str) -> str:
@@ -170,14 +171,20 @@ def _path(file: str) -> str:
 
 
 def frame_phase(name: str, file: str = "") -> str | None:
-    """The phase one frame names, or None. The engines' rules first (they know the file), then ckptprof's own
-    markers by name."""
-    bare, path = _bare(name), _path(file)
+    """The phase one frame names, or None. In order: the engines' rules on the function's own name; the same on the
+    functions it is nested in (py-spy writes qualified names on Python 3.11+, so the generator expression inside
+    multi_thread_safetensors_weights_iterator or the thread body inside _prefetch_all_checkpoints is part of that
+    step); a rule for every function of an engine's loading module (other); ckptprof's own markers by name."""
+    scopes, path = _scopes(name), _path(file)
+    for scope in scopes:
+        for rule in ENGINE_RULES:
+            if not rule.any_name and rule.matches(scope, path):
+                return rule.phase
     for rule in ENGINE_RULES:
-        if rule.matches(bare, path):
+        if rule.any_name and rule.matches(scopes[0], path):
             return rule.phase
     for marker, phase in PHASE_MARKERS:
-        if bare == marker:
+        if scopes[0] == marker:
             return phase
     return None
 

@@ -19,6 +19,15 @@ first):
   ``safetensors.torch.load(f.read())`` line (weight_utils.py:1173) - the whole-file read, which the rule counts as
   deserialize (a Python stack cannot tell the read() from the load on one line).
 
+- VLLM_*: the same on the real vLLM 0.33.0 wheel (its safetensors_weights_iterator with the lazy, eager and
+  prefetch strategies, multi_thread_safetensors_weights_iterator with 2 workers; default_weight_loader and
+  ReplicatedLinear.weight_loader; ``vllm_drive.py`` the driver). vLLM's folders all have an __init__.py, so its
+  frames keep ``vllm/model_executor/...``. Over 67 / 82 / 78 / 45 dumps (lazy / multi-thread / eager / prefetch)
+  the main thread read copy 56 / 49 / 13 / 41, deserialize 6 / 21 / 60 / 2, unclassified 5 / 12 / 5 / 1 (the
+  driver's eviction and loop); the multi-thread workers deserialize (114 stacks, the rest idle in the pool); the
+  prefetch threads read (215 stacks, their coordinating thread included through its qualified name
+  ``_prefetch_all_checkpoints.<locals>._run_prefetch``). With the eager strategy 48 of 78 main-thread samples sat
+  on ``state_dict = load(f.read())`` (weight_utils.py:1209): the read, counted deserialize.
 - SGLANG_BUS_ERROR: sgl-project/sglang issue #6083 ("Fatal Python error: Bus error when loading safetensors check
   point shards", SGLang 0.4.x, Python 3.12, Qwen3): faulthandler's dump at the SIGBUS - a failed page fault on the
   memory-mapped checkpoint - with ``weight_loader (sglang/srt/layers/linear.py:1254)`` innermost, and tqdm's monitor
@@ -144,6 +153,84 @@ Thread 32695 (idle): "ThreadPoolExecutor-5_1"
     Thread._bootstrap (threading.py:1002)
 """
 
+VLLM_HEAD = """\
+Process 16853: /tmp/sglvenv/bin/python /tmp/spyexp/vllm_drive.py 40 multi
+Python v3.11.7 (/root/.pyenv/versions/3.11.7/bin/python3.11)
+
+"""
+VLLM_LINEAR_WEIGHT_LOADER = (
+    VLLM_HEAD
+    + """\
+Thread 13829 (idle): "MainThread"
+    ReplicatedLinear.weight_loader (vllm/model_executor/layers/linear.py:412)
+    <module> (vllm_drive.py:28)
+"""
+)
+VLLM_EAGER_READ = (
+    VLLM_HEAD
+    + """\
+Thread 21008 (active): "MainThread"
+    safetensors_weights_iterator (vllm/model_executor/model_loader/weight_utils.py:1209)
+    <module> (vllm_drive.py:26)
+"""
+)
+VLLM_MULTI_THREAD = (
+    VLLM_HEAD
+    + """\
+Thread 16853 (idle): "MainThread"
+    Condition.wait (threading.py:327)
+    Event.wait (threading.py:629)
+    Thread.start (threading.py:969)
+    ThreadPoolExecutor._adjust_thread_count (concurrent/futures/thread.py:199)
+    ThreadPoolExecutor.submit (concurrent/futures/thread.py:176)
+    multi_thread_safetensors_weights_iterator.<locals>.<genexpr> (vllm/model_executor/model_loader/weight_utils.py:1266)
+    as_completed (concurrent/futures/_base.py:220)
+    tqdm.__iter__ (tqdm/std.py:1186)
+    multi_thread_safetensors_weights_iterator (vllm/model_executor/model_loader/weight_utils.py:1275)
+    <module> (vllm_drive.py:26)
+Thread 17140 (idle): "ThreadPoolExecutor-4_0"
+    UntypedStorage.__getitem__ (torch/storage.py:471)
+    load_file (safetensors/torch.py:360)
+    multi_thread_safetensors_weights_iterator.<locals>._load_file (vllm/model_executor/model_loader/weight_utils.py:1260)
+    _WorkItem.run (concurrent/futures/thread.py:58)
+    _worker (concurrent/futures/thread.py:83)
+    Thread.run (threading.py:982)
+    Thread._bootstrap_inner (threading.py:1045)
+    Thread._bootstrap (threading.py:1002)
+"""
+)
+VLLM_PREFETCH = """\
+Process 24541: /tmp/sglvenv/bin/python /tmp/spyexp/vllm_drive.py 40 prefetch
+Python v3.11.7 (/root/.pyenv/versions/3.11.7/bin/python3.11)
+
+Thread 24541 (idle): "MainThread"
+    default_weight_loader (vllm/model_executor/model_loader/weight_utils.py:1543)
+    <module> (vllm_drive.py:30)
+Thread 25282 (idle): "Thread-8 (_run_prefetch)"
+    EpollSelector.select (selectors.py:468)
+    BaseEventLoop._run_once (asyncio/base_events.py:1884)
+    BaseEventLoop.run_forever (asyncio/base_events.py:607)
+    BaseEventLoop.run_until_complete (asyncio/base_events.py:640)
+    Runner.run (asyncio/runners.py:118)
+    run (asyncio/runners.py:190)
+    _prefetch_all_checkpoints.<locals>._run_prefetch (vllm/model_executor/model_loader/weight_utils.py:1099)
+    Thread.run (threading.py:982)
+    Thread._bootstrap_inner (threading.py:1045)
+    Thread._bootstrap (threading.py:1002)
+Thread 25283 (idle): "ThreadPoolExecutor-9_0"
+    _prefetch_checkpoint (vllm/model_executor/model_loader/weight_utils.py:1036)
+    _WorkItem.run (concurrent/futures/thread.py:58)
+    _worker (concurrent/futures/thread.py:83)
+    Thread.run (threading.py:982)
+    Thread._bootstrap_inner (threading.py:1045)
+    Thread._bootstrap (threading.py:1002)
+Thread 25290 (idle): "ThreadPoolExecutor-9_7"
+    _worker (concurrent/futures/thread.py:81)
+    Thread.run (threading.py:982)
+    Thread._bootstrap_inner (threading.py:1045)
+    Thread._bootstrap (threading.py:1002)
+"""
+
 SITE = "/home/administrator/miniconda3/envs/sglang/lib/python3.12/site-packages"
 SGLANG_BUS_ERROR = f"""\
 Process 1: python3 -m sglang.launch_server
@@ -258,6 +345,23 @@ def test_real_sglang_buffered_iterator_workers_deserialize_while_the_main_thread
     stacks = RankStacks()
     stacks.add(threads)
     assert stacks.shares() == {"deserialize": 0.667, "copy": 0.333} and stacks.unclassified == 1
+
+
+def test_real_vllm_0_33_0_dumps() -> None:
+    (linear,) = parse_dump(VLLM_LINEAR_WEIGHT_LOADER)
+    assert frame_file(linear.frames[0]) == "vllm/model_executor/layers/linear.py"
+    assert classify(linear) == "copy"
+    # The eager strategy's whole-file read() is on the iterator's own line: counted deserialize (see phase_of).
+    (eager,) = parse_dump(VLLM_EAGER_READ)
+    assert classify(eager) == "deserialize"
+    main, worker = parse_dump(VLLM_MULTI_THREAD)
+    # The main thread is starting a pool thread from the iterator's nested generator expression: the qualified
+    # name carries the iterator, so it is the iterator's step, not the loader module's plumbing.
+    assert classify(main) == "deserialize"
+    assert frame_phase("<genexpr>", "vllm/model_executor/model_loader/weight_utils.py") == "other"
+    assert classify(worker) == "deserialize"
+    threads = parse_dump(VLLM_PREFETCH)
+    assert [classify(t) for t in threads] == ["copy", "read", "read", None]
 
 
 def test_sglang_bus_error_a_fault_under_weight_loader_is_the_copy_and_tqdm_is_not_loading() -> None:
