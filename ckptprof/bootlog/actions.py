@@ -21,13 +21,20 @@ _SPECULATIVE_RE = re.compile(r"speculative_(?:algorithm|config)=(None\b|'[^']*'|
 _DIGITS_RE = re.compile(r"\d{1,6}\b", re.ASCII)
 
 
-def restarts(action: Action | None, boot: Boot) -> bool:
-    """Whether this record is a new server's configuration: the boot so far was an earlier start.
+def restarts(action: Action | None, boot: Boot, engine: str = "") -> bool:
+    """Whether this record (a rule of ``engine``'s) is a new server's configuration: the boot so far was an
+    earlier start.
 
     The boot so far made progress when it opened a phase, or when a process crashed in it (a Python traceback):
     a log of a server that died before any phase record (a paste of its traceback alone, a crash in the first
-    second) is a boot of its own, and the next server's configuration starts another one, not more of it."""
-    if not isinstance(action, Configure) or not (boot.phases or boot.failures.traceback_seen):
+    second) is a boot of its own, and the next server's configuration starts another one, not more of it. A
+    configuration of one engine after another engine's is another server's, whatever came between: one server
+    is configured by one engine."""
+    if not isinstance(action, Configure):
+        return False
+    if boot.configured_by and engine and engine != boot.configured_by:
+        return True
+    if not (boot.phases or boot.failures.traceback_seen):
         return False
     return action.restart == "after-progress" or (action.restart == "after-ready" and boot.ready)
 
@@ -43,6 +50,7 @@ def apply_reading(boot: Boot, reading: Reading, record: Record) -> None:
         _end(boot, action, reading, record)
     elif isinstance(action, Configure):
         _configure(boot, record.message)
+        boot.configured_by = boot.configured_by or engine.name
     elif isinstance(action, Ready):
         _ready(boot, action, engine.name, record)
     elif isinstance(action, Capture):

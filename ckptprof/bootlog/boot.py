@@ -69,6 +69,7 @@ class Boot:
     speculative: bool | None = None  # None: the log did not say
     sizes: dict[str, int] = field(default_factory=dict)  # server_args' sizes (tp_size=8, ...)
     dp_attention: bool = False
+    configured_by: str | None = None  # the engine whose server configuration this boot logged first
     filesystem: str | None = None
     loader: str | None = None
     model_loaders: dict[str, str] = field(

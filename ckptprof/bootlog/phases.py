@@ -315,7 +315,7 @@ class BootLogAnalyzer:
             boot.boot_records += 1
             if record.style == "plain":
                 self._note_unparsed(record.message, reading.rule.needle)
-            if restarts(reading.action, boot):
+            if restarts(reading.action, boot, reading.engine.name if reading.engine is not None else ""):
                 self._restart(record, self._time_before_line(before))
                 boot = self._boot
             apply_reading(boot, reading, record)

@@ -44,7 +44,6 @@ CUT_WRONG: dict[str, str] = {
 }
 CONCAT_WRONG: dict[str, str] = {
     "sglang-sglang-12496": FOLDED,
-    "vllm-ai-runner-230": FOLDED,
     "vllm-marin-2350": BORROWED,
     "vllm-vllm-27521": BORROWED,
     "vllm-vllm-38476": BORROWED,

@@ -496,3 +496,18 @@ def test_a_boot_that_the_next_servers_start_ends_runs_until_its_own_last_line() 
     (load,) = analyze_bytes(first + second, boot=1).phases
     assert (alone.name, alone.seconds) == ("load-weights", 3.0)
     assert (load.name, load.seconds, analyze_bytes(first + second).boots) == ("load-weights", 3.0, 2)
+
+
+def test_one_engines_configuration_after_anothers_is_another_server() -> None:
+    """GIVEN a vLLM engine's configuration and nothing else of it, then an SGLang server's THEN two boots, the
+    first vLLM's: one server is configured by one engine, with or without progress between (#33)."""
+    vllm = (
+        b"INFO 12-20 00:49:35 llm_engine.py:237] Initializing an LLM engine (vdev) with config: model='/m'\n"
+    )
+    sglang = b"[2026-08-01 23:37:40] server_args=ServerArgs(model_path='/data/m', tp_size=1)\n"
+    report = analyze_bytes(vllm + sglang)
+    assert (report.boots, report.framework) == (2, "sglang")
+    assert analyze_bytes(vllm + sglang, boot=1).framework == "vllm"
+    # One engine's own two configuration lines (vLLM's API server banner, then its engine's) stay one boot.
+    banner = b"INFO 12-20 00:49:34 api_server.py:151] vLLM API server version 0.6.5\n"
+    assert analyze_bytes(banner + vllm).boots == 1
