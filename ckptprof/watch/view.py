@@ -6,9 +6,11 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
+from ckptprof.bootlog.bars import bar_kind
+from ckptprof.bootlog.report import ProgressReport
 from ckptprof.units import human_bytes
 from ckptprof.watch.gpu import GpuTracker
 from ckptprof.watch.record import RankTrack, WatchRecord
@@ -49,7 +51,7 @@ def stack_shares_text(shares: dict[str, float]) -> str:
     return " ".join(f"{k} {100 * v:.0f}%" for k, v in sorted(shares.items(), key=lambda kv: -kv[1]))
 
 
-def model_line(m: ModelTrack) -> str:
+def model_line(m: ModelTrack, bars: Sequence[ProgressReport] = (), only_model: bool = False) -> str:
     if m.problem and not m.shards:
         return f"  {m.role}: {m.problem}"
     full = sum(1 for s in m.shards if s.bytes and s.resident >= s.bytes)
@@ -57,7 +59,41 @@ def model_line(m: ModelTrack) -> str:
     pct = 100.0 * m.resident_bytes / m.total_bytes if m.total_bytes else 100.0
     return (
         f"  {m.role} {m.path}: {len(m.shards)} shards, {full} in page cache, {partly} partly, "
-        f"{len(m.shards) - full - partly} not; resident {pct:.0f}% of {human_bytes(m.total_bytes)}"
+        f"{len(m.shards) - full - partly} not; resident {pct:.0f}% of {human_bytes(m.total_bytes)}; "
+        f"{model_progress(m, bars, only_model)}"
+    )
+
+
+def load_bar(role: str, bars: Sequence[ProgressReport], only_model: bool) -> ProgressReport | None:
+    """The log's last weight-loading bar for the model ``role``: one that names it, or, where the server loads one
+    model, one that names none (the engines name the draft's bars only when there is a draft)."""
+    for bar in reversed(bars):
+        kind = bar_kind(bar.desc)
+        if kind is None or kind.phase != "load-weights" or bar.total <= 0:
+            continue
+        if bar.model == role or (bar.model is None and only_model):
+            return bar
+    return None
+
+
+def model_progress(m: ModelTrack, bars: Sequence[ProgressReport] = (), only_model: bool = False) -> str:
+    """How far the server is through loading the model, and what says so. The log's bar counts what the server
+    itself reports (shards, on rank 0); without one, page-cache residency counts bytes brought in since watch began
+    - a lower bound on a cold load, and no measure at all of a load whose bytes were cached before it began (the
+    ranks then read nothing from storage), which is said instead of a figure."""
+    bar = load_bar(m.role, bars, only_model)
+    if bar is not None:
+        eta = f", {bar.eta_s} s left by its bar" if bar.eta_s is not None and bar.done < bar.total else ""
+        return f"load {100 * bar.done / bar.total:.0f}% by the log ({bar.done}/{bar.total} shards{eta})"
+    cold = sum(max(0, s.bytes - s.resident_at_start) for s in m.shards)
+    if not m.reliable:
+        return "load progress unknown: the page cache of these files is not visible to this user"
+    if cold <= 0:
+        return "load progress unknown: in page cache before watch began, and the log shows no bar"
+    came = sum(min(max(0, s.resident - s.resident_at_start), s.bytes - s.resident_at_start) for s in m.shards)
+    return (
+        f"load >= {100 * came / cold:.0f}% by page cache ({human_bytes(came)} of the "
+        f"{human_bytes(cold)} not cached when watch began)"
     )
 
 
@@ -79,12 +115,16 @@ def header_line(record: WatchRecord, elapsed_s: float, log_words: str | None) ->
     return f"ckptprof watch: {engine} pid {record.pid}, {elapsed_s:.1f} s, {ranks}{log}"
 
 
-def lines(record: WatchRecord, elapsed_s: float, log_words: str | None) -> list[str]:
+def lines(
+    record: WatchRecord, elapsed_s: float, log_words: str | None, bars: Sequence[ProgressReport] = ()
+) -> list[str]:
+    """The view; ``bars`` are the log's progress bars so far (the boot-log reader's), for each model's progress."""
     out = [header_line(record, elapsed_s, log_words)]
     out += [rank_line(r) for r in record.ranks]
     if not record.ranks:
         out.append("  (no rank process yet)")
-    out += [model_line(m) for m in record.models]
+    only_model = len(record.models) == 1
+    out += [model_line(m, bars, only_model) for m in record.models]
     out.append(totals_line(record))
     if record.gpu is not None and record.gpu.devices:
         out.append(gpu_line(record.gpu))
