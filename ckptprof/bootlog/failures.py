@@ -32,6 +32,9 @@ FAILURE_NEEDLES: tuple[str, ...] = (
     "The above exception was the direct cause",
 )
 FRAME_NEEDLE = 'File "'
+# Frames of Python's own helper processes, whatever the engine: a traceback through one is that helper's (the
+# resource tracker that cleans shared memory complains at interpreter exit), not the server's failure.
+HELPER_FRAMES: tuple[str, ...] = ("multiprocessing/resource_tracker.py",)
 
 EXCEPTION_LINE_RE = re.compile(
     r"(?:\[rank\d{1,6}\]: ?)?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)(?::\s.*|:?\s*$)",
@@ -103,6 +106,9 @@ class Failure:
     step: str | None = None
     error_final: bool = False  # a chained traceback's later errors do not replace its root cause
     after: bool = False  # ``phase`` had ended everywhere when it failed
+    helper: bool = (
+        False  # a frame says it was one of Python's helper processes (HELPER_FRAMES), not the server
+    )
 
 
 class Where(NamedTuple):
@@ -179,7 +185,10 @@ class FailureTracker:
             failure = self.add(record, "traceback", "a traceback whose start is not in the log", where())
             self._awaiting[record.rank] = failure
             self._last_traceback = failure
-        _read_frame(failure, record.message, frames)
+        message = record.message
+        if "multiprocessing" in message and any(frame in message for frame in HELPER_FRAMES):
+            failure.helper = True
+        _read_frame(failure, message, frames)
 
     def on_record(
         self,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ckptprof.bootlog.failures import FAILURE_NEEDLES, FRAME_NEEDLE
+from ckptprof.bootlog.failures import FAILURE_NEEDLES, FRAME_NEEDLE, HELPER_FRAMES
 from ckptprof.bootlog.parse import needle_pattern
 from ckptprof.bootlog.reading import ENGINES
 
@@ -25,12 +25,18 @@ def _needles() -> tuple[str, ...]:
 CANDIDATE_RE = needle_pattern(needle for needle in _needles() if not needle[0].islower())
 _RARE_NEEDLES = tuple(needle.encode() for needle in _needles() if needle[0].islower())
 FRAME_BYTES = FRAME_NEEDLE.encode()
-# The traceback frames some engine's table says something about (a phase, a model or a step).
+# The traceback frames some engine's table says something about (a phase, a model or a step), and those of
+# Python's helper processes.
 FRAME_RULES_RE = needle_pattern(
-    frame.needle
-    for engine in ENGINES
-    for frame in engine.frames
-    if frame.phase is not None or frame.model is not None or frame.step is not None
+    (
+        *(
+            frame.needle
+            for engine in ENGINES
+            for frame in engine.frames
+            if frame.phase is not None or frame.model is not None or frame.step is not None
+        ),
+        *HELPER_FRAMES,
+    )
 )
 # An engine frame that says nothing about the phase is read only while it can still tell which engine ran or that
 # a traceback began above the excerpt: once both are known, most of a long traceback's lines are passed over.

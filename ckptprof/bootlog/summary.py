@@ -200,7 +200,10 @@ def failure_warnings(failures: list[Failure], is_fatal: Callable[[Failure], bool
         if any(is_fatal(failure) for failure in same):
             warnings.append(f"failed: {ranks}{when}{where}: {error}")
         else:
-            verdict = "after the server was ready" if first.after_ready else "the boot went on"
+            if first.helper:
+                verdict = "by Python's resource tracker, not the server"
+            else:
+                verdict = "after the server was ready" if first.after_ready else "the boot went on"
             warnings.append(f"error logged by {ranks}{when}{where} ({verdict}): {error}")
     return warnings
 

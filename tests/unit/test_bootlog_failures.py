@@ -148,3 +148,23 @@ def test_an_error_record_of_another_rank_does_not_announce_a_cut_traceback() -> 
     report = analyze_bytes(other)
     assert report.failure is not None
     assert report.failure.error == "Traceback (most recent call last): (the log ends before its error line)"
+
+
+def test_a_traceback_of_pythons_resource_tracker_is_not_the_servers_failure() -> None:
+    """GIVEN a boot capturing graphs, then at exit the traceback of multiprocessing's resource tracker (a helper
+    process cleaning shared memory) THEN the boot did not fail: it is still where its records left it, and the
+    error is a warning that says whose it was (#33). The same traceback through a server frame is a failure."""
+    boot = b"[22:30:40 TP0] Capture cuda graph begin. This can take up to several minutes.\n"
+    tracker = (
+        b"Traceback (most recent call last):\n"
+        b'  File "/env/lib/python3.11/multiprocessing/resource_tracker.py", line 239, in main\n'
+        b"    cache[rtype].remove(name)\n"
+        b"KeyError: '/mp-dv7az532'\n"
+    )
+    report = analyze_bytes(boot + tracker)
+    assert (report.state, report.failure) == ("cuda-graph", None)
+    assert report.warnings[0].endswith(
+        "(by Python's resource tracker, not the server): KeyError: '/mp-dv7az532'"
+    )
+    server = tracker.replace(b"multiprocessing/resource_tracker.py", b"sglang/srt/managers/scheduler.py")
+    assert analyze_bytes(boot + server).state == "failed"

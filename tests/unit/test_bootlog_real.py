@@ -20,7 +20,6 @@ LOGS = sorted(REAL.glob("*.log"))
 # Logs of the latest blind batch the reader did not read right on first sight (reports/cpu/2026-12-02-bootlog-
 # unseen/). Strict: a log the reader learns to read fails here until it is taken off the list.
 FIRST_SIGHT_WRONG = {
-    "sglang-MI300-testing-bench-latency",  # batch 2
     # batch 4 (reports/cpu/2026-12-02b-bootlog-unseen/): wrong on first sight, causes in its README
     "sglang-sglang-12496",
 }
