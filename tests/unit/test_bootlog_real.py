@@ -21,7 +21,7 @@ LOGS = sorted(REAL.glob("*.log"))
 # unseen/). Strict: a log the reader learns to read fails here until it is taken off the list.
 FIRST_SIGHT_WRONG = {
     # batch 4 (reports/cpu/2026-12-02b-bootlog-unseen/): wrong on first sight, causes in its README
-    "sglang-sglang-12496",
+    "sglang-sglang-12496",  # no rule reads `sglang is using nccl` (inside init torch distributed): "starting"
 }
 
 
