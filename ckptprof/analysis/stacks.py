@@ -189,7 +189,15 @@ def frame_phase(name: str, file: str = "") -> str | None:
     return None
 
 
-def phase_of(stack_names: Sequence[str], files: Sequence[str] | None = None) -> str | None:
+def _reads_a_file(line: str) -> bool:
+    # The engines' whole-file reads: SGLang's load(f.read()) under --weight-loader-disable-mmap, vLLM's eager
+    # state_dict = load(f.read()); a prefetch loop's while f.read(block_size).
+    return ".read(" in line
+
+
+def phase_of(
+    stack_names: Sequence[str], files: Sequence[str] | None = None, lines: Sequence[str] | None = None
+) -> str | None:
     """The phase a Python stack (frame names root to leaf, with their files where known) is in: its innermost frame
     that names one, else None. The run's py-spy attribution and ``ckptprof watch`` classify with this one rule.
 
@@ -205,14 +213,22 @@ def phase_of(stack_names: Sequence[str], files: Sequence[str] | None = None) -> 
     innermost; SGLang 0.5.23's own iterator and loaders over an evicted checkpoint on the CPU VM: 75 of 83 main
     thread samples in default_weight_loader / ReplicatedLinear.weight_loader). Such samples count as copy; the
     rank's storage reads over the same interval (watch's /proc figures) say how much of that copy was a read.
-    Likewise a whole-file read() (SGLang --weight-loader-disable-mmap, vLLM's eager strategy) runs on the iterator's
-    own line and counts as deserialize, and a thread blocked on a step's workers (the buffered iterator's
-    future.result() under the iterator's frame) counts in that step."""
-    for i in range(len(stack_names) - 1, -1, -1):  # innermost first
+    A whole-file read() (SGLang --weight-loader-disable-mmap, vLLM's eager strategy) runs on the iterator's own
+    line, under no Python frame of its own: where ``lines`` gives the source text of each frame's current line and
+    the iterator is the innermost frame on a line that reads a file, the sample is read (on the real engines, 20 of
+    43 SGLang disable_mmap and 48 of 78 vLLM eager main-thread samples); without the lines it counts as
+    deserialize. A thread blocked on a step's workers (the buffered iterator's future.result() under the
+    iterator's frame) counts in that step."""
+    leaf = len(stack_names) - 1
+    for i in range(leaf, -1, -1):  # innermost first
         file = files[i] if files is not None and i < len(files) else ""
         phase = frame_phase(stack_names[i], file)
-        if phase is not None:
-            return phase
+        if phase is None:
+            continue
+        line = lines[i] if lines is not None and i < len(lines) else ""
+        if phase == "deserialize" and i == leaf and _reads_a_file(line):
+            return "read"
+        return phase
     return None
 
 

@@ -1,7 +1,9 @@
 """Optional (``watch --py-spy``): each rank's Python stack now and then, read with ``py-spy dump --nonblocking`` -
 py-spy reads the process's memory without stopping it, so the server never pauses for it. One dump per rank every
 few seconds: a dump costs py-spy tens of milliseconds of CPU, so sampling faster would cost the load what the
-/proc sampling saves it.
+/proc sampling saves it. The dump asks for whole paths (--full-filenames) so that each frame's source line can be
+read (through /proc/PID/root); paths are then shortened as py-spy itself would, and a py-spy without the flag is
+asked without it.
 
 Each thread's stack in each dump is classified into read / deserialize / copy / other by the run's own py-spy
 classifier (ckptprof.analysis.stacks.phase_of: the innermost frame that names a loading step decides, by function name
@@ -16,6 +18,8 @@ Where py-spy may not attach (ptrace not permitted), the first failure is kept as
 
 from __future__ import annotations
 
+import linecache
+import os
 import re
 import shutil
 import subprocess
@@ -37,7 +41,8 @@ class ThreadStack:
     tid: str
     state: str  # py-spy's: "active", "idle", "active+gil", ...
     name: str
-    frames: tuple[str, ...]  # innermost first: "get_tensor (safetensors/torch.py:313)"
+    frames: tuple[str, ...]  # innermost first: "load (safetensors/torch.py:386)"
+    lines: tuple[str, ...] = ()  # the source text of each frame's current line, where it could be read
 
 
 def parse_dump(text: str) -> list[ThreadStack]:
@@ -79,10 +84,50 @@ def frame_file(frame: str) -> str:
     return head if sep and line.isdigit() else where
 
 
+def frame_line(frame: str) -> int:
+    """``load (safetensors/torch.py:386)`` -> 386; 0 where the line names none."""
+    where = frame.rsplit(" (", 1)[-1].rstrip(")")
+    number = where.rpartition(":")[2]
+    return int(number) if number.isdigit() else 0
+
+
+def short_file(path: str, root: str = "") -> str:
+    """A whole path as py-spy writes it without --full-filenames: from the outermost of the folders above it that
+    hold an __init__.py (SGLang 0.5.23's sglang/srt/layers/linear.py is "linear.py": srt/ and layers/ have none).
+    ``root`` prefixes the checks (/proc/PID/root: the server may run in a container)."""
+    if not path.startswith("/"):
+        return path  # "<frozen importlib._bootstrap>", or already short
+    if not os.path.exists(f"{root}{path}"):
+        return path  # not visible from here: the whole path (the rule reads those too)
+    top = os.path.dirname(path)
+    while top not in ("/", "") and os.path.exists(f"{root}{top}/__init__.py"):
+        top = os.path.dirname(top)
+    return os.path.relpath(path, top) if top else path
+
+
+def shorten(threads: list[ThreadStack], root: str = "") -> list[ThreadStack]:
+    """Threads of a ``--full-filenames`` dump with each frame's file shortened as py-spy would (what is shown and
+    kept), and the source text of each frame's line read from the whole path (what the rule looks at: a whole-file
+    read() on an iterator's line is the read step)."""
+    out = []
+    for t in threads:
+        frames, lines = [], []
+        for f in t.frames:
+            file, number = frame_file(f), frame_line(f)
+            # Through the server's root where this process may look there, else as the path reads here.
+            at = root if root and os.path.exists(f"{root}{file}") else ""
+            text = linecache.getline(f"{at}{file}", number).strip() if file.startswith("/") and number else ""
+            frames.append(f.replace(f"({file}:", f"({short_file(file, at)}:", 1) if file else f)
+            lines.append(text)
+        out.append(ThreadStack(t.tid, t.state, t.name, tuple(frames), tuple(lines)))
+    return out
+
+
 def classify(stack: ThreadStack) -> str | None:
     """read / deserialize / copy / other by the run's py-spy classifier, or None where no frame names a step."""
     root_first = list(reversed(stack.frames))  # the rule reads root to leaf; a dump lists the innermost first
-    phase = run_phase([frame_name(f) for f in root_first], [frame_file(f) for f in root_first])
+    lines = list(reversed(stack.lines)) if stack.lines else None
+    phase = run_phase([frame_name(f) for f in root_first], [frame_file(f) for f in root_first], lines)
     return None if phase is None else CLASS_NAMES.get(phase, "other")
 
 
@@ -132,6 +177,7 @@ class StackSampler:
         self._pids = pids
         self._every_s = every_s
         self._stop = threading.Event()
+        self._full_filenames = True
         self._thread = threading.Thread(target=self._run, name="ckptprof-watch-py-spy", daemon=True)
         if self.exe is None:
             self.note = "--py-spy: py-spy is not installed (pip install 'ckptprof[spy]'); stacks left out"
@@ -150,9 +196,12 @@ class StackSampler:
         seen = self.stacks.setdefault(pid, RankStacks())
         if seen.error is not None:
             return
+        # Whole paths, so that each frame's source line can be read (the rule tells a whole-file read() on an
+        # iterator's line by it); they are shortened back as py-spy would before anything is kept.
+        full = ["--full-filenames"] if self._full_filenames else []
         try:
             done = subprocess.run(
-                [self.exe, "dump", "--nonblocking", "--pid", str(pid)],
+                [self.exe, "dump", "--nonblocking", *full, "--pid", str(pid)],
                 capture_output=True,
                 text=True,
                 timeout=DUMP_TIMEOUT_S,
@@ -164,8 +213,11 @@ class StackSampler:
             if "Permission denied" in err or "Operation not permitted" in err:
                 seen.error = ptrace_hint()
                 self.note = self.note or seen.error
+            elif full and "full-filenames" in err:  # a py-spy older than the flag: short paths, no lines
+                self._full_filenames = False
             return  # the process may have just ended: the next dump says
-        seen.add(parse_dump(done.stdout))
+        threads = parse_dump(done.stdout)
+        seen.add(shorten(threads, f"/proc/{pid}/root") if full else threads)
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -325,9 +325,18 @@ def test_real_sglang_0_5_23_dumps() -> None:
     assert classify(linear) == "copy"
     (get_tensor,) = parse_dump(SGL_GET_TENSOR)
     assert classify(get_tensor) == "deserialize"
-    # The whole-file read() of --weight-loader-disable-mmap runs on the iterator's own line: counted deserialize.
+    # The whole-file read() of --weight-loader-disable-mmap runs on the iterator's own line: deserialize by the
+    # frames alone, read once the line's text is known (watch reads it; tests/unit/test_watch_stacks.py).
     (read,) = parse_dump(SGL_DISABLE_MMAP_READ)
     assert classify(read) == "deserialize"
+    names = [frame_name(f) for f in reversed(read.frames)]
+    files = [frame_file(f) for f in reversed(read.frames)]
+    assert phase_of(names, files, ["run()", "state = load(fh.read())"]) == "read"
+    assert phase_of(names, files, ["run()", "yield name, f.get_tensor(name)"]) == "deserialize"
+    # Only the innermost frame's line: under load (safetensors/torch.py) the same line is the deserialize.
+    assert phase_of(
+        [*names, "load"], [*files, "safetensors/torch.py"], ["", "state = load(fh.read())", ""]
+    ) == ("deserialize")
 
 
 def test_real_sglang_buffered_iterator_workers_deserialize_while_the_main_thread_copies() -> None:

@@ -10,7 +10,17 @@ from pathlib import Path
 
 from ckptprof.analysis.stacks import phase_of
 from ckptprof.watch.session_file import rank_headers, rank_rows
-from ckptprof.watch.stacks import RankStacks, StackSampler, classify, frame_file, frame_name, parse_dump
+from ckptprof.watch.stacks import (
+    RankStacks,
+    StackSampler,
+    ThreadStack,
+    classify,
+    frame_file,
+    frame_name,
+    parse_dump,
+    short_file,
+    shorten,
+)
 
 # A server rank in the middle of a load: its main thread copying a tensor in, a reader thread faulting pages in,
 # one deserialising (safetensors.torch.load's frame as a real py-spy 0.4.3 dump shows it: get_tensor and safe_open
@@ -93,3 +103,74 @@ def test_the_shares_reach_the_session_the_view_and_the_report() -> None:
     assert "stacks read 50% deserialize 33% copy 17%" in rank_line(track)
     assert rank_headers(doc)[-1] == "py-spy stacks"
     assert rank_rows(doc)[0][-1] == "read 50% deserialize 33% copy 17% of 6 stacks (+2 unclassified)"
+
+
+def engine_tree(tmp_path: Path) -> Path:
+    """A package laid out as SGLang 0.5.23's wheel is: sglang/ and model_loader/ hold an __init__.py, srt/ none."""
+    loader = tmp_path / "site" / "sglang" / "srt" / "model_loader"
+    loader.mkdir(parents=True)
+    (tmp_path / "site" / "sglang" / "__init__.py").write_text("")
+    (loader / "__init__.py").write_text("")
+    # line 2 reads a whole file, line 4 hands out a lazily mapped tensor
+    (loader / "weight_utils.py").write_text(
+        "def it(path):\n    state = load(open(path, 'rb').read())\n    with opened(path) as f:\n"
+        "        yield f.get_tensor('w')\n"
+    )
+    return loader / "weight_utils.py"
+
+
+def test_full_filenames_are_shortened_as_py_spy_does_and_their_lines_read(tmp_path: Path) -> None:
+    source = engine_tree(tmp_path)
+    dump = f"""\
+Process 7: python -m sglang.launch_server
+Python v3.11.7
+
+Thread 7 (active): "MainThread"
+    safetensors_weights_iterator ({source}:2)
+    load_model (/opt/x/sglang/srt/model_loader/loader.py:380)
+Thread 8 (active): "reader"
+    safetensors_weights_iterator ({source}:4)
+Thread 9 (idle): "pool"
+    _worker (<frozen importlib._bootstrap>:81)
+"""
+    main, lazy, pool = shorten(parse_dump(dump))
+    # What py-spy itself prints without --full-filenames (checked on the real SGLang 0.5.23 wheel), and the whole
+    # path where the file is not there to walk (the rule reads whole paths too).
+    assert main.frames == (
+        "safetensors_weights_iterator (model_loader/weight_utils.py:2)",
+        "load_model (/opt/x/sglang/srt/model_loader/loader.py:380)",
+    )
+    assert pool.frames == ("_worker (<frozen importlib._bootstrap>:81)",)
+    assert short_file(str(source)) == "model_loader/weight_utils.py"
+    # The iterator on a line that reads the file is the read; on the get_tensor line it is the deserialize.
+    assert main.lines[0].endswith(".read())") and classify(main) == "read"
+    assert classify(lazy) == "deserialize"
+    # Without the lines (a py-spy without --full-filenames) the same frame is deserialize.
+    assert classify(ThreadStack(main.tid, main.state, main.name, main.frames)) == "deserialize"
+
+
+def test_the_sampler_asks_for_whole_paths_and_falls_back_without_them(tmp_path: Path) -> None:
+    source = engine_tree(tmp_path)
+    exe = tmp_path / "py-spy"
+    exe.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        "import os\nif '--full-filenames' in sys.argv and os.path.basename(sys.argv[0]).startswith('old'):\n"
+        "    sys.stderr.write(\"error: unexpected argument '--full-filenames' found\\n\"); sys.exit(2)\n"
+        "path = "
+        + repr(str(source))
+        + " if '--full-filenames' in sys.argv else 'model_loader/weight_utils.py'\n"
+        "sys.stdout.write('Thread 1 (active): \"MainThread\"\\n    safetensors_weights_iterator (' + path + ':2)\\n')\n"
+    )
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    sampler = StackSampler(lambda: [1], exe=str(exe))
+    sampler.dump(1)
+    seen = sampler.stacks[1]
+    assert seen.last == "safetensors_weights_iterator (model_loader/weight_utils.py:2)"
+    assert dict(seen.classes) == {"read": 1}
+    old = tmp_path / "old-py-spy"
+    old.write_text(exe.read_text())
+    old.chmod(exe.stat().st_mode)
+    sampler = StackSampler(lambda: [1], exe=str(old))
+    sampler.dump(1)  # refused: the flag is dropped for the next dumps
+    sampler.dump(1)
+    assert sampler.stacks[1].dumps == 1 and dict(sampler.stacks[1].classes) == {"deserialize": 1}
