@@ -7,7 +7,8 @@ touched, so a variant whose ratio falls to ~1.0 names what costs:
 
 - ``delivery``: no delivery thread: closed shards wait for the rank's flush after its wall, instead of a thread
   waking every 0.1 s during the load to put them on the queue (whose feeder thread pickles them beside it).
-- ``counters``: no per-thread fault and storage counters at each shard's open and close, no residency query.
+- ``counters``: no per-thread fault and storage counters at each shard's open and close, no residency query
+  (``sglang``'s and the kept descriptors' of ``sglang-mt``).
 - ``spans``: no clock reads around each copy.
 - ``gc``: the cyclic garbage collector off in every process, both passes (a control, not a fix).
 """
@@ -30,7 +31,7 @@ def _apply() -> None:
     if not WANTED - {"gc"}:
         return
     from ckptprof.loader import recorder
-    from ckptprof.loader.strategies import sglang
+    from ckptprof.loader.strategies import base, sglang
 
     if "delivery" in WANTED:
         # No delivery thread at all: closed shards are kept, and handed over on the rank's flush, after its wall.
@@ -49,6 +50,7 @@ def _apply() -> None:
     if "counters" in WANTED:
         recorder.Recorder._thread_counts = lambda self: (0, 0)  # type: ignore[method-assign]
         sglang.SGLang._nonresident = lambda self, path, size: 0  # type: ignore[method-assign]
+        base.KeptDescriptors.nonresident = lambda self, path, size: 0  # type: ignore[method-assign]
     if "spans" in WANTED:
         recorder.WallOnlyRecorder.copy_began = lambda self: 0.0  # type: ignore[method-assign]
         recorder.WallOnlyRecorder.copy_ended = lambda self, began: None  # type: ignore[method-assign]
