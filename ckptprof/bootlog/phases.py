@@ -297,7 +297,9 @@ class BootLogAnalyzer:
                 before = (clock.now, clock.now_s)
                 self._advance_to(timestamp)
         else:
-            # Untimed lines (uvicorn's, traceback bodies) happened after the last timed one.
+            # Untimed lines (uvicorn's, traceback bodies) happened after the last timed one, which may be a line
+            # the pre-filter passed over (a server's route list before uvicorn's `Application startup complete`).
+            self._advance_clock(self._timestamp_before(self._block, self._line_start))
             timestamp = clock.now
         boot = self._boot
         rank = record.rank

@@ -37,6 +37,9 @@ RECORDS: tuple[Rule, ...] = (
     Rule("Init torch distributed begin", Begin("init", "init-distributed", None)),
     Rule("Init nccl begin", Begin("init", "init-distributed", None)),  # 0.3's name for it
     Rule("Init torch distributed ends", End("init", "init-distributed", None)),
+    # pynccl's version line, printed inside init-distributed: the phase's evidence in an excerpt or a release whose
+    # begin record is not there (sglang-sglang-12496).
+    Rule("sglang is using nccl", Begin("init", "init-distributed", None, unless_open=True)),
     Rule("Load weight begin", Begin("load", "load-weights", "nth")),
     Rule("Load weight end", End("load", "load-weights", "nth")),
     Rule("KV Cache is allocated", Begin("kv", "kv-cache", "nth", from_last_end=True, unless_open=True)),

@@ -33,23 +33,9 @@ CUT = 0.2
 
 # Logs whose excerpt or concatenation the reader does not yet read as the rule above asks; strict, so a fix flips
 # them and they must come off the list. One line each: why.
-READY_CUT = (
-    "uvicorn's untimed ready line is stamped with the time of the last record a rule read, not of the timed route"
-    " lines the pre-filter passed over after it: the original's ready falls inside the excerpt that cut it"
-)
-FOLDED = (
-    "no boot progress before the next server's start (no rule reads `sglang is using nccl`, printed inside init"
-    " torch distributed), so the reader folds both into one boot"
-)
 BORROWED = "the next server's lines before its start record are read as this boot's, and end its open phase"
-CUT_WRONG: dict[str, str] = {
-    "vllm-agentic-ai-eks-qwen72b-tp4": READY_CUT,
-    "vllm-cr7258-runai-local": READY_CUT,
-    "vllm-cr7258-runai-s3": READY_CUT,
-    "vllm-multiagentsdebate-qwen25-tp4": READY_CUT,
-}
+CUT_WRONG: dict[str, str] = {}
 CONCAT_WRONG: dict[str, str] = {
-    "sglang-sglang-12496": FOLDED,
     "vllm-marin-2350": BORROWED,
     "vllm-vllm-27521": BORROWED,
     "vllm-vllm-38476": BORROWED,

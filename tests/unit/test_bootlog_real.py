@@ -19,10 +19,7 @@ REAL = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "real"
 LOGS = sorted(REAL.glob("*.log"))
 # Logs of the latest blind batch the reader did not read right on first sight (reports/cpu/2026-12-02-bootlog-
 # unseen/). Strict: a log the reader learns to read fails here until it is taken off the list.
-FIRST_SIGHT_WRONG = {
-    # batch 4 (reports/cpu/2026-12-02b-bootlog-unseen/): wrong on first sight, causes in its README
-    "sglang-sglang-12496",  # no rule reads `sglang is using nccl` (inside init torch distributed): "starting"
-}
+FIRST_SIGHT_WRONG: set[str] = set()
 
 
 def _expected(log: Path) -> dict[str, Any]:

@@ -1114,7 +1114,8 @@ def test_a_real_vllm_boot_through_the_run_ai_streamer_reports_its_throughput() -
         ("load-weights", "target", None, "06-02 11:02:18", "06-02 11:02:24", 6.11, 1, None),
         ("kv-cache", "target", None, "06-02 11:02:24", "06-02 11:03:18", 54.0, 1, None),
         ("cuda-graph", "target", None, "06-02 11:03:18", "06-02 11:03:55", 37.0, 1, None),
-        ("ready", None, None, "06-02 11:03:55", "06-02 11:03:55", 0.0, 1, None),
+        # uvicorn's untimed "Application startup complete" follows the route list's 11:03:56 lines
+        ("ready", None, None, "06-02 11:03:55", "06-02 11:03:56", 1.0, 1, None),
     ]
 
 
