@@ -49,6 +49,18 @@ def _reading_window(samples: list[list[Any]], columns: list[str]) -> tuple[float
     return float(points[start][0]), float(points[end][0])
 
 
+def _window(track: dict[str, Any], columns: list[str]) -> tuple[float, float] | None:
+    """The reading window of one rank process; where its last reads were recovered from its parent at its reap
+    (watch/reaped.py), it ends at the end of the interval they were recovered in."""
+    samples = track.get("samples") or []
+    seen = _reading_window(samples, columns)
+    rec = track.get("recovered_from_parent") or {}
+    if not rec.get("read_bytes") or not rec.get("interval_s") or not samples:
+        return seen
+    start = seen[0] if seen is not None else float(samples[-1][columns.index("t_s")])
+    return start, float(rec["interval_s"][1])
+
+
 def _last_fill(shard: dict[str, Any]) -> tuple[float, float] | None:
     """(first growth, full) of the shard's last filling: from the first point after its last lowest one to the
     first point at its full size after that. A cold run drops the pages after watch began (a shard resident at
@@ -89,14 +101,17 @@ def _seen(tracks: list[dict[str, Any]], columns: list[str], matched_by: str) -> 
     """What watch saw of one pass of one rank: its process (several, summed, when the pass ran more than once)."""
     if not tracks:
         return None
-    seen = [_reading_window(t.get("samples") or [], columns) for t in tracks] if columns else []
+    seen = [_window(t, columns) for t in tracks] if columns else []
     windows = [w for w in seen if w is not None]
     reads = [(t.get("at_last_sight") or {}).get("read_bytes") for t in tracks]
+    # what a rank read after watch's last look, recovered from its parent's counters at its reap (watch/reaped.py)
+    recovered = sum((t.get("recovered_from_parent") or {}).get("read_bytes") or 0 for t in tracks)
     return {
         "label": tracks[0].get("label"),
         "pids": [t.get("pid") for t in tracks],
         "matched_by": matched_by,
-        "read_bytes": None if any(r is None for r in reads) else sum(r or 0 for r in reads),
+        "read_bytes": None if any(r is None for r in reads) else sum(r or 0 for r in reads) + recovered,
+        "recovered_from_parent_bytes": recovered,
         "major_faults": sum((t.get("at_last_sight") or {}).get("major_faults") or 0 for t in tracks),
         "reading_from_s": min(w[0] for w in windows) if windows else None,
         "reading_to_s": max(w[1] for w in windows) if windows else None,

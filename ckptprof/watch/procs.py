@@ -118,6 +118,9 @@ class RankProcess:
     pid: int
     role: Role
     create_time: float  # psutil's: with the pid, tells a process from a later one that reuses the number
+    # Its parent when found: the process that reaps it, into whose /proc/PID/io the kernel then adds its counters
+    # (watch recovers a rank's last reads from there when it ends between two samples).
+    ppid: int | None = None
 
     @property
     def label(self) -> str:
@@ -170,19 +173,23 @@ def discover(root_pid: int) -> Discovery:
             continue
         try:
             created = proc.create_time()
+            ppid: int | None = proc.ppid()
         except (psutil.Error, OSError):
             continue
         found.engine = found.engine or role.engine
         if role.kind == "rank":
-            found.ranks.append(RankProcess(proc.pid, role, created))
+            found.ranks.append(RankProcess(proc.pid, role, created, ppid))
         elif role.kind == "engine-core":
-            engine_cores.append(RankProcess(proc.pid, role, created))
+            engine_cores.append(RankProcess(proc.pid, role, created, ppid))
         else:
             found.helpers.append((proc.pid, role))
     if not found.ranks and engine_cores:
         found.ranks = [
             RankProcess(
-                p.pid, Role("vllm", "rank", p.role.title, 0, (*p.role.parts, ("TP", 0))), p.create_time
+                p.pid,
+                Role("vllm", "rank", p.role.title, 0, (*p.role.parts, ("TP", 0))),
+                p.create_time,
+                p.ppid,
             )
             for p in engine_cores
         ]

@@ -17,6 +17,7 @@ from ckptprof.version import __version__
 from ckptprof.watch.counters import ProcCounters
 from ckptprof.watch.gpu import GpuTracker
 from ckptprof.watch.procs import RankProcess
+from ckptprof.watch.reaped import Recovered
 from ckptprof.watch.residency import ModelTrack
 from ckptprof.watch.stacks import CLASSES as STACK_CLASSES
 from ckptprof.watch.stacks import RankStacks
@@ -51,6 +52,10 @@ class RankTrack:
     gone_s: float | None = None  # seconds after watch began when it was found gone
     io_note: str | None = None
     stacks: RankStacks | None = None  # with --py-spy
+    # How its end was seen: "zombie" (its final counters read before its parent reaped it), "reaped" (gone
+    # between two samples: what it read after the last one is lost, unless recovered from its parent)
+    end_seen: str | None = None
+    recovered: Recovered | None = None  # its last reads, recovered from its parent's /proc/PID/io at its reap
 
     @property
     def label(self) -> str:
@@ -59,6 +64,15 @@ class RankTrack:
     def add(self, counters: ProcCounters) -> None:
         self.samples.append(counters)
         self.last = counters
+
+    def recovered_read_bytes(self) -> int:
+        return 0 if self.recovered is None else self.recovered.read_bytes
+
+    def read_bytes_total(self) -> int | None:
+        """Bytes fetched from storage since it started: at the last look, plus what was recovered from its
+        parent after it."""
+        last = self.last.read_bytes
+        return None if last is None else last + self.recovered_read_bytes()
 
     def delta(self, name: str) -> float | None:
         """How much a counter grew while watched (``read_bytes``, ``syscr``, ``major_faults``, ...)."""
@@ -109,13 +123,21 @@ class WatchRecord:
         return sum(m.total_bytes for m in self.models)
 
     def storage_bytes_watched(self) -> int | None:
+        """Their growth while watched, with what was recovered from parents at the ranks' reaps."""
         deltas = [r.delta("read_bytes") for r in self.ranks]
-        return None if not deltas or any(d is None for d in deltas) else int(sum(d or 0 for d in deltas))
+        if not deltas or any(d is None for d in deltas):
+            return None
+        return int(sum(d or 0 for d in deltas)) + self.storage_bytes_recovered()
 
     def storage_bytes_total(self) -> int | None:
-        """What the ranks had fetched from storage since they started, before watch saw them included."""
-        values = [r.last.read_bytes for r in self.ranks]
+        """What the ranks had fetched from storage since they started, before watch saw them included, with what
+        was recovered from parents at the ranks' reaps."""
+        values = [r.read_bytes_total() for r in self.ranks]
         return None if not values or any(v is None for v in values) else sum(v or 0 for v in values)
+
+    def storage_bytes_recovered(self) -> int:
+        """The part of both totals recovered from the ranks' parents (reads after watch's last look at a rank)."""
+        return sum(r.recovered_read_bytes() for r in self.ranks)
 
     def amplification(self) -> float | None:
         total, ckpt = self.storage_bytes_total(), self.checkpoint_bytes()
@@ -148,6 +170,7 @@ class WatchRecord:
                 "resident_bytes_end": sum(m.resident_bytes for m in self.models),
                 "storage_bytes_while_watched": self.storage_bytes_watched(),
                 "storage_bytes_since_rank_start": self.storage_bytes_total(),
+                "storage_bytes_recovered_from_parents": self.storage_bytes_recovered(),
                 "read_amplification": None if amplification is None else round(amplification, 3),
             },
             "models": [_model_dict(m) for m in self.models],
@@ -201,6 +224,8 @@ def _rank_dict(r: RankTrack, gpu: GpuTracker | None = None) -> dict[str, Any]:
         "gpu_peak_bytes": None if gpu is None else gpu.peak_by_pid.get(r.rank.pid),
         "state_shares": r.state_shares(),
         "io_note": r.io_note,
+        "end_seen": r.end_seen,
+        "recovered_from_parent": None if r.recovered is None else _recovered_dict(r.recovered),
         "stacks": None
         if r.stacks is None
         else {
@@ -226,6 +251,18 @@ def _rank_dict(r: RankTrack, gpu: GpuTracker | None = None) -> dict[str, Any]:
             ]
             for s in r.samples
         ],
+    }
+
+
+def _recovered_dict(x: Recovered) -> dict[str, Any]:
+    return {
+        "parent_pid": x.parent_pid,
+        "read_bytes": x.read_bytes,
+        "syscr": x.syscr,
+        "split": x.split,
+        "ended_with": list(x.ended_with),
+        "parent_unexplained_read_bytes": x.parent_unexplained_read_bytes,
+        "interval_s": [x.from_s, x.to_s],
     }
 
 

@@ -201,6 +201,10 @@ def stacks_cell(stacks: dict[str, Any] | None) -> str:
     )
 
 
+def _plus(x: Any, extra: int) -> Any:
+    return None if x is None else int(x) + extra
+
+
 def rank_rows(doc: dict[str, Any]) -> list[list[str]]:
     with_stacks, with_gpu = _with_stacks(doc), _with_gpu(doc)
     rows = []
@@ -209,13 +213,15 @@ def rank_rows(doc: dict[str, Any]) -> list[list[str]]:
         span = _span_s(r, doc)
         last = r.get("at_last_sight") or {}
         watched = r.get("while_watched") or {}
+        # its reads after watch's last look, recovered from its parent at its reap (a note says so)
+        recovered = int((r.get("recovered_from_parent") or {}).get("read_bytes") or 0)
         rows.append(
             [
                 str(r.get("label")),
                 str(r.get("pid")),
                 str(r.get("status")) + (f" at {r['gone_s']:.1f} s" if r.get("gone_s") is not None else ""),
-                _b(last.get("read_bytes")),
-                _b(watched.get("read_bytes")),
+                _b(_plus(last.get("read_bytes"), recovered)),
+                _b(_plus(watched.get("read_bytes"), recovered)),
                 str(last.get("major_faults", "-")),
                 "-" if cpu is None else f"{cpu:.2f}",
                 "-" if cpu is None or span <= 0 else f"{100 * cpu / span:.0f}%",

@@ -25,6 +25,7 @@ from ckptprof.watch.cmdline import ModelArg, model_args
 from ckptprof.watch.counters import ProcessReader
 from ckptprof.watch.gpu import GpuTracker, choose
 from ckptprof.watch.logfeed import FileFollower, LogFeed
+from ckptprof.watch.reaped import ParentWatch, Recovered
 from ckptprof.watch.record import RankTrack, WatchRecord
 from ckptprof.watch.residency import ResidencyTracker
 from ckptprof.watch.stacks import RankStacks, StackSampler
@@ -103,6 +104,9 @@ class Watcher:
         self._t0 = clock()
         self._readers: dict[int, ProcessReader] = {}
         self._tracks: dict[int, RankTrack] = {}
+        # The ranks' parents, read around each sample: a rank reaped between two samples leaves its last reads in
+        # its parent's /proc/PID/io (reaped.py)
+        self._parents: dict[int, ParentWatch] = {}
         self._pumps: list[threading.Thread] = []
         self._follower: FileFollower | None = None
         self.residency = ResidencyTracker()
@@ -221,30 +225,71 @@ class Watcher:
             first = reader.read(self._clock())
             if first is None:
                 continue
-            self._readers[rank.pid] = reader
             track = RankTrack(rank, round(self.elapsed(), 3), first, first, [first], io_note=reader.io_error)
+            if first.exited:  # found as a zombie: its final counters, and nothing more to sample
+                track.gone_s, track.end_seen = track.first_seen_s, "zombie"
+            else:
+                self._readers[rank.pid] = reader
             if self.stacks is not None:
                 track.stacks = self.stacks.stacks.setdefault(rank.pid, RankStacks())
             self._tracks[rank.pid] = track
+            if rank.ppid is not None and reader.io_error is None:
+                if rank.ppid not in self._parents:
+                    self._parents[rank.ppid] = ParentWatch(rank.ppid)
+                    self._parents[rank.ppid].before(self._clock())  # the first window starts here
+                self._parents[rank.ppid].add_rank(rank.pid, first)
             self.record.ranks.append(track)
             if reader.io_error and reader.io_error not in self.record.notes:
                 self.record.notes.append(reader.io_error)
 
     def _sample(self) -> None:
+        # The parents before the ranks: a rank read below was not reaped yet when its parent was read here
+        for watched in self._parents.values():
+            watched.before(self._clock())
         for pid, reader in list(self._readers.items()):
             track = self._tracks[pid]
             if len(track.samples) == 1 and self._clock() - track.first.at < FIRST_RANK_POLL_S:
                 continue  # read a moment ago, when it was found
             counters = reader.read(self._clock())
+            ppid = track.rank.ppid
+            parent: ParentWatch | None = None if ppid is None else self._parents.get(ppid)
             if counters is None:
-                track.gone_s = round(self.elapsed(), 3)
+                track.gone_s, track.end_seen = round(self.elapsed(), 3), "reaped"
                 del self._readers[pid]
-            else:
-                track.add(counters)
+                if parent is not None:
+                    parent.rank_gone(pid)
+                continue
+            track.add(counters)
+            if counters.exited:  # a zombie: its final counters (its state "waiting": to be reaped)
+                track.gone_s, track.end_seen = round(self.elapsed(), 3), "zombie"
+                del self._readers[pid]
+            if parent is not None:
+                parent.rank_seen(pid, counters)
+        # ... and after them, where one ended: its reap is inside the parent's window
+        for pp, watched in list(self._parents.items()):
+            for pid, recovered in watched.after(self._clock(), self._t0).items():
+                self._recovered(self._tracks[pid], recovered)
+            if not watched.has_ranks():
+                del self._parents[pp]
         self._alive = tuple(self._readers)
         self.residency.sample(self.elapsed())
         if self.record.gpu is not None:
             self.record.gpu.sample(self.elapsed())
+
+    def _recovered(self, track: RankTrack, recovered: Recovered) -> None:
+        track.recovered = recovered
+        also = (
+            f", split {recovered.split} with pid(s) {', '.join(map(str, recovered.ended_with))} that ended in the "
+            "same interval"
+            if recovered.ended_with
+            else ""
+        )
+        self.record.notes.append(
+            f"{track.label} (pid {track.rank.pid}) ended between two samples ({recovered.from_s:.1f}-"
+            f"{recovered.to_s:.1f} s): {human_bytes(recovered.read_bytes)} and {recovered.syscr} read calls it made "
+            f"after watch's last look were recovered from its parent (pid {recovered.parent_pid}), whose "
+            "/proc/PID/io the kernel adds a child's counters to when it reaps it" + also
+        )
 
     def _log_words(self) -> tuple[str | None, str | None]:
         """(the log's state, a few words on it) when there is a log."""
@@ -283,6 +328,10 @@ class Watcher:
                     )
                     next_discovery = self.elapsed() + (REDISCOVER_S if settled else 0.0)
                 self._sample()
+                if not self._readers and self.record.ranks:
+                    # Every rank found has ended: the next ones are looked for from the next sample on, not after a
+                    # settled REDISCOVER_S (a faithful pass started then and ended inside it went unseen)
+                    next_discovery = min(next_discovery, self.elapsed())
                 state, words = self._log_words()
                 if self.screen is not None and self.elapsed() >= next_draw:
                     self.screen.draw(lines(self.record, self.elapsed(), words))
@@ -429,7 +478,7 @@ def findings(record: WatchRecord) -> list[str]:
         if r.gone_s is not None and r.gone_s < max(ends) - EARLY_END_S and r.rank.role.engine != "ckptprof"
     ]
     for r in early:
-        read = r.last.read_bytes
+        read = r.read_bytes_total()
         out.append(
             f"{r.label} (pid {r.rank.pid}) ended at {r.gone_s:.1f} s while the server went on"
             + (f", after reading {human_bytes(read)} from storage" if read is not None else "")

@@ -239,3 +239,14 @@ def test_rank_processes_are_found_in_each_engines_process_tree(
     assert [(r.role.engine, r.label) for r in found.ranks] == expected
     assert sorted(role.title for _, role in found.helpers) == helpers
     assert found.engine == expected[0][0]
+
+
+def test_a_rank_is_found_with_its_parent_the_process_that_reaps_it() -> None:
+    # watch recovers a rank's last reads from its parent's /proc/PID/io at its reap (watch/reaped.py)
+    tree = _tree("(exec -a sglang::scheduler_TP0 sleep 30) & wait")
+    try:
+        found = _discover_when(tree.pid, 1, 0)
+    finally:
+        os.killpg(tree.pid, 9)
+        tree.wait()
+    assert [(r.label, r.ppid) for r in found.ranks] == [("TP0", tree.pid)]
