@@ -34,9 +34,10 @@ def test_watch_follows_a_ckptprof_run_and_agrees_with_its_session(tmp_path: Path
     cold = droppable(tmp_path)
     # WHEN ckptprof run loads it at TP2 under ckptprof watch
     run_dir, watch_dir = tmp_path / "run", tmp_path / "watch"
-    # No rank is made to linger: one that loads and exits within one 0.1 s interval leaves its last reads in its
-    # parent's /proc/PID/io when the run reaps it, and watch recovers them from there (watch/reaped.py)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # Each rank lingers a second after each shard it reports (the tests' CKPTPROF_FAULT_DELAY_S): a 12 MB rank
+    # loads and exits within one 0.1 s interval otherwise, and its /proc/PID/io is gone before watch reads it
+    # again (watch saw 0 B of a rank's 16.8 MB in 1 of 4 runs on the busy 2-core VM).
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CKPTPROF_FAULT_DELAY_S": "1"}
     command = [sys.executable, "-m", "ckptprof", "watch", "-o", str(watch_dir), "--interval", "0.1", "--"]
     command += [sys.executable, "-m", "ckptprof", "run", str(ckpt), "--tp", "2", "--devices", "cpu"]
     command += ["--cache", "cold" if cold else "warm", "--faithful", "--no-probe", "-q", "-o", str(run_dir)]
