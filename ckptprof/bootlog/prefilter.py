@@ -7,8 +7,6 @@ moves the log's clock at most.
 
 from __future__ import annotations
 
-import re
-
 from ckptprof.bootlog.failures import FAILURE_NEEDLES, FRAME_NEEDLE, HELPER_FRAMES
 from ckptprof.bootlog.parse import needle_pattern
 from ckptprof.bootlog.reading import ENGINES
@@ -44,7 +42,8 @@ ENGINE_FRAME_RE = needle_pattern(path for engine in ENGINES for path in engine.m
 
 
 def rare_line_starts(block: bytes) -> list[int]:
-    """Where the lines holding a rare needle start, last first (the reader pops them in order)."""
+    """Where the lines holding a rare needle start, last first: BootLogAnalyzer.feed_block pops them in order, taking
+    whichever comes first of these and the next CANDIDATE_RE match's line."""
     starts: set[int] = set()
     for needle in _RARE_NEEDLES:
         at = block.find(needle)
@@ -52,28 +51,3 @@ def rare_line_starts(block: bytes) -> list[int]:
             starts.add(block.rfind(b"\n", 0, at) + 1)
             at = block.find(needle, at + len(needle))
     return sorted(starts, reverse=True)
-
-
-def next_line(block: bytes, pos: int, rare: list[int]) -> tuple[int, int, re.Match[bytes] | None] | None:
-    """The next line at or after ``pos`` that holds a needle: where it starts, where its first needle ends, and
-    the match when a capitalised needle found it (None when a rare needle did); None when no line is left.
-
-    ``rare`` is rare_line_starts' list for the block: the starts passed are popped from it, so a block is read
-    with one list, front to back."""
-    match = CANDIDATE_RE.search(block, pos)
-    if match is not None:
-        hit_start, hit_end = match.span()
-        # Never before ``pos``: a run of bar frames may have ended inside this physical line.
-        start = block.rfind(b"\n", 0, hit_start) + 1
-        if start < pos:
-            start = pos
-    else:
-        start = hit_end = len(block)
-    while rare and rare[-1] < pos:
-        rare.pop()
-    if rare and rare[-1] < start:
-        rare_start = rare.pop()
-        return rare_start, rare_start, None
-    if match is None:
-        return None
-    return start, hit_end, match
