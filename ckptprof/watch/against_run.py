@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ckptprof.units import human_bytes
+from ckptprof.watch.session_file import was_full
 
 MEASURES = (
     "watch read: bytes the kernel fetched from storage for the rank (/proc/PID/io read_bytes, since it started; a "
@@ -152,6 +153,7 @@ def compare(watch: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
         )
     shards = [s for m in watch.get("models") or [] for s in m.get("shards") or []]
     full = [s for s in shards if s.get("bytes") and s.get("resident_at_end", 0) >= s["bytes"]]
+    whole_once = [s for s in shards if was_full(s)]
     fills = [_last_fill(s) for s in shards]
     firsts = [f[0] for f in fills if f is not None]
     fulls = [f[1] for f in fills if f is not None]
@@ -168,6 +170,7 @@ def compare(watch: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
         "run_storage_bytes": run_storage,
         "shards": len(shards),
         "shards_resident_at_end": len(full),
+        "shards_full_while_watched": len(whole_once),
         "resident_bytes_start": totals.get("resident_bytes_start"),
         "resident_bytes_end": totals.get("resident_bytes_end"),
         "residency_from_s": min(firsts) if firsts else None,
@@ -218,7 +221,8 @@ def table(c: dict[str, Any]) -> str:
         f"checkpoint {_b(c['checkpoint_bytes'])}; run cache={c['run_cache']}; watch interval {c['watch_interval_s']} s",
         f"all ranks: watch read {_b(c['watch_read_bytes'])} from storage; run storage {_b(c['run_storage_bytes'])}, "
         f"run loaded {_b(c['run_loaded_bytes'])}",
-        f"shards resident at the end: {c['shards_resident_at_end']}/{c['shards']} "
+        f"shards whole in page cache while watched: {c.get('shards_full_while_watched', '-')}/{c['shards']}, "
+        f"at the end: {c['shards_resident_at_end']}/{c['shards']} "
         f"({_b(c['resident_bytes_start'])} resident when watch began, {_b(c['resident_bytes_end'])} at the end); "
         f"residency grew from {_s(c['residency_from_s'])} s"
         + (

@@ -25,6 +25,15 @@ STATE_ORDER = ("storage", "page_cache", "cpu", "waiting")
 CLOSE_SHARE = 0.1
 
 
+def was_full(shard: dict[str, Any]) -> bool:
+    """Whether a shard of a watch session was whole in the page cache at some sample, at the start included. Not the
+    same as at the end: a kernel that reclaims idle page cache proactively (DAMON's pageout scheme on the
+    Firecracker VMs here, seconds after a read, with gigabytes free) takes pages of a loaded shard back before
+    watch's last sample."""
+    size = shard.get("bytes") or 0
+    return bool(size) and max((b for _, b in shard.get("points") or []), default=0) >= size
+
+
 def session_path(path: str | Path) -> Path:
     """A watch's output folder or its session.json."""
     p = Path(path)

@@ -23,6 +23,7 @@ from ckptprof.checkpoint import fs
 from ckptprof.checkpoint.synth import synthesize
 from ckptprof.units import human_bytes
 from ckptprof.watch.gpu import gpu_present
+from ckptprof.watch.session_file import was_full
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).resolve().parent / "test_watch_standin.py"
@@ -91,7 +92,7 @@ def assert_loaded_everything(data: dict[str, Any], ckpt: Path, from_start: bool)
     assert model["path"] == str(ckpt) and model["from"] == "--model-path"
     assert len(model["shards"]) == 8
     for shard in model["shards"]:
-        assert shard["resident_at_end"] == shard["bytes"]
+        assert was_full(shard)
         if from_start:
             assert shard["resident_at_start"] == 0
             assert shard["full_s"] is not None and shard["full_s"] > 0
@@ -176,7 +177,7 @@ def test_a_rank_that_dies_mid_load_is_named(ckpt: Path, tmp_path: Path) -> None:
     assert tp1["at_last_sight"]["read_bytes"] < 0.8 * rank_shard_bytes(ckpt, 1)
     assert tp0["at_last_sight"]["read_bytes"] >= 0.9 * rank_shard_bytes(ckpt, 0)
     assert any(note.startswith(f"TP1 (pid {tp1['pid']}) ended at") for note in data["notes"])
-    resident = [s["resident_at_end"] == s["bytes"] for s in data["models"][0]["shards"]]
+    resident = [was_full(s) for s in data["models"][0]["shards"]]
     assert resident[0::2] == [True] * 4 and resident[1::2].count(False) >= 1
 
 
@@ -291,7 +292,7 @@ def test_a_log_file_given_with_pid_ends_the_watch_at_ready(ckpt: Path, tmp_path:
     assert data["log"]["source"] == str(log) and data["log"]["report"]["state"] == "ready"
     assert [p["name"] for p in data["log"]["report"]["phases"]][:1] == ["load-weights"]
     assert all(r["status"] == "running" for r in data["ranks"])
-    assert all(s["resident_at_end"] == s["bytes"] for s in data["models"][0]["shards"])
+    assert all(was_full(s) for s in data["models"][0]["shards"])
 
 
 def test_the_servers_output_passes_through_in_whole_lines(tmp_path: Path) -> None:

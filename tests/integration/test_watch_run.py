@@ -14,6 +14,7 @@ from pathlib import Path
 from ckptprof.checkpoint import fs
 from ckptprof.checkpoint.synth import synthesize
 from ckptprof.watch.against_run import compare, table
+from ckptprof.watch.session_file import was_full
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -61,7 +62,7 @@ def test_watch_follows_a_ckptprof_run_and_agrees_with_its_session(tmp_path: Path
     assert [(m["role"], m["path"], m["from"]) for m in watch["models"]] == [
         ("target", str(ckpt), "run TARGET")
     ]
-    assert all(s["resident_at_end"] == s["bytes"] for s in watch["models"][0]["shards"])
+    assert all(was_full(s) for s in watch["models"][0]["shards"])
     # AND no finding calls the ranks' normal end (before the run writes its report) an early death
     assert not [n for n in watch["notes"] if "while the server went on" in n]
 
@@ -69,7 +70,7 @@ def test_watch_follows_a_ckptprof_run_and_agrees_with_its_session(tmp_path: Path
     assert [row["watch"]["matched_by"] for row in c["ranks"]] == ["pid", "pid"]
     assert all(row["watch_faithful"]["pids"][0] not in run_pids for row in c["ranks"])
     assert c["unmatched_watch_ranks"] == []
-    assert c["shards_resident_at_end"] == c["shards"] == 4
+    assert c["shards_full_while_watched"] == c["shards"] == 4
     if cold:
         # AND cold, each rank's bytes from storage in the decomposed pass as watch saw them are the run's own count
         # for that rank (a page is charged to the rank that faulted it first), together the checkpoint once at
@@ -88,7 +89,7 @@ def test_watch_follows_a_ckptprof_run_and_agrees_with_its_session(tmp_path: Path
     shown = subprocess.run(main, env=env, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert out.read_text() == shown.stdout == table(c)
-    assert "shards resident at the end: 4/4" in shown.stdout
+    assert "shards whole in page cache while watched: 4/4" in shown.stdout
     # AND ckptprof compare holds the two folders side by side with the same table, in either order
     for pair in ((watch_dir, run_dir), (run_dir, watch_dir)):
         cmp = [sys.executable, "-m", "ckptprof", "compare", *map(str, pair)]
