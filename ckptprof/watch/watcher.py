@@ -19,6 +19,7 @@ from typing import IO, TextIO
 
 import psutil
 
+from ckptprof.bootlog.report import ProgressReport
 from ckptprof.units import human_bytes
 from ckptprof.watch import procs
 from ckptprof.watch.cmdline import ModelArg, model_args
@@ -291,16 +292,16 @@ class Watcher:
             "/proc/PID/io the kernel adds a child's counters to when it reaps it" + also
         )
 
-    def _log_words(self) -> tuple[str | None, str | None]:
-        """(the log's state, a few words on it) when there is a log."""
+    def _log_words(self) -> tuple[str | None, str | None, list[ProgressReport]]:
+        """(the log's state, a few words on it, its progress bars so far) when there is a log."""
         if self.log is None:
-            return None, None
+            return None, None, []
         report = self.log.report()
         if not report.phases and report.state == "starting":
-            return report.state, None
-        bars = [f"{b.model + ' ' if b.model else ''}{b.done}/{b.total}" for b in report.progress[-2:]]
-        words = report.state + (f" ({', '.join(bars)} shards)" if bars else "")
-        return report.state, words
+            return report.state, None, list(report.progress)
+        shown = [f"{b.model + ' ' if b.model else ''}{b.done}/{b.total}" for b in report.progress[-2:]]
+        words = report.state + (f" ({', '.join(shown)} shards)" if shown else "")
+        return report.state, words, list(report.progress)
 
     def run(self) -> WatchRecord:
         """Watch until the end; KeyboardInterrupt (Ctrl-C, SIGTERM) ends it too, with end_reason 'interrupted'."""
@@ -332,9 +333,9 @@ class Watcher:
                     # Every rank found has ended: the next ones are looked for from the next sample on, not after a
                     # settled REDISCOVER_S (a faithful pass started then and ended inside it went unseen)
                     next_discovery = min(next_discovery, self.elapsed())
-                state, words = self._log_words()
+                state, words, bars = self._log_words()
                 if self.screen is not None and self.elapsed() >= next_draw:
-                    self.screen.draw(lines(self.record, self.elapsed(), words))
+                    self.screen.draw(lines(self.record, self.elapsed(), words, bars))
                     next_draw = self.elapsed() + self.interval_s
                 if not self.target.alive():
                     self.record.end_reason = "exited"
@@ -383,8 +384,8 @@ class Watcher:
         if self.record.gpu is not None:
             self.record.gpu.close()
         if self.screen is not None:
-            _, words = self._log_words()
-            self.screen.draw(lines(self.record, self.elapsed(), words), force=True)
+            _, words, bars = self._log_words()
+            self.screen.draw(lines(self.record, self.elapsed(), words, bars), force=True)
             self.screen.finish()
 
     # -- after the session: a server watch started keeps running --------------------------------------------------

@@ -110,6 +110,8 @@ def test_a_server_started_under_watch_is_followed_from_its_first_instant(ckpt: P
     assert "  TP0  " in done.stdout and "  TP1  " in done.stdout
     assert f"session: {out / 'session.json'}" in done.stdout
     assert f"ckptprof report {out} renders it" in done.stdout
+    # the model's progress from the log's bar (rank 0's 4 shards), in the last view drawn
+    assert "load 100% by the log (4/4 shards)" in done.stdout
     data = session(out)
     assert (
         data["end_reason"] == "ready"

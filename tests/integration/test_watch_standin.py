@@ -57,6 +57,15 @@ def child(title: str, rank: int, tp: int, ckpt: Path, delay_s: float, die: bool,
             for name in f.keys():  # noqa: SIM118 - safe_open's handle is not a dict
                 total += int(f.get_tensor(name).sum() != 0.5)  # touch every page of the tensor
                 time.sleep(delay_s)
+        if (
+            rank == 0
+        ):  # SGLang's tqdm bar, drawn by rank 0 only, one frame per shard (the form of its real logs)
+            n = len(mine)
+            print(
+                f"Loading safetensors checkpoint shards: {100 * (k + 1) // n:3d}% Completed | {k + 1}/{n} "
+                "[00:00<00:00,  1.00it/s]",
+                flush=True,
+            )
     print(f"[{_stamp()} TP{rank}] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16", flush=True)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     signal.sigwait({signal.SIGTERM})  # "serving" until the launcher stops it
