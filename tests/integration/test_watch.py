@@ -242,7 +242,9 @@ def test_a_server_already_past_loading_is_said_to_be(ckpt: Path, tmp_path: Path)
     assert done.returncode == 0, done.stderr
     data = session(out)
     assert data["end_reason"] == "timeout"
-    assert data["totals"]["resident_bytes_start"] == data["totals"]["checkpoint_bytes"]
+    # every shard in the page cache when watch attached, as the finding's own rule reads it (99%: a kernel that
+    # reclaims idle page cache proactively, DAMON's pageout here, may have taken a few pages back since the load)
+    assert data["totals"]["resident_bytes_start"] >= 0.99 * data["totals"]["checkpoint_bytes"]
     for rank, r in enumerate(data["ranks"]):
         assert r["while_watched"]["read_bytes"] == 0
         assert r["at_first_sight"]["read_bytes"] >= 0.9 * rank_shard_bytes(ckpt, rank)

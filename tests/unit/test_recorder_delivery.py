@@ -89,14 +89,22 @@ def test_the_parent_reads_a_rank_batch_as_the_shards_it_holds() -> None:
 
     # GIVEN a rank's faithful pass reporting three closed shards as one batch (it then stalls: no result)
     shards = [ShardTiming(file=f"{n}.safetensors", start_s=i * 0.1, wall_s=0.05) for i, n in enumerate("abc")]
-    batch = [("target", shard_dict(shards[0])), ("target", shard_dict(shards[1])), ("draft", shard_dict(shards[2]))]
+    batch = [
+        ("target", shard_dict(shards[0])),
+        ("target", shard_dict(shards[1])),
+        ("draft", shard_dict(shards[2])),
+    ]
     plan = ReplayPlan.from_dict({"models": [], "tp": 2})
     seen: list[tuple[int, str, str]] = []
     collector = _Collector(plan, lambda rank, role, t: seen.append((rank, role, t.file)))
     # WHEN the parent drains its queue
     collector.drain(Queue([("shards", 1, batch)]), 0.5)
     # THEN each shard counts as a reported one, under its model, and moves the progress bar
-    assert seen == [(1, "target", "a.safetensors"), (1, "target", "b.safetensors"), (1, "draft", "c.safetensors")]
+    assert seen == [
+        (1, "target", "a.safetensors"),
+        (1, "target", "b.safetensors"),
+        (1, "draft", "c.safetensors"),
+    ]
     models = collector.partial[1]
     assert [(m.role, [s.file for s in m.shards]) for m in models] == [
         ("target", ["a.safetensors", "b.safetensors"]),

@@ -47,14 +47,22 @@ def test_an_unnamed_bar_is_the_only_model_s_and_no_one_s_beside_a_draft() -> Non
 
 def test_without_a_bar_the_page_cache_counts_only_what_was_not_cached_when_watch_began() -> None:
     # GIVEN shards of 100 MB: one cached before watch began, one half read since, one untouched
-    m = _model("target", [(100 * MB, 100 * MB, 100 * MB), (100 * MB, 0, 50 * MB), (100 * MB, 20 * MB, 20 * MB)])
+    m = _model(
+        "target", [(100 * MB, 100 * MB, 100 * MB), (100 * MB, 0, 50 * MB), (100 * MB, 20 * MB, 20 * MB)]
+    )
     # THEN 50 MB of the 180 MB not cached at the start have come in: 28%, a lower bound
-    assert model_progress(m) == "load >= 28% by page cache (50.00 MB of the 180.00 MB not cached when watch began)"
+    assert (
+        model_progress(m)
+        == "load >= 28% by page cache (50.00 MB of the 180.00 MB not cached when watch began)"
+    )
     assert model_line(m).endswith(model_progress(m))
 
 
 def test_a_load_whose_bytes_were_cached_before_watch_began_has_no_figure() -> None:
     m = _model("draft", [(100 * MB, 100 * MB, 100 * MB)])
-    assert model_progress(m) == "load progress unknown: in page cache before watch began, and the log shows no bar"
+    assert (
+        model_progress(m)
+        == "load progress unknown: in page cache before watch began, and the log shows no bar"
+    )
     m.reliable = False
     assert "not visible to this user" in model_progress(m)
