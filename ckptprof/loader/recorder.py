@@ -486,7 +486,7 @@ class WallOnlyRecorder(Recorder):
     parent's queue, whose feeder thread wakes to pickle it. Both threads take the GIL from the loading thread while
     they work: on the loading thread, once per shard, that took a third of the faithful pass's excess over a plain
     loop; from a thread every 0.1 s, one message per shard, the pass was still 1.07-1.14x the plain loop warm at TP8
-    on one H200, and 0.99x with no delivery inside the wall (reports/h200/2026-12-03-h200-faithful-overhead-ablate).
+    on one H200, and 0.99x with no delivery inside the wall (reports/h200/2026-12-03-h200-faithful-overhead-batched).
     The parent still hears of every shard within the interval, a stalled rank's included, and of all of them before
     the rank's result.
     """
