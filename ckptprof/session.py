@@ -191,6 +191,11 @@ class RankResult:
     peak_rss_bytes: Count = 0
     # resident set when the load started (after set-up: context, parameters, rings)
     rss_before_load_bytes: Count = 0
+    # what the rank process had read from block storage when its load started (/proc/self/io: the interpreter,
+    # imports, the engine's import): a watcher outside sees these besides the checkpoint. None: no /proc/self/io.
+    read_bytes_before_load: Count | None = None
+    # the same for the first faithful pass's rank process (a process of its own, that imported the engine)
+    faithful_read_bytes_before_load: Count | None = None
     # peak resident set during the load alone (VmHWM reset at its start); 0: unknown
     load_peak_rss_bytes: Count = 0
     param_bytes: Count = 0  # bytes of parameters allocated on the device at per-rank shapes

@@ -129,6 +129,7 @@ def replay_rank(
         if wait_for_all is not None:
             wait_for_all()  # like SGLang's TP workers, every rank starts reading at the same moment
         result.rss_before_load_bytes = memory.current_rss_bytes()
+        result.read_bytes_before_load = _storage_read_bytes(proc)
         peak_resettable = memory.reset_peak_rss()
         _timed_load(plan, ctx, recorder, strategies, result, disks)
         if peak_resettable:  # read before --verify's digests copy parameters to the host
@@ -157,6 +158,14 @@ def replay_rank(
         # ru_maxrss is in KiB on Linux.
         result.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return result
+
+
+def _storage_read_bytes(proc: psutil.Process) -> int | None:
+    """What this process has read from block storage so far (/proc/self/io); None where the kernel hides it."""
+    try:
+        return int(proc.io_counters().read_bytes)
+    except (OSError, AttributeError, psutil.Error):  # no /proc/self/io in some containers
+        return None
 
 
 def _copy_timer(device: torch.device) -> Any:

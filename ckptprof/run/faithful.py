@@ -80,6 +80,7 @@ class FaithfulTally:
             first = self.engine.get(r.rank)
             if first is not None:
                 r.engine_import_s, r.engine_output = first.engine_import_s, first.engine_output
+                r.faithful_read_bytes_before_load = first.read_bytes_before_load
             for m in r.models:
                 self._write_model(m, (r.rank, m.role), rounds)
 

@@ -33,7 +33,9 @@ MEASURES = (
     "page is charged to the rank that faulted it in first, a warm load reads ~0)",
     "run loaded: the shard bytes the rank loaded; run storage: the rank's own count of bytes fetched from storage, "
     "read from the same kernel counter inside the rank around each shard (so agreement shows watch lost nothing "
-    "between its samples or at the rank's end; the independent check is the sum against the checkpoint's size)",
+    "between its samples or at the rank's end; the independent check is the sum against the checkpoint's size); "
+    "read_bytes_before_load: what the rank process had read before its load began (interpreter, imports, the "
+    "engine's import), which watch counts and the run's storage does not",
     "watch window: from the last sample before read_bytes grew to the first at its final value (quantised by the "
     "interval); run wall: the rank's load wall measured inside it (decomposed; faithful beside it when it ran)",
 )
@@ -95,6 +97,9 @@ def _run_rank(rank: dict[str, Any]) -> dict[str, Any]:
         else None,
         "wall_s": rank.get("wall_s"),
         "faithful_wall_s": sum(faithful_walls) if faithful_walls else None,
+        # what each pass's process had read before its load (imports, the engine's): in watch's count, not the run's
+        "read_bytes_before_load": rank.get("read_bytes_before_load"),
+        "faithful_read_bytes_before_load": rank.get("faithful_read_bytes_before_load"),
     }
 
 
