@@ -261,7 +261,7 @@ def test_the_faithful_multithread_pass_books_each_threads_work_in_one_call_and_n
     monkeypatch.setattr(fs, "resident_bytes", counted)
     _PhaseCounting.phases = _PhaseCounting.shard_blocks = 0
     _PhaseCounting.bookings = []
-    rec = _PhaseCounting(copy_timer=HostCopyTimer(), counters=_GrowingCounters())
+    rec = _PhaseCounting(copy_timer=HostCopyTimer(), counters=_GrowingCounters())  # type: ignore[arg-type]
     # WHEN it loads the checkpoint
     model, loaded = _faithful_load(small_draft, "sglang-mt", rec)
     # THEN no phase or shard block at all (before: one of each for the pool's open, one shard block for the copies;
