@@ -475,43 +475,6 @@ class Recorder:
             state.timing.h2d_bytes += h2d_bytes
             state.timing.tensors += tensors
 
-    def thread_counts(self) -> tuple[int, int]:
-        """The calling thread's (major faults, storage bytes) now: read before and after a stretch of work that
-        ``add_work`` books."""
-        return self._thread_counts()
-
-    def add_work(
-        self,
-        shard: ShardTiming,
-        stretch: Interval,
-        counts: tuple[tuple[int, int], tuple[int, int]],
-        nbytes: int = 0,
-        h2d_bytes: int = 0,
-        tensors: int = 0,
-    ) -> None:
-        """One thread's stretch of work on an open shard, booked in one locked step: what a ``use_shard`` block
-        around it would have booked (the stretch by this recorder's clock, the thread's name, the faults and storage
-        bytes between ``counts``' two ``thread_counts``) with what ``add_counts`` would have counted. For the
-        faithful multithreaded loop, whose pool task and copy loop each make this one call instead of a shard
-        block, a phase block and a counts call (each takes the GIL the other threads of the rank wait for)."""
-        (faults0, storage0), (faults1, storage1) = counts
-        began, ended = stretch
-        name = _thread_name()
-        with self._lock:
-            state = self._open.get(id(shard))
-            if state is None:
-                raise RuntimeError(f"work booked against shard {shard.file!r}, which is not open")
-            t = state.timing
-            t.bytes += nbytes
-            t.h2d_bytes += h2d_bytes
-            t.tensors += tensors
-            t.major_faults += faults1 - faults0
-            t.storage_bytes += max(0, storage1 - storage0)
-            state.threads.setdefault(name, None)
-            state.stretches.append((began, ended))
-            state.first = began if state.first is None else min(state.first, began)
-            state.last = ended if state.last is None else max(state.last, ended)
-
 
 class WallOnlyRecorder(Recorder):
     """For the faithful pass: SGLang's exact sequence, only shard walls measured, no per-phase clock reads.
@@ -545,20 +508,10 @@ class WallOnlyRecorder(Recorder):
         # Taken once per model, to start one deliverer however many threads close shards.
         self._starting = threading.Lock()
 
-    def start(self) -> None:
-        """The replay's start, and the delivery thread's before the caller's clock starts (the worker starts
-        its wall after this call): starting a thread inside the wall took ~1.3 ms of a warm TP8 rank's load on
-        the 2-core VM."""
-        super().start()
-        if self._delivers:
-            self._start_deliverer()
-
     def _deliver(self, role: str, timing: ShardTiming) -> None:
         self._pending.append((role, timing))
-        if self._deliverer is None:
-            self._start_deliverer()
-
-    def _start_deliverer(self) -> None:
+        if self._deliverer is not None:
+            return
         with self._starting:
             if self._deliverer is None:
                 self._stop.clear()

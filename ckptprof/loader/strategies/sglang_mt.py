@@ -9,9 +9,7 @@ there, one shard after another. Two variants, as SGLang releases differ:
 - ``sglang-mt-completed`` (older releases): every file submitted at once, consumed in completion order.
 
 Shards are opened explicitly: the pool thread records the open under "deserialize" against the shard, the rank's
-thread records faults and copies against the same shard, and the shard's wall spans its first to last event. The
-faithful pass records less (no phase is timed there): each thread books its stretch of the shard's work in one call
-(``Recorder.add_work``), so the pool's task is SGLang's open between two clock reads and two counter reads.
+thread records faults and copies against the same shard, and the shard's wall spans its first to last event.
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,14 +45,6 @@ class _Opened:
     timing: ShardTiming
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     error: BaseException | None = None
-
-
-def _open_all(path: str) -> dict[str, torch.Tensor]:
-    """SGLang's pool task: ``safe_open`` and ``get_tensor`` for every key. The views keep the mapping alive after
-    the handle closes, as SGLang's task relies on."""
-    with safe_open(path, framework="pt", device="cpu") as handle:
-        keys = list(handle.keys())
-        return {name: handle.get_tensor(name) for name in keys}
 
 
 class SGLangMultiThread(Strategy):
@@ -90,9 +81,8 @@ class SGLangMultiThread(Strategy):
     def _opened(
         self, pool: ThreadPoolExecutor, ctx: LoadContext, model: ModelPlan, rec: Recorder
     ) -> Iterator[_Opened]:
-        task = self._open if ctx.decompose or rec.times_phases else self._open_faithful
         if not self.in_order:
-            futures = [pool.submit(task, ctx, shard, rec) for shard in model.shards]
+            futures = [pool.submit(self._open, ctx, shard, rec) for shard in model.shards]
             for done in as_completed(futures):
                 yield done.result()
             return
@@ -100,14 +90,14 @@ class SGLangMultiThread(Strategy):
         window: deque[Future[_Opened]] = deque()
         pending = iter(model.shards)
         for shard in pending:
-            window.append(pool.submit(task, ctx, shard, rec))
+            window.append(pool.submit(self._open, ctx, shard, rec))
             if len(window) > self.num_threads:
                 break
         while window:
             yield window.popleft().result()
             nxt = next(pending, None)
             if nxt is not None:
-                window.append(pool.submit(task, ctx, nxt, rec))
+                window.append(pool.submit(self._open, ctx, nxt, rec))
 
     def _open(self, ctx: LoadContext, shard: ShardPlan, rec: Recorder) -> _Opened:
         """The pool task: ``safe_open`` + ``get_tensor`` for every key (no tensor bytes read yet)."""
@@ -123,32 +113,16 @@ class SGLangMultiThread(Strategy):
             opened.error = exc
         return opened
 
-    def _open_faithful(self, ctx: LoadContext, shard: ShardPlan, rec: Recorder) -> _Opened:
-        """The faithful pass's pool task: the shard's record opens, then SGLang's task alone between two clock
-        reads and two reads of the thread's counters, booked in one call. While warm the counters are one getrusage
-        each; the rank's thread, which copies, waits for the GIL whatever this thread does with it."""
-        missing = self._kept.nonresident(shard.path, shard.bytes)
-        timing = rec.open_shard(Path(shard.path).name, nonresident_bytes=missing)
-        opened = _Opened(timing=timing)
-        counts0 = rec.thread_counts()
-        began = rec.clock()
-        try:
-            if shard.error is not None:
-                raise UnreadableShard(shard.error)
-            opened.tensors = _open_all(shard.path)
-        except Exception as exc:
-            opened.error = exc
-        ended = rec.clock()
-        rec.add_work(timing, (began, ended), (counts0, rec.thread_counts()))
-        return opened
-
     @staticmethod
     def _open_views(ctx: LoadContext, shard: ShardPlan, rec: Recorder, opened: _Opened) -> None:
         if ctx.decompose:
             with rec.read(0):
                 read_header_region(shard.path)
-        with rec.deserialize():
-            opened.tensors = _open_all(shard.path)
+        with rec.deserialize(), ExitStack() as stack:
+            handle = stack.enter_context(safe_open(shard.path, framework="pt", device="cpu"))
+            # The views keep the mapping alive after the handle closes, as SGLang's task relies on.
+            keys = list(handle.keys())
+            opened.tensors = {name: handle.get_tensor(name) for name in keys}
 
     def _consume(self, ctx: LoadContext, role: str, opened: _Opened, rec: Recorder) -> None:
         """The rank's loop: narrow each tensor, fault its slice in, copy it into the parameter."""
@@ -156,15 +130,14 @@ class SGLangMultiThread(Strategy):
         if opened.error is not None:
             rec.close_shard(timing, opened.error)
             return
-        if not ctx.decompose and not rec.times_phases:
-            error = self._copy_wall_only(ctx, role, opened, rec)
-            rec.close_shard(timing, error)
-            return
         try:
             with rec.use_shard(timing):
-                for name, full in opened.tensors.items():
-                    replay_tensor(ctx, role, name, full, rec)
-                    del full
+                if not ctx.decompose and not rec.times_phases:
+                    self._copy_wall_only(ctx, role, opened, rec)
+                else:
+                    for name, full in opened.tensors.items():
+                        replay_tensor(ctx, role, name, full, rec)
+                        del full
         except Exception as exc:
             rec.close_shard(timing, exc)
             return
@@ -173,31 +146,21 @@ class SGLangMultiThread(Strategy):
         rec.close_shard(timing)
 
     @staticmethod
-    def _copy_wall_only(ctx: LoadContext, role: str, opened: _Opened, rec: Recorder) -> BaseException | None:
+    def _copy_wall_only(ctx: LoadContext, role: str, opened: _Opened, rec: Recorder) -> None:
         """The faithful pass's loop on the rank's thread: narrow and copy each tensor and nothing between them,
         as the single-thread path's ``_load_shard_wall_only`` (the wall-only recorder times no phase, so the
         per-tensor phase blocks of ``replay_tensor`` - four context managers and four locks a tensor - would only
-        add to the wall). Its stretch, counters, bytes and tensors are booked in one call once the views are
-        dropped, even when a copy fails (the failure is returned, for the shard's close)."""
+        add to the wall). The bytes and tensors are counted here and handed over once, even when a copy fails."""
         nbytes = h2d_bytes = tensors = 0
-        error: BaseException | None = None
-        counts0 = rec.thread_counts()
-        began = rec.clock()
         try:
             for name, full in opened.tensors.items():
                 src = ctx.narrow(role, name, full)
                 if src is not None:
                     nbytes += full.numel() * full.element_size()
                     h2d_bytes += src.numel() * src.element_size()
-                    copy_began = rec.copy_began()
+                    began = rec.copy_began()
                     ctx.copy(role, name, src)
-                    rec.copy_ended(copy_began)
+                    rec.copy_ended(began)
                 tensors += 1
-        except Exception as exc:
-            error = exc
         finally:
-            opened.tensors.clear()  # drop the views (and with the last one, the mapping) before the next file
-            ended = rec.clock()
-            counts = (counts0, rec.thread_counts())
-            rec.add_work(opened.timing, (began, ended), counts, nbytes, h2d_bytes, tensors)
-        return error
+            rec.add_counts(nbytes, h2d_bytes, tensors, shard=opened.timing)
