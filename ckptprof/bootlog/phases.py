@@ -40,6 +40,7 @@ from ckptprof.bootlog.parse import (
     open_log,
     parse_record,
     split_line,
+    strip_ansi,
 )
 from ckptprof.bootlog.prefilter import (
     CANDIDATE_RE,
@@ -59,7 +60,7 @@ from ckptprof.bootlog.reading import (
 )
 from ckptprof.bootlog.report import BootReport
 from ckptprof.bootlog.timestamps import (
-    first_timestamp,
+    first_timestamp_line,
     last_timestamp_before,
     last_timestamp_of_form,
     timestamp_seconds,
@@ -93,9 +94,12 @@ class BootLogAnalyzer:
         self._block = b""  # the block being read, and where the current line starts in it
         self._line_start = 0
 
-    def _restart(self, record: Record, before: tuple[str | None, float] | None) -> None:
+    def _restart(
+        self, record: Record, before: tuple[str | None, float] | None, first_before: str | None = ""
+    ) -> None:
         """The server started again: the boot so far is kept as it was, and a fresh one begins here. ``before``:
-        the log's time before this record moved it, when it did."""
+        the log's time before this record moved it, when it did; ``first_before``: the boot's first stamp before
+        this record's moved the clock ("": the record did not move it)."""
         # Kept by reference and reported only if asked for: a retry loop can restart thousands of times, and
         # building each report would cost more than reading the log.
         finished = self._boot
@@ -104,6 +108,9 @@ class BootLogAnalyzer:
             # The new server's first record is no part of the old boot: an open phase of that boot ran until the
             # boot's own last time, not into the next server's (days later, where two runs share a file).
             finished.clock.now, finished.clock.now_s = before
+        if first_before != "":
+            # Nor is its stamp the old boot's first (a boot with no stamp of its own took it as it moved the clock).
+            finished.first_ts = first_before
         if len(self._early_boots) < BOOTS_KEPT:
             self._early_boots.append(finished)
         else:
@@ -132,7 +139,7 @@ class BootLogAnalyzer:
                 if engine.record_prefix is not None:
                     boot.process_tags[engine.name] += len(engine.record_prefix.findall(b"\n" + block))
         if boot.first_ts is None:
-            self._advance_clock(first_timestamp(block))
+            self._advance_clock(self._first_own_timestamp(block))
         self._clock_floor = 0
         self._block = block
         rare = rare_line_starts(block)
@@ -198,6 +205,26 @@ class BootLogAnalyzer:
             pos = end + 1
         # Lines the pre-filter skipped still move the log's clock, which stall detection needs.
         self._advance_clock(last_timestamp_before(block, size))
+
+    def _first_own_timestamp(self, block: bytes) -> str | None:
+        """The first stamp near the block's start, for a boot with no time yet (its first lines may be bars and
+        untimed worker lines). Once the boot's engine is known (its process tags), only from a line in that
+        engine's record form or in none: a short paste with no stamp of its own, followed by another engine's
+        server, would otherwise take that server's first stamp, and the clock, which moves forward only, would
+        keep it for this boot."""
+        found = first_timestamp_line(block)
+        if found is None:
+            return None
+        stamp, start = found
+        own = self._boot.framework()
+        engine = next((e for e in ENGINES if e.name == own), None)
+        if engine is not None:
+            end = block.find(b"\n", start)
+            line = block[start : end if end >= 0 else len(block)].decode("utf-8", "replace")
+            style = parse_record(strip_ansi(line)).style
+            if style not in ("plain", own) and style not in engine.imported_loggers:
+                return None
+        return stamp
 
     def _frame_says_nothing(self, block: bytes, start: int, end: int) -> bool:
         """A traceback frame that no engine's frame table knows, and that cannot tell which engine ran (or that
@@ -320,10 +347,12 @@ class BootLogAnalyzer:
         timestamp = record.timestamp
         clock = self._clock
         before: tuple[str | None, float] | None = None
+        first_before: str | None = None  # the boot's first stamp before this record's moved the clock
         if timestamp is not None:
             timestamp = clock.with_year(timestamp)
             if timestamp != clock.now:
                 before = (clock.now, clock.now_s)
+                first_before = self._boot.first_ts
                 self._advance_to(timestamp)
         else:
             # Untimed lines (uvicorn's, traceback bodies) happened after the last timed one, which may be a line
@@ -347,7 +376,9 @@ class BootLogAnalyzer:
             if record.style == "plain":
                 self._note_unparsed(record.message, reading.rule.needle)
             if restarts(reading.action, boot, reading.engine.name if reading.engine is not None else ""):
-                self._restart(record, self._time_before_line(before))
+                self._restart(
+                    record, self._time_before_line(before), first_before if before is not None else ""
+                )
                 boot = self._boot
             apply_reading(boot, reading, record)
         # Counted after the record's own rule ran: a record that restarts the boot belongs to the new one.

@@ -72,12 +72,18 @@ def last_timestamp_of_form(
 
 def first_timestamp(block: bytes, max_lines: int = TIMESTAMP_LOOKBACK_LINES) -> str | None:
     """The timestamp of the first record near the start of ``block``."""
+    found = first_timestamp_line(block, max_lines)
+    return found[0] if found is not None else None
+
+
+def first_timestamp_line(block: bytes, max_lines: int = TIMESTAMP_LOOKBACK_LINES) -> tuple[str, int] | None:
+    """``first_timestamp``, with where its line starts in ``block``."""
     start = 0
     for _ in range(max_lines):
         match = _LINE_TIMESTAMP_RE.match(block, start)
         if match is not None:
             raw = match.group(1) or match.group(2)
-            return raw.decode("ascii") if raw else None
+            return (raw.decode("ascii"), start) if raw else None
         newline = block.find(b"\n", start)
         if newline < 0:
             return None

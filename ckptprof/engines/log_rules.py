@@ -140,3 +140,7 @@ class EngineLog:
     # with the line break before the line and is searched in the block with one put before its first line: a
     # literal first byte lets the regex engine jump from line to line ((?m)^ tries every position, 3 times slower).
     record_prefix: re.Pattern[bytes] | None = None
+    # Other engines whose loggers write inside this engine's processes, in their own form (SGLang before 0.4
+    # imported vLLM's modules, and vLLM's logger printed its year-less records among SGLang's): a line in one of
+    # their forms may be this engine's boot's; a line in any other engine's form is another server's.
+    imported_loggers: tuple[str, ...] = ()

@@ -131,6 +131,9 @@ LOG = EngineLog(
         rb"\n[ \t]*(?:\x1b\[[0-9;]*m)*"
         rb"\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?: (?:DP|PP|EP|TP)\d{1,5}){1,4}\] "
     ),
+    # Older releases import vLLM's model code, whose logger writes vLLM's records in SGLang's processes
+    # (sglang-MI300-testing-bench-latency: `WARNING 10-10 22:30:30 rocm.py:13] ...` above `[22:30:32 TP0]`).
+    imported_loggers=("vllm",),
 )
 
 # In ServerArgs(...): DP attention ranks split one TP group, so the world is not tp * dp.

@@ -33,20 +33,8 @@ CUT = 0.2
 
 # Logs whose excerpt or concatenation the reader does not yet read as the rule above asks; strict, so a fix flips
 # them and they must come off the list. One line each: why.
-# All three are short logs (4-24 lines) with no stamp that timestamps.first_timestamp reads at a line's start (none
-# at all, or vLLM's behind two process tags): the look-ahead that gives a boot with no time yet its first stamp
-# (BootLogAnalyzer.feed_block) reaches the next server's first dated line, and the clock, which moves forward only,
-# then holds that server's time for this boot. A fix tried on 2026-12-03 (end the old boot where the stamps changed
-# form before another engine's configuration) fixed none of the three: the look-ahead had set the clock already.
-BORROWED = (
-    "the look-ahead for a boot's first stamp reads the next server's, which then ends this boot's open phase"
-)
 CUT_WRONG: dict[str, str] = {}
-CONCAT_WRONG: dict[str, str] = {
-    "vllm-marin-2350": BORROWED,
-    "vllm-vllm-27521": BORROWED,
-    "vllm-vllm-38476": BORROWED,
-}
+CONCAT_WRONG: dict[str, str] = {}
 
 
 def _lines(data: bytes) -> list[bytes]:

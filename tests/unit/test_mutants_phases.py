@@ -2136,3 +2136,26 @@ def test_a_skipped_frame_is_applied_before_a_new_bar_and_a_record_may_precede_fr
     led = sg("10:00:02", "", "Decode batch.") + "\r" + "\r".join([frame(1, 4), frame(3, 4)])
     report = _fed_line_by_line(NO_SPEC, sg("10:00:01", "", "Load weight begin."), led)
     assert bars(report) == [(BAR, "target", 3, 4)]
+
+
+def test_a_boot_of_bars_alone_does_not_take_the_next_servers_first_stamp() -> None:
+    # GIVEN a paste of a vLLM worker's shard bars with no stamp of its own (vllm-vllm-27521's form), then an SGLang
+    # server's start appended: a dated warning before its configuration
+    bars = (
+        "(Worker_DP0_TP0_EP0 pid=5015) ",
+        "Loading safetensors checkpoint shards:  47% Completed | 29/62 [01:09<01:19,  2.40s/it]",
+        "(Worker_DP0_TP0_EP0 pid=5015) ",
+        "Loading safetensors checkpoint shards:  48% Completed | 30/62 [01:11<01:17,  2.42s/it]",
+    )
+    joined = log(
+        *bars,
+        "[2026-08-01 23:37:38] Attention backend not specified. Use fa3 backend by default.",
+        "[2026-08-01 23:37:40] server_args=ServerArgs(model_path='m', tp_size=1)",
+    )
+    # WHEN the two are read together, and the bars alone
+    first, alone = analyze_bytes(joined, boot=1), analyze_bytes(log(*bars))
+    # THEN the first boot reads as the bars alone do: its load has no time, and the next server's stamps are not its
+    assert [(p.name, p.start, p.seconds) for p in first.phases] == [("load-weights", None, None)]
+    assert [(p.name, p.start, p.seconds) for p in alone.phases] == [("load-weights", None, None)]
+    assert (first.first_timestamp, first.last_timestamp) == (None, None)
+    assert analyze_bytes(joined).first_timestamp == "2026-08-01 23:37:40"
