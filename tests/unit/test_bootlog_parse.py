@@ -272,4 +272,3 @@ def test_bar_runs_cut_a_run_to_its_first_and_last_frames_per_bar() -> None:
     assert glued_runs is not None
     # (a frame ends with the carriage return that starts the next one)
     assert glued_runs[1] == glued.rindex(b"\r", 0, glued.index(b" 3/4 ")) + 1
-
