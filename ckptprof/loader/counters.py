@@ -7,7 +7,7 @@ import os
 import resource
 import threading
 from contextlib import suppress
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Counters(Protocol):
@@ -35,6 +35,17 @@ class _ThreadIo(threading.local):
                 os.close(self.fd)
 
 
+def process_storage_read_bytes(proc: Any) -> int | None:
+    """What the process ``proc`` (a psutil.Process) has read from block storage so far (/proc/PID/io); None where
+    the kernel does not say (no /proc/PID/io in some containers)."""
+    import psutil
+
+    try:
+        return int(proc.io_counters().read_bytes)
+    except (AttributeError, OSError, psutil.Error):
+        return None
+
+
 class ProcessCounters:
     """Major faults and bytes fetched from storage by this process (the kernel's per-task io accounting),
     and the same for the calling thread alone, so concurrent threads' shards keep their own counters."""
@@ -49,13 +60,8 @@ class ProcessCounters:
         return resource.getrusage(resource.RUSAGE_SELF).ru_majflt
 
     def storage_read_bytes(self) -> int:
-        try:
-            return int(self._proc.io_counters().read_bytes)
-        except (
-            AttributeError,
-            OSError,
-        ):  # no /proc/self/io (some containers): report 0, noted by the analysis
-            return 0
+        # no /proc/self/io (some containers): report 0, noted by the analysis
+        return process_storage_read_bytes(self._proc) or 0
 
     def thread_major_faults(self) -> int:
         return resource.getrusage(_RUSAGE_THREAD).ru_majflt

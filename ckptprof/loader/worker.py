@@ -19,6 +19,7 @@ from ckptprof.checkpoint import diskstats
 from ckptprof.loader import engine_output, memory
 from ckptprof.loader.changed import changed_files, explain_shard_error
 from ckptprof.loader.copytimers import CudaCopyTimer, HostCopyTimer
+from ckptprof.loader.counters import process_storage_read_bytes
 from ckptprof.loader.launch import Launch
 from ckptprof.loader.plan import ReplayPlan
 from ckptprof.loader.recorder import Recorder, WallOnlyRecorder
@@ -129,7 +130,7 @@ def replay_rank(
         if wait_for_all is not None:
             wait_for_all()  # like SGLang's TP workers, every rank starts reading at the same moment
         result.rss_before_load_bytes = memory.current_rss_bytes()
-        result.read_bytes_before_load = _storage_read_bytes(proc)
+        result.read_bytes_before_load = process_storage_read_bytes(proc)
         peak_resettable = memory.reset_peak_rss()
         _timed_load(plan, ctx, recorder, strategies, result, disks)
         if peak_resettable:  # read before --verify's digests copy parameters to the host
@@ -158,14 +159,6 @@ def replay_rank(
         # ru_maxrss is in KiB on Linux.
         result.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return result
-
-
-def _storage_read_bytes(proc: psutil.Process) -> int | None:
-    """What this process has read from block storage so far (/proc/self/io); None where the kernel hides it."""
-    try:
-        return int(proc.io_counters().read_bytes)
-    except (OSError, AttributeError, psutil.Error):  # no /proc/self/io in some containers
-        return None
 
 
 def _copy_timer(device: torch.device) -> Any:
