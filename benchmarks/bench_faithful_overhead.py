@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import overhead_breakdown
 import pytest
 import torch
 from overhead_passes import PASSES, ParentQueue, all_ranks, faithful_pass, prepare_cache, reference_pass
@@ -64,20 +65,26 @@ def round_order(rounds: int) -> list[str]:
     return [name for i in range(rounds) for name in (PASSES if i % 2 else PASSES[::-1])]
 
 
-def rank_zero_alone(plan: ReplayPlan, order: list[str]) -> tuple[list[float], RankResult]:
+def rank_zero_alone(
+    plan: ReplayPlan, order: list[str], breakdowns: dict[int, dict[int, dict[str, float]]]
+) -> tuple[list[float], RankResult]:
     """Every pass of ``order`` by rank 0 in this process, the cache prepared before each; the last faithful
-    pass's result (for the counted checks)."""
+    pass's result (for the counted checks). ``breakdowns`` receives each pass's ``overhead_breakdown`` sums."""
+    overhead_breakdown.install()
     parent = ParentQueue()
     walls: list[float] = []
     last: RankResult | None = None
     try:
-        for name in order:
+        for index, name in enumerate(order):
             prepare_cache(plan)
+            overhead_breakdown.reset()
             if name == "faithful":
                 wall, last = faithful_pass(plan, 0, parent)
             else:
                 wall = reference_pass(plan, 0)
             walls.append(wall)
+            if overhead_breakdown.ENABLED:
+                breakdowns[index] = {0: overhead_breakdown.taken()}
     finally:
         parent.close()
     assert last is not None
@@ -98,11 +105,18 @@ def test_faithful_over_reference(
     rounds = SMOKE_ROUNDS if benchmark.disabled else ROUNDS
     order = round_order(rounds)
     together = ALL_RANKS and tp > 1
+    breakdowns: dict[int, dict[int, dict[str, float]]] = {}
     if together:
-        walls = all_ranks(plan, order)
+        walls = all_ranks(plan, order, breakdowns)
     else:
-        walls, last = rank_zero_alone(plan, order)
+        walls, last = rank_zero_alone(plan, order, breakdowns)
     times = {name: [w for w, n in zip(walls, order, strict=True) if n == name] for name in PASSES}
+    # Each round's per-rank breakdown of either pass (CKPTPROF_BENCH_BREAKDOWN=1 only), in rank order.
+    by_rank = {
+        name: [[breakdowns[i][r] for r in sorted(breakdowns[i])] for i, n in enumerate(order) if n == name]
+        for name in PASSES
+        if breakdowns
+    }
     # pytest-benchmark's own figure: rank 0's faithful pass once more, timed whole (its parameters' allocation and
     # the parent's receipt of its shards included); the walls compared are in extra_info.
     parent = ParentQueue()
@@ -130,6 +144,10 @@ def test_faithful_over_reference(
             for f, r in zip(times["faithful"], times["reference"], strict=True)
         ],
     }
+    if breakdowns:
+        for i, round_info in enumerate(info["rounds"]):
+            round_info["faithful_by_rank"] = by_rank["faithful"][i]
+            round_info["reference_by_rank"] = by_rank["reference"][i]
     benchmark.extra_info.update(info)
     # Counted, not timed: the faithful pass recorded every shard of the plan, all of them loaded.
     assert len(shards) == sum(len(model.shards) for model in plan.models), info

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import overhead_breakdown
 import torch
 from reference_loader import reference_load
 
@@ -96,6 +97,7 @@ def reference_pass(plan: ReplayPlan, rank: int, together: Callable[[], None] | N
 def _rank_main(plan_dict: dict[str, Any], rank: int, order: list[str], barrier: Any, results: Any) -> None:
     """One spawned rank: every pass of ``order``, each started with the others after rank 0 prepared the cache."""
     torch.set_num_threads(1)
+    overhead_breakdown.install()
     plan = ReplayPlan.from_dict(plan_dict)
     parent = ParentQueue()
     try:
@@ -108,21 +110,25 @@ def _rank_main(plan_dict: dict[str, Any], rank: int, order: list[str], barrier: 
             def together() -> None:
                 barrier.wait(PASS_TIMEOUT_S)
 
+            overhead_breakdown.reset()
             if name == "faithful":
                 wall, _ = faithful_pass(plan, rank, parent, together)
             else:
                 wall = reference_pass(plan, rank, together)
-            results.put((index, rank, wall))
+            results.put((index, rank, wall, overhead_breakdown.taken()))
     except BaseException as exc:
         barrier.abort()
-        results.put((-1, rank, f"{type(exc).__name__}: {exc}"))
+        results.put((-1, rank, f"{type(exc).__name__}: {exc}", {}))
     finally:
         parent.close()
 
 
-def all_ranks(plan: ReplayPlan, order: list[str]) -> list[float]:
+def all_ranks(
+    plan: ReplayPlan, order: list[str], breakdowns: dict[int, dict[int, dict[str, float]]] | None = None
+) -> list[float]:
     """Every pass of ``order`` run by all ``plan.tp`` ranks at once, each in its own process: each pass's wall (its
-    slowest rank's)."""
+    slowest rank's). ``breakdowns``, when given, receives each pass's per-rank ``overhead_breakdown`` sums (empty
+    unless CKPTPROF_BENCH_BREAKDOWN is set)."""
     mp = multiprocessing.get_context("spawn")
     barrier = mp.Barrier(plan.tp)
     results = mp.Queue()
@@ -135,10 +141,12 @@ def all_ranks(plan: ReplayPlan, order: list[str]) -> list[float]:
     walls: dict[int, float] = {}
     try:
         for _ in range(len(order) * plan.tp):
-            index, rank, wall = results.get(timeout=PASS_TIMEOUT_S * 2)
+            index, rank, wall, breakdown = results.get(timeout=PASS_TIMEOUT_S * 2)
             if index < 0:
                 raise RuntimeError(f"rank {rank}: {wall}")
             walls[index] = max(walls.get(index, 0.0), wall)
+            if breakdowns is not None and breakdown:
+                breakdowns.setdefault(index, {})[rank] = breakdown
     finally:
         for proc in procs:
             proc.join(timeout=30)
