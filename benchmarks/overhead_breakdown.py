@@ -8,7 +8,8 @@ waits for the pool (``Future.result``) and its copies (``LoadContext.copy``) are
 - ``load_s``: the models' loads, clock to clock (the faithful wall less its recorder start and disk samples);
 - ``wait_s`` / ``copy_s``: of that, the rank's thread waiting for a pool task / inside a copy into a parameter;
 - ``thread_cpu_s``: the rank's thread's CPU; ``process_cpu_s``: every thread's (pool, delivery, queue feeder);
-- ``vcsw`` / ``ivcsw``: the process's voluntary and involuntary context switches.
+- ``vcsw`` / ``ivcsw``: the process's voluntary and involuntary context switches;
+- ``gc_s`` / ``gc_n``: the cyclic garbage collector's passes during the loads (any thread), and their time.
 
 Both sides pay the same two clock reads per copy and per wait, so the ratio measured with it on is not the bar's
 (run the benchmark without it for that); the difference between the sides' components is what it is for.
@@ -17,6 +18,7 @@ Both sides pay the same two clock reads per copy and per wait, so the ratio meas
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import resource
 import threading
@@ -26,11 +28,13 @@ from concurrent.futures import Future
 from typing import Any
 
 ENABLED = os.environ.get("CKPTPROF_BENCH_BREAKDOWN", "") not in ("", "0")
-FIELDS = ("load_s", "wait_s", "copy_s", "thread_cpu_s", "process_cpu_s", "vcsw", "ivcsw")
+FIELDS = ("load_s", "wait_s", "copy_s", "thread_cpu_s", "process_cpu_s", "vcsw", "ivcsw", "gc_s", "gc_n")
 
 _totals: dict[str, float] = dict.fromkeys(FIELDS, 0.0)
 _in_load = threading.local()
 _installed = False
+_loads_open = 0
+_gc_began = 0.0
 
 
 def reset() -> None:
@@ -49,12 +53,15 @@ def taken() -> dict[str, float]:
 def _timed_model_load(load: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(load)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        global _loads_open
         usage0 = resource.getrusage(resource.RUSAGE_SELF)
         cpu0, thread0, t0 = time.process_time(), time.thread_time(), time.perf_counter()
         _in_load.on = True
+        _loads_open += 1
         try:
             return load(*args, **kwargs)
         finally:
+            _loads_open -= 1
             _in_load.on = False
             t1, thread1, cpu1 = time.perf_counter(), time.thread_time(), time.process_time()
             usage1 = resource.getrusage(resource.RUSAGE_SELF)
@@ -84,6 +91,19 @@ def _summed(field: str, call: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _gc_timed(phase: str, info: dict[str, Any]) -> None:
+    """A ``gc.callbacks`` entry: each collection that starts and stops inside a model load, counted and timed."""
+    global _gc_began
+    if _loads_open <= 0:
+        return
+    if phase == "start":
+        _gc_began = time.perf_counter()
+    elif _gc_began:
+        _totals["gc_s"] += time.perf_counter() - _gc_began
+        _totals["gc_n"] += 1
+        _gc_began = 0.0
+
+
 def install() -> None:
     """Bracket both sides' model loads and sum their waits and copies (once per process; a no-op unless
     ``ENABLED``)."""
@@ -99,4 +119,5 @@ def install() -> None:
         cls.load_model = _timed_model_load(cls.load_model)  # type: ignore[method-assign]
     base.LoadContext.copy = _summed("copy_s", base.LoadContext.copy)  # type: ignore[method-assign]
     Future.result = _summed("wait_s", Future.result)  # type: ignore[method-assign]
+    gc.callbacks.append(_gc_timed)
     _installed = True
