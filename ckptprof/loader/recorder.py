@@ -68,8 +68,13 @@ class _ShardState:
     threads: dict[str, None] = field(default_factory=dict)
 
 
-def _thread_name() -> str:
+def thread_name() -> str:
     return threading.current_thread().name
+
+
+# One thread's stretch of work on a shard: (began, ended, thread name, major faults, storage bytes), the clock at
+# each end and the thread's counters' moves between them (see Recorder.add_stretched_shard).
+Stretch = tuple[float, float, str, int, int]
 
 
 _PHASE_FIELDS = {"read": "read_s", "deserialize": "deserialize_s", "h2d": "h2d_s"}
@@ -169,7 +174,7 @@ class Recorder:
             timing=timing, model=self._model, t0=t0, owner=owner, faults0=faults0, storage0=storage0
         )
         if owner is not None:
-            state.threads[_thread_name()] = None
+            state.threads[thread_name()] = None
         with self._lock:
             self._open[id(timing)] = state
         return state
@@ -220,6 +225,50 @@ class Recorder:
                     intervals[kind].append((a, b))
         if self._delivers:
             self._deliver(state.model.role, timing)
+
+    def add_stretched_shard(
+        self,
+        file: str,
+        nonresident_bytes: int,
+        stretches: list[Stretch],
+        counts: tuple[int, int, int] = (0, 0, 0),
+        error: BaseException | str | None = None,
+    ) -> ShardTiming:
+        """A shard recorded whole once its work is done, from each thread's stretch of work on it, in the order the
+        threads took it up: (began, ended, thread name, major faults, storage bytes), the clock at each end and the
+        counters' moves between. ``counts`` is (bytes, bytes copied to the device, tensors).
+
+        For a pass that times no phases and whose threads keep their stretches themselves (the faithful
+        multithreaded pass): neither its pool's tasks nor its copying thread takes a lock or a shard's state while
+        they work, and the shard is booked with one locked append. Its figures are those that ``open_shard``, a
+        ``use_shard`` block per stretch and ``close_shard`` give the same work: the wall from the first stretch's
+        start to the last one's end, the work the union of the stretches, the rest queued."""
+        model = self._model
+        if model is None:
+            raise RuntimeError("a shard recorded outside rec.model()")
+        first = min(stretch[0] for stretch in stretches)
+        last = max(stretch[1] for stretch in stretches)
+        timing = ShardTiming(file=file, nonresident_bytes=nonresident_bytes, start_s=self._offset(first))
+        timing.wall_s = last - first
+        work = union_seconds([(stretch[0], stretch[1]) for stretch in stretches])
+        timing.work_s = min(work, timing.wall_s)
+        timing.queued_s = timing.wall_s - timing.work_s
+        timing.threads = list(dict.fromkeys(stretch[2] for stretch in stretches))
+        timing.major_faults = sum(stretch[3] for stretch in stretches)
+        timing.storage_bytes = sum(max(0, stretch[4]) for stretch in stretches)
+        timing.bytes, timing.h2d_bytes, timing.tensors = counts
+        if error is not None:
+            _mark_failed(timing, error)
+        with self._lock:
+            model.shards.append(timing)
+        if self._delivers:
+            self._deliver(model.role, timing)
+        return timing
+
+    def thread_counts(self) -> tuple[int, int]:
+        """The calling thread's (major faults, storage bytes) now: read at each end of a stretch of work that a
+        thread keeps itself (``add_stretched_shard``)."""
+        return self._thread_counts()
 
     @property
     def _delivers(self) -> bool:
@@ -289,7 +338,7 @@ class Recorder:
         began = None if nested else self.clock()
         with self._lock:
             state.users.add(me)
-            state.threads.setdefault(_thread_name(), None)
+            state.threads.setdefault(thread_name(), None)
         self._local.state = state
         try:
             yield shard
@@ -359,7 +408,7 @@ class Recorder:
         c1: tuple[int, int] | None,
     ) -> None:
         t = state.timing
-        name = _thread_name()
+        name = thread_name()
         with self._lock:
             state.threads.setdefault(name, None)
             state.phases.append((t0, t1, kind))

@@ -10,14 +10,21 @@ there, one shard after another. Two variants, as SGLang releases differ:
 
 Shards are opened explicitly: the pool thread records the open under "deserialize" against the shard, the rank's
 thread records faults and copies against the same shard, and the shard's wall spans its first to last event.
+
+The faithful pass times no phase, and records less: each thread keeps its stretch of a shard's work (two clock reads
+and two reads of its counters, one system call each while warm) on the shard's own object, and the rank's thread
+books the shard whole once its copies are done (``Recorder.add_stretched_shard``). Neither the pool's task nor the
+copying thread takes the recorder's lock or a shard's state in between: on the H200 at TP8 the recorder's per-shard
+blocks on both threads cost the rank's thread ~8 ms of a ~0.22 s load outside its copies (the 8 rank processes'
+pool threads and copying threads contending for each process's lock and GIL), where the plain loop spent none.
 """
 
 from __future__ import annotations
 
+import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +33,7 @@ from safetensors import safe_open
 
 from ckptprof.engines import flags as sglang_flags
 from ckptprof.loader.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
-from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.recorder import Recorder, Stretch, thread_name
 from ckptprof.loader.strategies.base import KeptDescriptors, LoadContext, Strategy, replay_tensor
 from ckptprof.loader.touch import read_header_region
 from ckptprof.session import ShardTiming
@@ -40,11 +47,24 @@ def mt_flags(num_threads: int) -> str:
 
 @dataclass
 class _Opened:
-    """What one pool task hands back: the shard's record and its tensors (views onto the mapped file)."""
+    """What one pool task hands back: the shard's record and its tensors (views onto the mapped file). On the
+    faithful pass the record is made only when the shard is done (``timing`` None until then): the task leaves its
+    file name, the bytes not resident at its start and its stretch of work."""
 
-    timing: ShardTiming
+    timing: ShardTiming | None
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     error: BaseException | None = None
+    file: str = ""
+    nonresident_bytes: int = 0
+    stretches: list[Stretch] = field(default_factory=list)
+
+
+def _open_all(path: str) -> dict[str, torch.Tensor]:
+    """SGLang's pool task: ``safe_open`` and ``get_tensor`` for every key. The views keep the mapping alive after
+    the handle closes, as SGLang's task relies on."""
+    with safe_open(path, framework="pt", device="cpu") as handle:
+        keys = list(handle.keys())
+        return {name: handle.get_tensor(name) for name in keys}
 
 
 class SGLangMultiThread(Strategy):
@@ -74,15 +94,23 @@ class SGLangMultiThread(Strategy):
         self._kept.close()
 
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
+        faithful = not ctx.decompose and not rec.times_phases
+        task = self._open_faithful if faithful else self._open
+        consume = self._consume_faithful if faithful else self._consume
         with ThreadPoolExecutor(max_workers=self.num_threads, thread_name_prefix="ckptprof-mt") as pool:
-            for opened in self._opened(pool, ctx, model, rec):
-                self._consume(ctx, model.role, opened, rec)
+            for opened in self._opened(pool, ctx, model, rec, task):
+                consume(ctx, model.role, opened, rec)
 
     def _opened(
-        self, pool: ThreadPoolExecutor, ctx: LoadContext, model: ModelPlan, rec: Recorder
+        self,
+        pool: ThreadPoolExecutor,
+        ctx: LoadContext,
+        model: ModelPlan,
+        rec: Recorder,
+        task: Callable[[LoadContext, ShardPlan, Recorder], _Opened],
     ) -> Iterator[_Opened]:
         if not self.in_order:
-            futures = [pool.submit(self._open, ctx, shard, rec) for shard in model.shards]
+            futures = [pool.submit(task, ctx, shard, rec) for shard in model.shards]
             for done in as_completed(futures):
                 yield done.result()
             return
@@ -90,14 +118,14 @@ class SGLangMultiThread(Strategy):
         window: deque[Future[_Opened]] = deque()
         pending = iter(model.shards)
         for shard in pending:
-            window.append(pool.submit(self._open, ctx, shard, rec))
+            window.append(pool.submit(task, ctx, shard, rec))
             if len(window) > self.num_threads:
                 break
         while window:
             yield window.popleft().result()
             nxt = next(pending, None)
             if nxt is not None:
-                window.append(pool.submit(self._open, ctx, nxt, rec))
+                window.append(pool.submit(task, ctx, nxt, rec))
 
     def _open(self, ctx: LoadContext, shard: ShardPlan, rec: Recorder) -> _Opened:
         """The pool task: ``safe_open`` + ``get_tensor`` for every key (no tensor bytes read yet)."""
@@ -113,31 +141,47 @@ class SGLangMultiThread(Strategy):
             opened.error = exc
         return opened
 
+    def _open_faithful(self, ctx: LoadContext, shard: ShardPlan, rec: Recorder) -> _Opened:
+        """The faithful pass's pool task: SGLang's task between two clock reads and two reads of the thread's
+        counters, kept on the shard's object (no recorder call that takes a lock)."""
+        opened = _Opened(
+            timing=None,
+            file=os.path.basename(shard.path),
+            nonresident_bytes=self._kept.nonresident(shard.path, shard.bytes),
+        )
+        faults0, storage0 = rec.thread_counts()
+        began = rec.clock()
+        try:
+            if shard.error is not None:
+                raise UnreadableShard(shard.error)
+            opened.tensors = _open_all(shard.path)
+        except Exception as exc:
+            opened.error = exc
+        ended = rec.clock()
+        faults1, storage1 = rec.thread_counts()
+        opened.stretches.append((began, ended, thread_name(), faults1 - faults0, storage1 - storage0))
+        return opened
+
     @staticmethod
     def _open_views(ctx: LoadContext, shard: ShardPlan, rec: Recorder, opened: _Opened) -> None:
         if ctx.decompose:
             with rec.read(0):
                 read_header_region(shard.path)
-        with rec.deserialize(), ExitStack() as stack:
-            handle = stack.enter_context(safe_open(shard.path, framework="pt", device="cpu"))
-            # The views keep the mapping alive after the handle closes, as SGLang's task relies on.
-            keys = list(handle.keys())
-            opened.tensors = {name: handle.get_tensor(name) for name in keys}
+        with rec.deserialize():
+            opened.tensors = _open_all(shard.path)
 
     def _consume(self, ctx: LoadContext, role: str, opened: _Opened, rec: Recorder) -> None:
         """The rank's loop: narrow each tensor, fault its slice in, copy it into the parameter."""
         timing = opened.timing
+        assert timing is not None  # the decomposed pass's task opens the record
         if opened.error is not None:
             rec.close_shard(timing, opened.error)
             return
         try:
             with rec.use_shard(timing):
-                if not ctx.decompose and not rec.times_phases:
-                    self._copy_wall_only(ctx, role, opened, rec)
-                else:
-                    for name, full in opened.tensors.items():
-                        replay_tensor(ctx, role, name, full, rec)
-                        del full
+                for name, full in opened.tensors.items():
+                    replay_tensor(ctx, role, name, full, rec)
+                    del full
         except Exception as exc:
             rec.close_shard(timing, exc)
             return
@@ -146,21 +190,37 @@ class SGLangMultiThread(Strategy):
         rec.close_shard(timing)
 
     @staticmethod
-    def _copy_wall_only(ctx: LoadContext, role: str, opened: _Opened, rec: Recorder) -> None:
-        """The faithful pass's loop on the rank's thread: narrow and copy each tensor and nothing between them,
-        as the single-thread path's ``_load_shard_wall_only`` (the wall-only recorder times no phase, so the
-        per-tensor phase blocks of ``replay_tensor`` - four context managers and four locks a tensor - would only
-        add to the wall). The bytes and tensors are counted here and handed over once, even when a copy fails."""
+    def _consume_faithful(ctx: LoadContext, role: str, opened: _Opened, rec: Recorder) -> None:
+        """The faithful pass's loop on the rank's thread: narrow and copy each tensor and nothing between them but a
+        copy's two clock reads, as the single-thread path's ``_load_shard_wall_only`` (the wall-only recorder times
+        no phase, so the per-tensor phase blocks of ``replay_tensor`` - four context managers and four locks a
+        tensor - would only add to the wall). Its stretch, the bytes and the tensors are counted here, and the shard
+        is booked whole once its views are dropped, failed where its open or a copy failed."""
+        if opened.error is not None:
+            rec.add_stretched_shard(
+                opened.file, opened.nonresident_bytes, opened.stretches, error=opened.error
+            )
+            return
         nbytes = h2d_bytes = tensors = 0
+        error: BaseException | None = None
+        faults0, storage0 = rec.thread_counts()
+        began = rec.clock()
         try:
             for name, full in opened.tensors.items():
                 src = ctx.narrow(role, name, full)
                 if src is not None:
                     nbytes += full.numel() * full.element_size()
                     h2d_bytes += src.numel() * src.element_size()
-                    began = rec.copy_began()
+                    copy_began = rec.copy_began()
                     ctx.copy(role, name, src)
-                    rec.copy_ended(began)
+                    rec.copy_ended(copy_began)
                 tensors += 1
-        finally:
-            rec.add_counts(nbytes, h2d_bytes, tensors, shard=opened.timing)
+        except Exception as exc:
+            error = exc
+        ended = rec.clock()
+        faults1, storage1 = rec.thread_counts()
+        opened.tensors.clear()  # drop the views (and with the last one, the mapping) before the next file
+        opened.stretches.append((began, ended, thread_name(), faults1 - faults0, storage1 - storage0))
+        rec.add_stretched_shard(
+            opened.file, opened.nonresident_bytes, opened.stretches, (nbytes, h2d_bytes, tensors), error
+        )
