@@ -372,16 +372,9 @@ def parse_bar(text: str) -> tuple[Bar, int] | None:
     match = _BAR_RE.match(text, offset)
     if match is None:
         return None
-    done, total = int(match["done"]), int(match["total"])
-    bar = Bar(
-        (match["desc"] or "").strip(),
-        done,
-        total,
-        rank,
-        match["elapsed"],
-        match["remaining"],
-        match["rate"] or "",
-    )
+    # One call for every group (they are all named, in this order): a bar line holds dozens of frames.
+    desc, _, done, total, elapsed, remaining, rate = match.groups()
+    bar = Bar((desc or "").strip(), int(done), int(total), rank, elapsed, remaining, rate or "")
     return bar, match.end()
 
 
@@ -447,8 +440,11 @@ def bar_runs(block: bytes, start: int) -> tuple[list[tuple[Span, Span]], int] | 
     previous = (-1, -1)
     frames = 0
     at = start
-    while (match := match_frame(block, at)) is not None and match.group(1) == key:
-        done, total = int(match.group(2)), int(match.group(3))
+    while (match := match_frame(block, at)) is not None:
+        frame_head, done_text, total_text = match.groups()
+        if frame_head != key:
+            break
+        done, total = int(done_text), int(total_text)
         if first is None or total != previous[1] or done < previous[0]:
             if first is not None:
                 pieces.append((first, last))
