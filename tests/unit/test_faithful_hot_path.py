@@ -128,12 +128,14 @@ def test_the_decomposed_sglang_pass_still_checks_each_shard_as_it_opens(
 
 
 class _CountingCounters(ProcessCounters):
-    """The real counters, counting the reads of /proc/thread-self/io (a pread per call) and of getrusage."""
+    """The real counters, counting the reads of /proc/thread-self/io (a pread per call) and of getrusage, and the
+    calls in which the thread's block count (getrusage's ru_inblock) had moved since the last."""
 
     def __init__(self) -> None:
         super().__init__()
         self.proc_reads = 0
         self.calls = 0
+        self.block_moves = 0
 
     def thread_storage_read_bytes(self) -> int:
         self.proc_reads += 1
@@ -141,7 +143,10 @@ class _CountingCounters(ProcessCounters):
 
     def thread_counts(self) -> tuple[int, int]:
         self.calls += 1
-        return super().thread_counts()
+        before = self._thread_io.blocks
+        counts = super().thread_counts()
+        self.block_moves += self._thread_io.blocks != before
+        return counts
 
 
 def test_the_thread_counters_read_proc_only_when_the_threads_block_count_moved(
@@ -196,9 +201,11 @@ def test_a_warm_faithful_single_thread_pass_reads_proc_once_not_twice_a_shard(sm
     # WHEN the single-thread sglang path loads a warm checkpoint (no block read from storage)
     model, loaded = _faithful_load(small_draft, "sglang", rec)
     # THEN each shard read its counters at open and close (getrusage), but /proc only for the thread's first read
-    # (before: twice a shard), and every shard still has its figures
+    # and where its block count moved (before: twice a shard). A warm load moves it rarely, but not never: a page
+    # reclaimed under the test (this VM's DAMON reclaim) is read back from storage.
     assert counters.calls == 2 * len(model.shards)
-    assert counters.proc_reads == 1
+    assert counters.proc_reads == counters.block_moves
+    assert 1 <= counters.proc_reads < len(model.shards)
     assert [s.file for s in loaded.shards] == [s.name for s in model.shards]
     assert all(
         s.status == "ok" and s.wall_s > 0 and s.work_s == s.wall_s and s.queued_s == 0 for s in loaded.shards
