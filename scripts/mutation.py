@@ -112,7 +112,10 @@ TARGETS: dict[str, Target] = {
         _unit("test_session", "test_mutants_session"),
         deselect=("tests/unit/test_session.py::test_every_session_the_project_wrote_still_loads",),
     ),
-    "recorder": Target("ckptprof/loader/recorder.py", _unit("test_recorder", "test_mutants_recorder")),
+    "recorder": Target(
+        "ckptprof/loader/recorder.py",
+        _unit("test_recorder", "test_mutants_recorder", "test_faithful_hot_path"),
+    ),
     "attribution": Target(
         "ckptprof/analysis/attribution.py",
         _unit("test_verdict", "test_mutants_attribution"),

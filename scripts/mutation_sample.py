@@ -176,6 +176,17 @@ SAMPLE: tuple[Mutant, ...] = (
         "counted = process or (state.owner != me and me not in state.users)",
         "counted = process or state.owner != me",
     ),
+    # the faithful multithreaded pass's whole-shard booking (add_stretched_shard)
+    Mutant(
+        "recorder",
+        "timing.storage_bytes = sum(max(0, stretch[4]) for stretch in stretches)",
+        "timing.storage_bytes = sum(stretch[4] for stretch in stretches)",
+    ),
+    Mutant(
+        "recorder",
+        "work = union_seconds([(stretch[0], stretch[1]) for stretch in stretches])",
+        "work = sum(stretch[1] - stretch[0] for stretch in stretches)",
+    ),
     # attribution and the boot-log reader (phases, boot, actions, boot_report): the full run's first-sight scores
     # are lower; these are caught today
     Mutant(

@@ -389,3 +389,16 @@ def test_a_shard_booked_whole_has_the_figures_its_open_blocks_and_close_give(err
     assert (booked.start_s, booked.wall_s, booked.work_s, booked.queued_s) == (1.0, 3.0, 1.5, 1.5)
     assert booked.threads == ["pool-0", main] and (booked.major_faults, booked.storage_bytes) == (6, 8192)
     assert booked.status == ("failed" if error else "ok")
+
+
+def test_stretches_of_two_threads_at_once_count_once_as_work() -> None:
+    # GIVEN a shard two threads worked on at once, 2.0-3.0 s and 2.5-3.5 s, then one more stretch at 4.0-4.5 s
+    fake = _ThreadClock()
+    rec = WallOnlyRecorder(copy_timer=HostCopyTimer(), counters=fake, clock=fake.clock)
+    rec.start()
+    with rec.model("draft"):
+        stretches = [(2.0, 3.0, "pool-0", 0, 0), (2.5, 3.5, "pool-1", 0, 0), (4.0, 4.5, "main", 0, 0)]
+        # WHEN it is booked whole
+        booked = rec.add_stretched_shard("a.safetensors", 0, stretches)
+    # THEN its work is the union (1.5 + 0.5 s), not the sum (2.5 s), and the gap between is queued
+    assert (booked.wall_s, booked.work_s, booked.queued_s) == (2.5, 2.0, 0.5)
