@@ -110,8 +110,7 @@ def continues(frame: Bar, later: Bar) -> bool:
 
 def bar_desc(desc: str) -> str:
     """A bar's description without its parenthesised detail, which changes from frame to frame."""
-    if (
-        "(" not in desc
-    ):  # no detail to take off (the pattern needs one); most bars, and a sub costs ten times more
+    # No detail to take off (the pattern needs one): most bars, and a sub costs ten times more than this test.
+    if "(" not in desc:
         return desc
     return _DESC_DETAIL_RE.sub("", desc) or desc

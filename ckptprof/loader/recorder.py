@@ -68,7 +68,7 @@ class _ShardState:
     threads: dict[str, None] = field(default_factory=dict)
 
 
-def thread_name() -> str:
+def _thread_name() -> str:
     return threading.current_thread().name
 
 
@@ -174,7 +174,7 @@ class Recorder:
             timing=timing, model=self._model, t0=t0, owner=owner, faults0=faults0, storage0=storage0
         )
         if owner is not None:
-            state.threads[thread_name()] = None
+            state.threads[_thread_name()] = None
         with self._lock:
             self._open[id(timing)] = state
         return state
@@ -265,10 +265,18 @@ class Recorder:
             self._deliver(model.role, timing)
         return timing
 
-    def thread_counts(self) -> tuple[int, int]:
-        """The calling thread's (major faults, storage bytes) now: read at each end of a stretch of work that a
-        thread keeps itself (``add_stretched_shard``)."""
-        return self._thread_counts()
+    def stretch_began(self) -> tuple[float, int, int]:
+        """Where the calling thread's stretch of work on a shard begins: (clock, major faults, storage bytes), for
+        ``stretch_ended``. A stretch a thread keeps itself, no lock taken (``add_stretched_shard``)."""
+        faults, storage = self._thread_counts()
+        return self.clock(), faults, storage
+
+    def stretch_ended(self, began: tuple[float, int, int]) -> Stretch:
+        """The calling thread's stretch since ``stretch_began``: its clock at each end, its name, its counters'
+        moves."""
+        ended = self.clock()
+        faults, storage = self._thread_counts()
+        return (began[0], ended, _thread_name(), faults - began[1], storage - began[2])
 
     @property
     def _delivers(self) -> bool:
@@ -338,7 +346,7 @@ class Recorder:
         began = None if nested else self.clock()
         with self._lock:
             state.users.add(me)
-            state.threads.setdefault(thread_name(), None)
+            state.threads.setdefault(_thread_name(), None)
         self._local.state = state
         try:
             yield shard
@@ -408,7 +416,7 @@ class Recorder:
         c1: tuple[int, int] | None,
     ) -> None:
         t = state.timing
-        name = thread_name()
+        name = _thread_name()
         with self._lock:
             state.threads.setdefault(name, None)
             state.phases.append((t0, t1, kind))

@@ -11,20 +11,19 @@ touched, so a variant whose ratio falls to ~1.0 names what costs:
   (``sglang``'s and the kept descriptors' of ``sglang-mt``).
 - ``spans``: no clock reads around each copy.
 - ``gc``: the cyclic garbage collector off in every process, both passes (a control, not a fix).
-- ``pool`` (``sglang-mt``): the pool's task is SGLang's open and the shard's record opening, nothing else (no
-  residency query, no counters, no shard or deserialize block).
-- ``consume`` (``sglang-mt``): the rank's thread narrows and copies a shard's tensors and closes its record, nothing
-  else (no shard block, no counters, no copy spans, no counts).
+
+The ``pool`` and ``consume`` variants that stripped ``sglang-mt``'s pool task and copying loop (used on the CPU while
+finding its excess, reports/h200/2026-12-03b-h200-faithful-overhead-stretched) are gone: the faithful pass no longer
+calls the methods they replaced, so they would have taken out nothing.
 """
 
 from __future__ import annotations
 
 import gc
 import os
-from typing import Any
 
 WANTED = {name for name in os.environ.get("CKPTPROF_ABLATE", "").split(",") if name}
-KNOWN = {"delivery", "counters", "spans", "gc", "pool", "consume"}
+KNOWN = {"delivery", "counters", "spans", "gc"}
 
 
 def _apply() -> None:
@@ -56,41 +55,9 @@ def _apply() -> None:
         recorder.Recorder._thread_counts = lambda self: (0, 0)  # type: ignore[method-assign]
         sglang.SGLang._nonresident = lambda self, path, size: 0  # type: ignore[method-assign]
         base.KeptDescriptors.nonresident = lambda self, path, size: 0  # type: ignore[method-assign]
-    if WANTED & {"pool", "consume"}:
-        _strip_multithread(WANTED)
     if "spans" in WANTED:
         recorder.WallOnlyRecorder.copy_began = lambda self: 0.0  # type: ignore[method-assign]
         recorder.WallOnlyRecorder.copy_ended = lambda self, began: None  # type: ignore[method-assign]
-
-
-def _strip_multithread(wanted: set[str]) -> None:
-    from pathlib import Path
-
-    from safetensors import safe_open
-
-    from ckptprof.loader.strategies import sglang_mt
-
-    cls = sglang_mt.SGLangMultiThread
-    if "pool" in wanted:
-
-        def open_only(self: Any, ctx: Any, shard: Any, rec: Any) -> Any:
-            opened = sglang_mt._Opened(timing=rec.open_shard(Path(shard.path).name))
-            with safe_open(shard.path, framework="pt", device="cpu") as handle:
-                opened.tensors = {name: handle.get_tensor(name) for name in list(handle.keys())}
-            return opened
-
-        cls._open = open_only  # type: ignore[method-assign]
-    if "consume" in wanted:
-
-        def copy_only(self: Any, ctx: Any, role: str, opened: Any, rec: Any) -> None:
-            for name, full in opened.tensors.items():
-                src = ctx.narrow(role, name, full)
-                if src is not None:
-                    ctx.copy(role, name, src)
-            opened.tensors.clear()
-            rec.close_shard(opened.timing)
-
-        cls._consume = copy_only  # type: ignore[method-assign]
 
 
 if WANTED:

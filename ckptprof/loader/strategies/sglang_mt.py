@@ -33,7 +33,7 @@ from safetensors import safe_open
 
 from ckptprof.engines import flags as sglang_flags
 from ckptprof.loader.plan import ModelPlan, ReplayPlan, ShardPlan, UnreadableShard
-from ckptprof.loader.recorder import Recorder, Stretch, thread_name
+from ckptprof.loader.recorder import Recorder, Stretch
 from ckptprof.loader.strategies.base import KeptDescriptors, LoadContext, Strategy, replay_tensor
 from ckptprof.loader.touch import read_header_region
 from ckptprof.session import ShardTiming
@@ -149,17 +149,14 @@ class SGLangMultiThread(Strategy):
             file=os.path.basename(shard.path),
             nonresident_bytes=self._kept.nonresident(shard.path, shard.bytes),
         )
-        faults0, storage0 = rec.thread_counts()
-        began = rec.clock()
+        began = rec.stretch_began()
         try:
             if shard.error is not None:
                 raise UnreadableShard(shard.error)
             opened.tensors = _open_all(shard.path)
         except Exception as exc:
             opened.error = exc
-        ended = rec.clock()
-        faults1, storage1 = rec.thread_counts()
-        opened.stretches.append((began, ended, thread_name(), faults1 - faults0, storage1 - storage0))
+        opened.stretches.append(rec.stretch_ended(began))
         return opened
 
     @staticmethod
@@ -203,8 +200,7 @@ class SGLangMultiThread(Strategy):
             return
         nbytes = h2d_bytes = tensors = 0
         error: BaseException | None = None
-        faults0, storage0 = rec.thread_counts()
-        began = rec.clock()
+        began = rec.stretch_began()
         try:
             for name, full in opened.tensors.items():
                 src = ctx.narrow(role, name, full)
@@ -217,10 +213,8 @@ class SGLangMultiThread(Strategy):
                 tensors += 1
         except Exception as exc:
             error = exc
-        ended = rec.clock()
-        faults1, storage1 = rec.thread_counts()
+        opened.stretches.append(rec.stretch_ended(began))
         opened.tensors.clear()  # drop the views (and with the last one, the mapping) before the next file
-        opened.stretches.append((began, ended, thread_name(), faults1 - faults0, storage1 - storage0))
         rec.add_stretched_shard(
             opened.file, opened.nonresident_bytes, opened.stretches, (nbytes, h2d_bytes, tensors), error
         )
