@@ -3,7 +3,7 @@ that puts a Python stack in a loading phase, for the run's py-spy attribution an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -237,8 +237,14 @@ def _short(name: str, limit: int = 120) -> str:
     return name if len(name) <= limit else name[: limit - 3] + "..."
 
 
-def top_frames(speedscope: dict[str, Any], top: int = 5) -> dict[str, list[tuple[str, float]]]:
-    """For each phase, the leaf frames sampled most while the rank was in it, with seconds (sample weights)."""
+def top_frames(
+    speedscope: dict[str, Any], top: int = 5, source_line: Callable[[str, int], str] | None = None
+) -> dict[str, list[tuple[str, float]]]:
+    """For each phase, the leaf frames sampled most while the rank was in it, with seconds (sample weights).
+
+    ``source_line(file, line)``: the text of a frame's current line, where the caller can read the profiled
+    process's files (the run's own ranks: the same machine). Given it, an iterator sampled on a line that reads a whole
+    file counts as read, as ``phase_of`` says; without it, as deserialize."""
     frames = speedscope.get("shared", {}).get("frames", [])
     names = [
         _short(f"{f.get('name', '?')} ({str(f.get('file', '?')).rsplit('/', 1)[-1]}:{f.get('line', '?')})")
@@ -246,6 +252,17 @@ def top_frames(speedscope: dict[str, Any], top: int = 5) -> dict[str, list[tuple
     ]
     bare = [str(f.get("name", "?")) for f in frames]
     files = [str(f.get("file", "")) for f in frames]
+    texts: dict[int, str] = {}  # a leaf frame's source line, read once per frame rather than once per sample
+
+    def text_of(index: int) -> str:
+        text = texts.get(index)
+        if text is None:
+            line = frames[index].get("line")
+            text = texts[index] = (
+                source_line(files[index], line) if source_line is not None and isinstance(line, int) else ""
+            )
+        return text
+
     seconds: dict[str, dict[str, float]] = {}
     for profile in speedscope.get("profiles", []):
         samples = profile.get("samples", [])
@@ -255,7 +272,11 @@ def top_frames(speedscope: dict[str, Any], top: int = 5) -> dict[str, list[tuple
             if not stack:
                 continue
             known = [i for i in stack if 0 <= i < len(bare)]
-            phase = phase_of([bare[i] for i in known], [files[i] for i in known])
+            if not known:
+                continue
+            # Only the innermost frame's line can decide (phase_of): the others' are never read.
+            lines = [""] * (len(known) - 1) + [text_of(known[-1])]
+            phase = phase_of([bare[i] for i in known], [files[i] for i in known], lines)
             if phase is None:
                 continue
             leaf = stack[-1]

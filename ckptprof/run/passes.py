@@ -4,6 +4,7 @@ and the py-spy profiles of the ranks gathered into the session."""
 from __future__ import annotations
 
 import json
+import linecache
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +41,13 @@ def run_ranks(
         printer.close()
 
 
+def local_source_line(file: str, line: int) -> str:
+    """The text of ``file``'s line ``line`` as this machine holds it: the run's ranks are its own processes, so the
+    paths py-spy wrote are ours to read. Relative or pseudo names ("<frozen abc>") give "": linecache would look a
+    bare name up along sys.path and could read another file of that name."""
+    return linecache.getline(file, line) if os.path.isabs(file) else ""
+
+
 def collect_py_spy(session: Session, spy: PySpySession) -> None:
     """The ranks' profiles as artifacts, each one's top frames in the session, and a note per rank py-spy missed."""
     from ckptprof.analysis.stacks import top_frames
@@ -49,7 +57,7 @@ def collect_py_spy(session: Session, spy: PySpySession) -> None:
     tops: dict[str, dict[str, list[tuple[str, float]]]] = {}
     for rank, path in paths.items():
         try:
-            tops[str(rank)] = top_frames(json.loads(Path(path).read_text()))
+            tops[str(rank)] = top_frames(json.loads(Path(path).read_text()), source_line=local_source_line)
         except (OSError, ValueError) as exc:
             spy.errors[rank] = f"unreadable py-spy profile {path}: {exc}"
     session.extra.py_spy_top_frames = tops
