@@ -18,6 +18,7 @@ from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan
 from ckptprof.bootlog.summary import (
     SummaryContext,
     build_summary,
+    engine_core_labels,
     failure_warnings,
     missing_rank_warnings,
     phase_report,
@@ -232,7 +233,7 @@ def _drafts(boot: Boot) -> bool:
 def _expected_ranks(boot: Boot) -> list[str]:
     """The ranks that should log each phase: those seen, plus those server_args says exist."""
     seen = {rank for track in boot.phases.values() if track.name != "ready" for rank in track.spans}
-    tagged = {rank for rank in seen if rank and rank != "?"}
+    tagged = {rank for rank in seen if rank and rank != "?"} - engine_core_labels(seen)
     expected = set(tagged) if tagged else seen
     world = _declared_world(boot)
     plain = [_PLAIN_LABEL_RE.fullmatch(rank) for rank in tagged]

@@ -90,6 +90,9 @@ _RAY_REPEATED_RE = re.compile(r" ?\[repeated \d{1,9}x across cluster\]\s*$", re.
 _TORCH_RANK_RE = re.compile(r"\[rank(\d{1,6})\]: ?", re.ASCII)
 _WORKER_RANK_RE = re.compile(r"rank=(\d{1,6})", re.ASCII)
 _WORKER_TAG_RE = re.compile(r"(?<![A-Za-z])(DP|PP|TP|EP)(\d{1,6})", re.ASCII)
+# vLLM 0.9-0.10 named each data-parallel engine core process by its DP rank alone ("EngineCore_1"; 0.11 on:
+# "EngineCore_DP1"), so four DP engines' identical records are four ranks', not one rank's said four times.
+_ENGINE_CORE_INDEX_RE = re.compile(r"EngineCore_(\d{1,6})$", re.ASCII)
 # tqdm frames: "desc: 40% Completed | 40/64 [00:37<00:14, 1.64it/s]" (SGLang's bar_format), "desc:  40%|####  |
 # 40/64 [...]" (tqdm's default), "desc: 40% 40/64 [...]" (no bar when tqdm is not on a terminal), "  0%|  | 0/13
 # [...]" (no description). A frame cut at the end of a pasted excerpt may lack its closing bracket.
@@ -350,15 +353,21 @@ PID_LABEL = "pid"
 
 @lru_cache(maxsize=4096)
 def worker_rank_label(name: str, pid: str = "") -> str:
-    """'VllmWorker rank=3' -> 'rank3'; 'Worker_TP3' -> 'TP3'; 'EngineCore_DP1' -> 'DP1'; 'APIServer' -> '';
+    """'VllmWorker rank=3' -> 'rank3'; 'Worker_TP3' -> 'TP3'; 'EngineCore_DP1' and 'EngineCore_1' -> 'DP1';
+    'APIServer' -> '';
     a worker with no rank in its name (V0's 'VllmWorkerProcess', Ray's 'RayWorkerWrapper') -> 'pid123'."""
     rank = _WORKER_RANK_RE.search(name)
     if rank is not None:
         return f"rank{int(rank.group(1))}"
     tags = " ".join(f"{kind}{int(number)}" for kind, number in _WORKER_TAG_RE.findall(name))
-    if not tags and pid and "Worker" in name:
+    if tags:
+        return tags
+    engine_core = _ENGINE_CORE_INDEX_RE.search(name)
+    if engine_core is not None:
+        return f"DP{int(engine_core.group(1))}"
+    if pid and "Worker" in name:
         return f"{PID_LABEL}{int(pid)}"
-    return tags
+    return ""
 
 
 def parse_bar(text: str) -> tuple[Bar, int] | None:

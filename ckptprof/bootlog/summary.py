@@ -3,6 +3,7 @@ and what has not happened yet. Reads the state (state.py); changes nothing."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -39,9 +40,27 @@ class SummaryContext:
     latest_bars: dict[PhaseKey | None, BarTrack]
 
 
+# A process tagged by its data-parallel rank alone: vLLM's engine core ("EngineCore_DP0", "EngineCore_0").
+_DP_ONLY_RE = re.compile(r"DP\d{1,6}", re.ASCII)
+
+
+def engine_core_labels(labels: Iterable[str]) -> set[str]:
+    """The labels that are engine cores rather than ranks: a process tagged by its DP rank alone, where worker
+    processes are tagged too. With TP > 1 vLLM's engine core ("(EngineCore_DP0 pid=..)") schedules and sizes the KV
+    cache while its workers ("(Worker_TP0 pid=..)", "(VllmWorker rank=0 ..)") load the weights; with TP 1 each engine
+    core runs its model itself, and is the rank (four DP engines, four ranks)."""
+    tagged = {label for label in labels if label and label != "?"}
+    cores = {label for label in tagged if _DP_ONLY_RE.fullmatch(label)}
+    return cores if tagged - cores else set()
+
+
 def is_single_process(track: PhaseTrack, expected: list[str]) -> bool:
-    """A record logged once by an untagged process (vLLM's engine core) in a log whose ranks are tagged."""
-    return all(rank == "" for rank in track.spans) and any(expected)
+    """A record logged by a process that is no rank (vLLM's engine core: untagged, or tagged by its DP rank alone
+    beside tagged workers) in a log whose ranks are tagged."""
+    return any(expected) and all(
+        rank == "" or (rank not in expected and _DP_ONLY_RE.fullmatch(rank) is not None)
+        for rank in track.spans
+    )
 
 
 def end_marker(track: PhaseTrack, framework: str) -> str:

@@ -76,15 +76,24 @@ def first_timestamp(block: bytes, max_lines: int = TIMESTAMP_LOOKBACK_LINES) -> 
     return found[0] if found is not None else None
 
 
+# A record that another process wrote right after a tqdm frame, on the frame's line (tqdm ends a frame with no
+# newline): "...| 8/28 [00:14<00:25,  1.30s/it][2025-05-16 10:48:21 TP1] Scheduler hit an exception".
+_GLUED_TIMESTAMP_RE = re.compile(rb"[\]\r]" + _LINE_TIMESTAMP_RE.pattern)
+
+
 def first_timestamp_line(block: bytes, max_lines: int = TIMESTAMP_LOOKBACK_LINES) -> tuple[str, int] | None:
-    """``first_timestamp``, with where its line starts in ``block``."""
+    """``first_timestamp``, with where its line starts in ``block``. A record glued to a bar frame on the line
+    counts: passing over it would take the stamp of a later line (another server's, in a file of several)."""
     start = 0
     for _ in range(max_lines):
+        newline = block.find(b"\n", start)
+        end = newline if newline >= 0 else len(block)
         match = _LINE_TIMESTAMP_RE.match(block, start)
+        if match is None and block.find(b"%", start, end) >= 0:
+            match = _GLUED_TIMESTAMP_RE.search(block, start, end)
         if match is not None:
             raw = match.group(1) or match.group(2)
             return (raw.decode("ascii"), start) if raw else None
-        newline = block.find(b"\n", start)
         if newline < 0:
             return None
         start = newline + 1

@@ -29,6 +29,14 @@ WRAPPER_PATTERNS: tuple[tuple[str, bytes], ...] = (
         "bracketed-rfc3339",
         rb"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\] (?:[^\s>]{1,120} >> ?)?",
     ),
+    # An application re-logging the server's output through Python's logging, in its common
+    # "%(asctime)s - %(name)s - %(levelname)s - %(message)s" form (olmOCR around SGLang):
+    # 2025-04-03 12:06:13,365 - __main__ - INFO - ...
+    (
+        "python-logging",
+        rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.<>-]{1,120} - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) -"
+        rb"(?: |(?=[\r\n]))",
+    ),
     # docker compose: sglang-1  | ...
     ("compose", rb"[A-Za-z0-9][\w.-]{0,80}-\d{1,4} {1,40}\| ?"),
     # journald: Dec 18 16:24:02 host python3[1234]:

@@ -105,6 +105,10 @@ FRAMES: tuple[FrameRule, ...] = (
     FrameRule("in profile_max_num_token", "kv-cache", None, "KV cache sizing"),
     FrameRule("in init_cuda_graphs", "cuda-graph", None, None),
     FrameRule("cuda_graph_runner.py", "cuda-graph", None, None),
+    # torch.cuda.graph's own frames: a CUDA graph is being captured, whatever the engine's frames above were cut
+    # to (vLLM's piecewise capture runs under its compilation backend's __call__, not under capture_model).
+    FrameRule("in capture_begin", "cuda-graph", None, None),
+    FrameRule("in capture_end", "cuda-graph", None, None),
     FrameRule("speculative/eagle", None, "draft", "draft worker init"),
     FrameRule("speculative/multi_layer_eagle", None, "draft", "draft worker init"),
     FrameRule("speculative/standalone_worker", None, "draft", "draft worker init"),

@@ -47,6 +47,9 @@ RECORDS: tuple[Rule, ...] = (
         weight=2,
         pattern=re.compile(r"^# (?!CPU)\w{1,12} blocks: \d", re.ASCII),
     ),
+    # Printed right after the KV cache is sized (V0 after `# GPU blocks`, V1 after `GPU KV cache size`, later in the
+    # same record): an excerpt that starts below those lines still shows the KV cache sized.
+    Rule("Maximum concurrency for", End("kv", "kv-cache", "nth", only_first=True), weight=2),
     Rule("Capturing the model for CUDA graphs", Begin("graph", "cuda-graph", "nth"), weight=2),  # V0
     Rule("Graph capturing finished", End("graph", "cuda-graph", "nth"), weight=2),
     # A capture logged size by size ("Graph capturing for 304 input tokens", a 0.10 PR's logging): each record
@@ -117,6 +120,10 @@ FRAMES: tuple[FrameRule, ...] = (
     FrameRule("in initialize_kv_cache", "kv-cache", None, None),
     FrameRule("in capture_model", "cuda-graph", None, None),
     FrameRule("in compile_or_warm_up_model", "cuda-graph", None, "compilation and CUDA graph capture"),
+    # torch.cuda.graph's own frames: a CUDA graph is being captured, whatever the engine's frames above were cut
+    # to (vLLM's piecewise capture runs under its compilation backend's __call__, not under capture_model).
+    FrameRule("in capture_begin", "cuda-graph", None, None),
+    FrameRule("in capture_end", "cuda-graph", None, None),
     FrameRule("spec_decode/", None, "draft", "drafter"),
     FrameRule("in load_drafter", None, "draft", "drafter load"),
     FrameRule("drafter", None, "draft", "drafter"),

@@ -96,7 +96,9 @@ def test_parse_record_keeps_unprefixed_text_as_plain() -> None:
         ("Worker_TP3", "TP3"),
         ("EngineCore_DP1", "DP1"),
         ("APIServer", ""),
-        ("EngineCore_0", ""),
+        ("EngineCore_0", "DP0"),  # vLLM 0.9-0.10: the engine core of DP rank 0
+        ("EngineCore_3", "DP3"),
+        ("EngineCore", ""),
     ],
 )
 def test_worker_rank_label(name: str, label: str) -> None:

@@ -511,3 +511,32 @@ def test_one_engines_configuration_after_anothers_is_another_server() -> None:
     # One engine's own two configuration lines (vLLM's API server banner, then its engine's) stay one boot.
     banner = b"INFO 12-20 00:49:34 api_server.py:151] vLLM API server version 0.6.5\n"
     assert analyze_bytes(banner + vllm).boots == 1
+
+
+def test_an_engine_core_tagged_by_its_dp_rank_beside_tagged_workers_is_no_rank() -> None:
+    """GIVEN vLLM TP4 whose engine core is tagged `(EngineCore_DP0 pid=..)` (0.11 on) or `(EngineCore_0 pid=..)`
+    (0.9-0.10) beside `(VllmWorker rank=N ..)` workers THEN the core sizes the KV cache but is no fifth rank: the
+    load is on 4 of 4 ranks and nothing warns that DP0 logged no load (it did, before: '4 of 5 ranks')."""
+    for core in (b"EngineCore_DP0", b"EngineCore_0"):
+        data = (LOGS / "vllm_tp4_ready.log").read_bytes().replace(b"EngineCore_0", core)
+        report = analyze_bytes(data)
+        assert report.warnings == (), core
+        assert [(phase.name, phase.ranks) for phase in report.phases[:2]] == [
+            ("load-weights", 4),
+            ("kv-cache", 1),
+        ]
+
+
+def test_engine_cores_tagged_by_dp_rank_alone_are_the_ranks_when_no_worker_is_tagged() -> None:
+    """GIVEN four vLLM 0.10 data-parallel engine cores, TP 1 each (`(EngineCore_0 pid=..)` .. `_3`), each logging
+    its own load THEN four ranks loaded the target, once each (vllm-ascend#2125 read them as one rank loading a
+    target and then a draft)."""
+    lines = [
+        f"(EngineCore_{dp} pid={100 + dp}) INFO 08-13 02:23:3{dp} [default_loader.py:262] Loading weights took "
+        f"{9 + dp}.93 seconds"
+        for dp in range(4)
+    ]
+    report = analyze_bytes("\n".join(lines).encode() + b"\n")
+    assert [(phase.name, phase.model, phase.ranks) for phase in report.phases] == [
+        ("load-weights", "target", 4)
+    ]

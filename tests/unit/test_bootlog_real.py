@@ -19,13 +19,7 @@ REAL = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "real"
 LOGS = sorted(REAL.glob("*.log"))
 # Logs of the latest blind batch the reader did not read right on first sight (reports/cpu/2026-12-03d-bootlog-
 # unseen/, batch 5). Strict: a log the reader learns to read fails here until it is taken off the list.
-FIRST_SIGHT_WRONG: set[str] = {
-    "sglang-olmocr-159",
-    "vllm-VUA-7",
-    "vllm-vllm-19186",
-    "vllm-vllm-7593",
-    "vllm-vllm-ascend-2125",
-}
+FIRST_SIGHT_WRONG: set[str] = set()
 
 
 def _expected(log: Path) -> dict[str, Any]:

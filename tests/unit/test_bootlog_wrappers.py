@@ -1,5 +1,5 @@
 """Logs as collectors hand them over: every line of a real boot log behind kubectl's, GitHub Actions', docker
-compose's, journald's, a pod viewer's or TorchServe's prefix reads exactly as the log itself does."""
+compose's, journald's, a pod viewer's, TorchServe's or a re-logging application's prefix reads exactly as the log itself does."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ WRAPPERS: dict[str, Callable[[int], bytes]] = {
     "torchserve": lambda i: (
         f"2024-09-13T22:25:{i % 60:02d},258 [INFO ] W-9000-model_1.0-stdout MODEL_LOG - ".encode()
     ),
+    # olmOCR re-logging its SGLang server through Python's logging (olmocr#159)
+    "python logging": lambda i: f"2025-04-03 12:06:{i % 60:02d},365 - __main__ - INFO - ".encode(),
     "journald around compose": lambda i: f"Dec 18 16:24:{i % 60:02d} host dockerd[7]: vllm-2  | ".encode(),
 }
 
