@@ -10,7 +10,8 @@
 # FAITHFUL (1/0) and PYSPY (1: watch --py-spy) override the defaults (8, cuda:0, cold, 2, 0.2, 1, 0; 0.2 s rather
 # than watch's default 0.5: a rank process that ends while reading takes its last interval's reads with it);
 # BUDGET_S (default 330) stops starting rounds after that many seconds: the whole script stays within ~8 minutes.
-# Writes OUTDIR/watch_vs_run.txt (the comparison of round 1 and the overhead table), OUTDIR/watch_vs_run.json, and
+# Writes OUTDIR/watch_vs_run.txt (the comparison of round 1 and the overhead table), OUTDIR/watch_vs_run.json,
+# OUTDIR/overhead.json (per round, the mean rank wall watched over unwatched, per pass, with a bootstrap interval), and
 # every session under OUTDIR/r<N>-{watch,run,plain}/.
 # For a CPU try: DEVICE=cpu TP=2 SIZE=64MB SHARDS=8 ROUNDS=1 bash benchmarks/gpu/watch_run.sh /tmp/wr-out
 set -euo pipefail
@@ -74,16 +75,24 @@ for line in (out / "walls.txt").read_text().splitlines():
         walls[parts[1]][int(parts[0])] = float(parts[2])
 
 
+def rank_walls(session: Path) -> tuple[list[float], list[float]]:
+    """Every rank's decomposed wall and its faithful wall (the sum over its models) in a run session."""
+    if not session.exists():
+        return [], []
+    ranks = json.loads(session.read_text())["ranks"]
+    dec = [r["wall_s"] for r in ranks if r.get("wall_s") is not None]
+    fai = [sum(m["faithful_wall_s"] for m in r["models"] if m.get("faithful_wall_s") is not None) for r in ranks]
+    return dec, [x for x in fai if x]
+
+
 def load(session: Path) -> tuple[float | None, float | None, float | None]:
     """(the slowest rank's decomposed wall, its faithful wall, the run's own total) of a run session."""
     if not session.exists():
         return None, None, None
     s = json.loads(session.read_text())
-    ranks = s["ranks"]
     total = sum((s.get("extra") or {}).get("run_stages_s", {}).values()) or None
-    dec = [r["wall_s"] for r in ranks if r.get("wall_s") is not None]
-    fai = [sum(m["faithful_wall_s"] for m in r["models"] if m.get("faithful_wall_s") is not None) for r in ranks]
-    return (max(dec) if dec else None), (max(fai) if any(fai) else None), total
+    dec, fai = rank_walls(session)
+    return (max(dec) if dec else None), (max(fai) if fai else None), total
 
 
 f = lambda x: "-" if x is None else f"{x:.2f}"
@@ -102,5 +111,28 @@ for r in sorted(walls["watched"]):
 if ratios:
     print(f"load wall watched / unwatched: median {statistics.median(ratios):.3f} over {len(ratios)} round(s) "
           "(a ratio of single cold loads: storage's own variation is in it)")
+# The slowest of 8 ranks swings with whichever rank the scheduler delayed: the mean rank wall of each pass is the
+# steadier figure for what watching costs. Per round, watched over unwatched, and a bootstrap interval of the median.
+import random
+series: dict[str, list[float]] = {"decomposed": [], "faithful": []}
+for r in sorted(walls["watched"]):
+    (dw, fw), (dp, fp) = rank_walls(out / f"r{r}-run" / "session.json"), rank_walls(out / f"r{r}-plain" / "session.json")
+    if dw and dp:
+        series["decomposed"].append(statistics.fmean(dw) / statistics.fmean(dp))
+    if fw and fp:
+        series["faithful"].append(statistics.fmean(fw) / statistics.fmean(fp))
+draw = random.Random(0)
+summary = {}
+for name, values in series.items():
+    if not values:
+        continue
+    medians = sorted(statistics.median(draw.choices(values, k=len(values))) for _ in range(2000))
+    low, high = medians[int(0.025 * len(medians))], medians[int(0.975 * len(medians)) - 1]
+    summary[name] = {"ratios": [round(v, 4) for v in values], "median": round(statistics.median(values), 4),
+                     "ci95": [round(low, 4), round(high, 4)]}
+    print(f"mean rank wall, {name} pass, watched / unwatched: median {statistics.median(values):.3f} "
+          f"(bootstrap 95% {low:.3f}-{high:.3f}) over {len(values)} round(s); per round "
+          + " ".join(f"{v:.3f}" for v in values))
+(out / "overhead.json").write_text(json.dumps(summary, indent=1))
 PY
 echo "done in $(($(date +%s) - began)) s; table: $OUT/watch_vs_run.txt"
