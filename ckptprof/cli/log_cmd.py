@@ -49,7 +49,8 @@ what it reads:
   Loading weights took, Loading drafter model, GPU KV cache size / # GPU blocks, Graph capturing finished),
   the loaders' bars (default, Multi-thread, fastsafetensors, Run:ai Model Streamer with its GiB/s), rank tags
   (TP3, DP1 TP3, PP1 TP0 EP0; vLLM's worker prefixes), tracebacks (the frames name the phase and the model),
-  behind the prefixes that kubectl --timestamps, GitHub Actions, docker compose, journald and TorchServe add.
+  behind the prefixes that kubectl --timestamps, GitHub Actions, docker compose, journald, TorchServe and
+  applications re-logging the server through Python logging (olmOCR) add.
   A file holding several boots (a restart, a retry loop) is reported on its last one; --boot picks another.
 
 speed:
