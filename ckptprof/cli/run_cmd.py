@@ -214,7 +214,8 @@ def _add_paths_and_releases(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="whose loading to replay (default: vllm for a vLLM server's --log or with --vllm-version, else "
         "sglang). vllm: vLLM's paths (strategies vllm, vllm-eager, "
-        "vllm-prefetch, vllm-mt; --vllm-version picks the release); without --strategy it replays the path "
+        "vllm-prefetch, vllm-mt, each with :shuffle=true for 0.34's --shuffle-safetensors-files; --vllm-version "
+        "picks the release); without --strategy it replays the path "
         "vLLM takes here by its automatic-prefetch rule (this file system, this RAM) and the other side of the "
         "rule, and says what prefetching costs or saves",
     )
@@ -414,10 +415,16 @@ def _save_strategy_sessions(
     """Every other strategy's session beside the first one's, named in its artifacts."""
     from ckptprof.analysis.strategies import strategy_label
 
+    # A strategy asked for again (--strategy vllm,vllm:shuffle=true,vllm,...: rounds of a comparison) keeps one file
+    # per run, numbered from its second: the later would otherwise overwrite the earlier's session.
+    times = {strategy_label(session.config): 1}
     for other in others:
         label = strategy_label(other.config)
+        times[label] = times.get(label, 0) + 1
         # "pipelined:readers=32" -> session-pipelined_readers-32.json: variants of one strategy never collide
         stem = label.replace(":", "_").replace("=", "-").replace("/", "-")
+        if times[label] > 1:
+            label, stem = f"{label} ({times[label]})", f"{stem}-{times[label]}"
         other_path = out_dir / f"session-{stem}.json"
         if _write(unwritten, other_path, functools.partial(other.save, other_path)):
             session.artifacts.setdefault("strategy_sessions", {})[label] = str(other_path)

@@ -261,3 +261,40 @@ def test_draft_strategy_refusals_name_the_problem(
     argv = [str(small_draft) if a == "D" else a for a in argv]
     assert main(["run", str(small_verifier), "--no-probe", "-q", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_strategy_asked_for_again_keeps_a_session_per_run(small_draft: Path, tmp_path: Path) -> None:
+    """GIVEN `--strategy no-mmap,sglang,no-mmap,sglang` (rounds of a comparison, as on the H200 for vLLM's shuffle)
+    THEN every run's session is saved: the repeats numbered, none overwriting another (the second sglang replaced
+    the first before, silently)."""
+    from ckptprof.session import Session
+
+    argv = [
+        "run",
+        str(small_draft),
+        "--strategy",
+        "no-mmap,sglang,no-mmap,sglang",
+        "--no-probe",
+        "-q",
+        "--tp",
+        "2",
+    ]
+    assert main([*argv, "-o", str(tmp_path)]) == 0
+    session = Session.load(tmp_path / "session.json")
+    assert session.artifacts["strategy_sessions"] == {
+        "sglang": str(tmp_path / "session-sglang.json"),
+        "no-mmap (2)": str(tmp_path / "session-no-mmap-2.json"),
+        "sglang (2)": str(tmp_path / "session-sglang-2.json"),
+    }
+    assert sorted(p.name for p in tmp_path.glob("session*.json")) == [
+        "session-no-mmap-2.json",
+        "session-sglang-2.json",
+        "session-sglang.json",
+        "session.json",
+    ]
+    strategies = [
+        Session.load(Path(path)).config["strategy"]
+        for path in session.artifacts["strategy_sessions"].values()
+    ]
+    assert strategies == ["sglang", "no-mmap", "sglang"]
+    assert session.config["strategy"] == "no-mmap"
