@@ -19,7 +19,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
 
 # The newest SGLang and one from before multithreaded loading became the default (0.5.10); the newest vLLM and one
 # from before its prefetch strategy (0.18).
-RELEASES=(sglang==0.5.23 sglang==0.5.9 vllm==0.33.0 vllm==0.11.0)
+RELEASES=(sglang==0.5.23 sglang==0.5.9 vllm==0.34.0 vllm==0.11.0)
 [ "$#" -gt 0 ] && RELEASES=("$@")
 
 root="${ENGINES_ROOT:-/var/tmp/ckptprof-engines}"

@@ -1,7 +1,7 @@
 """vLLM's weight loading, per release line, read from each release's own wheel (`pip download --no-deps vllm==X`:
 `vllm/model_executor/model_loader/default_loader.py` and `weight_utils.py`, `vllm/config/load.py`,
 `vllm/engine/arg_utils.py`). Releases read: 0.10.2, 0.11.0, 0.12.0, 0.15.0, 0.17.0, 0.18.0, 0.19.0, 0.20.0, 0.22.0,
-0.24.0, 0.26.0, 0.33.0; a release in between loads like the last one read before it.
+0.24.0, 0.26.0, 0.33.0, 0.34.0; a release in between loads like the last one read before it.
 
 What every line shares: the default path (``safetensors_weights_iterator``) opens each file with ``safe_open``
 and takes ``get_tensor`` of every key (mmap views; the pages fault in as the model's weight loaders copy them);
@@ -22,6 +22,11 @@ as they complete. What changes:
 - 0.22 and later: ``--safetensors-prefetch-num-threads`` and ``--safetensors-prefetch-block-size``; from 0.33 the
   available RAM is capped by the cgroup's free memory (0.26 - 0.32: on ROCm only), and the load strategies include
   ``torchao``.
+- 0.34: ``--shuffle-safetensors-files`` (off by default): each rank's loop takes the files in natural order shuffled
+  by ``random.Random(global rank)``, in the single-thread iterator (after its prefetcher took its share of the natural
+  order) and in the multithread one (the order files go to the pool); it logs ``Shuffled N safetensors files with
+  seed R``. The weight loaders' copy becomes ``copy_weight_``, a plain ``copy_`` except on integrated GPUs (where it
+  first touches a byte of each page on the CPU).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ PREFETCH_THREADS_FLAG = "--safetensors-prefetch-num-threads"
 PREFETCH_BLOCK_FLAG = "--safetensors-prefetch-block-size"
 LOAD_FORMAT = "--load-format"
 EXTRA_CONFIG = "--model-loader-extra-config"
+SHUFFLE_FLAG = "--shuffle-safetensors-files"
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ class VllmProfile:
     )  # file systems it prefetches on unasked
     prefetch_flags: bool = False  # --safetensors-prefetch-num-threads / -block-size exist
     cgroup_ram: bool = False  # available RAM capped by the cgroup's free memory
+    shuffle_flag: bool = False  # --shuffle-safetensors-files exists
 
     def describe(self) -> str:
         auto = (
@@ -79,6 +86,7 @@ class VllmProfile:
             "auto_prefetch_fs": sorted(self.auto_prefetch_fs),
             "prefetch_flags": self.prefetch_flags,
             "cgroup_ram": self.cgroup_ram,
+            "shuffle_flag": self.shuffle_flag,
         }
 
 
@@ -94,12 +102,22 @@ _LINE_22 = replace(_LINE_20, name="0.22 - 0.32", first="0.22.0", prefetch_flags=
 # releases between 0.26 and 0.33 were not read for it). ckptprof has no replay of it.
 _LINE_33 = replace(
     _LINE_22,
-    name="0.33 and later",
+    name="0.33",
     first="0.33.0",
     cgroup_ram=True,
     strategies=("lazy", "eager", "prefetch", "torchao"),
 )
-PROFILES: tuple[VllmProfile, ...] = (_LINE_10, _LINE_17, _LINE_18, _LINE_19, _LINE_20, _LINE_22, _LINE_33)
+_LINE_34 = replace(_LINE_33, name="0.34 and later", first="0.34.0", shuffle_flag=True)
+PROFILES: tuple[VllmProfile, ...] = (
+    _LINE_10,
+    _LINE_17,
+    _LINE_18,
+    _LINE_19,
+    _LINE_20,
+    _LINE_22,
+    _LINE_33,
+    _LINE_34,
+)
 NEWEST = PROFILES[-1]
 
 

@@ -239,6 +239,38 @@ def _vllm_defaults(engine: Engine) -> None:
         assert set(typing.get_args(strategies)) == set(profile.strategies)
     assert DefaultModelLoader.DEFAULT_NUM_THREADS == vllm_profiles.DEFAULT_NUM_THREADS
     assert _multithread_default(inspect.getsource(DefaultModelLoader)) is False
+    # --shuffle-safetensors-files (0.34 on), off by default
+    assert hasattr(config, "shuffle_safetensors_files") == profile.shuffle_flag
+    if profile.shuffle_flag:
+        assert config.shuffle_safetensors_files is False
+
+
+def test_the_shuffled_order_is_the_releases_own_for_every_rank(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GIVEN a vLLM release with --shuffle-safetensors-files THEN the replica's order for each of 8 ranks is the one
+    the release's own shuffle gives that rank (its generator seeded with torch.distributed's world rank, which the
+    test stands in for), on padded and unpadded shard names."""
+    if engine.package != "vllm" or not vllm_profiles.profile_for_version(engine.version).shuffle_flag:
+        pytest.skip(f"{engine.package} {engine.version} has no --shuffle-safetensors-files")
+    import types
+
+    from vllm.model_executor.model_loader import weight_utils
+
+    from ckptprof.loader.plan import ModelPlan, ShardPlan
+    from ckptprof.loader.strategies.vllm import shuffled_for_rank
+
+    for names in (
+        [f"model-{i:05d}-of-00012.safetensors" for i in range(1, 13)],
+        [f"model-{i}.safetensors" for i in range(1, 12)],
+    ):
+        files = [f"/ckpt/{name}" for name in sorted(names)]
+        plan = ModelPlan("target", "/ckpt", "ext4", [ShardPlan(path, 1, {}) for path in files])
+        for rank in range(8):
+            group = types.SimpleNamespace(rank=rank)
+            monkeypatch.setattr(weight_utils, "get_world_group", lambda group=group: group)
+            theirs = weight_utils._shuffle_files(list(files))
+            assert [s.path for s in shuffled_for_rank(plan, rank).shards] == theirs, (rank, names[0])
 
 
 # SGLang releases whose weight utilities cannot import on a CUDA host even with sgl_kernel stood in for: they

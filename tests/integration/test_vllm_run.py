@@ -51,7 +51,7 @@ def test_engine_vllm_on_local_disk_replays_both_sides_of_the_rule_with_sglangs_v
     assert set(sessions) == {"sglang", "vllm", "vllm-prefetch"}
     first = json.loads((out / "session.json").read_text())
     release = first["config"]["vllm_release"]
-    assert release["engine"] == "vllm" and release["profile"] == "0.33 and later"
+    assert release["engine"] == "vllm" and release["profile"] == "0.34 and later"
     decision = release["prefetch_decision"]
     assert decision["fs_type"] == fs.fs_type(small_draft)
     assert decision["prefetch"] is False
@@ -60,7 +60,7 @@ def test_engine_vllm_on_local_disk_replays_both_sides_of_the_rule_with_sglangs_v
     assert rows["vllm"]["verify"] == rows["vllm-prefetch"]["verify"] == "equal"
     assert rows["vllm-prefetch"]["flags"] == "--safetensors-load-strategy prefetch"
     notes = " ".join(first["notes"])
-    assert "vLLM 0.33 and later would not prefetch this checkpoint on its own here" in notes
+    assert "vLLM 0.34 and later would not prefetch this checkpoint on its own here" in notes
     assert "measured here (cold cache), prefetching" in notes
     assert "vLLM flags" in printed.out and "SGLang flags" not in printed.out
     # vLLM's files in natural order, and no SGLang flag sold to a vLLM server
@@ -68,7 +68,7 @@ def test_engine_vllm_on_local_disk_replays_both_sides_of_the_rule_with_sglangs_v
     assert sessions["vllm"]["verdict"]["recommendations"] == []  # --no-probe: nothing to price them from
     assert "priced as SGLang's equivalents are" in sessions["vllm"]["verdict"]["engine_note"]
     md = markdown.render(Session.load(out / "session.json"))
-    assert "vLLM profile 0.33 and later" in md and "| vLLM flags" in md
+    assert "vLLM profile 0.34 and later" in md and "| vLLM flags" in md
 
 
 def test_an_older_release_and_a_named_strategy(small_draft: Path, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from ckptprof.engines import sglang, vllm
         (sglang.choose_profile(version="0.5.9")[1], "--sglang-version 0.5.9"),
         (
             vllm.choose_profile(None, None, None)[1],
-            "default, the newest line read (vllm 0.33.0): no version given, none installed",
+            "default, the newest line read (vllm 0.34.0): no version given, none installed",
         ),
         (vllm.choose_profile(None, "0.33.0")[1], "the installed vllm 0.33.0"),
         (vllm.choose_profile(None, None, "0.19.0")[1], "the vLLM release the server's log names (0.19.0)"),

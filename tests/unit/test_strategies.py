@@ -239,8 +239,9 @@ def test_registry_names_flags_and_params() -> None:
     }
     assert FLAGS["vllm-eager"] == "--safetensors-load-strategy eager"
     assert FLAGS["vllm-prefetch"] == "--safetensors-load-strategy prefetch"
-    assert PARAMS["vllm-prefetch"] == {"num_threads": 8, "block_mib": 16}
-    assert PARAMS["vllm-mt"] == {"num_threads": 8}
+    assert PARAMS["vllm-prefetch"] == {"num_threads": 8, "block_mib": 16, "shuffle": False}
+    assert PARAMS["vllm-mt"] == {"num_threads": 8, "shuffle": False}
+    assert PARAMS["vllm"] == PARAMS["vllm-eager"] == {"shuffle": False}
     assert FLAGS["pipelined-shared"].startswith("not an SGLang flag")
     assert PARAMS["pipelined-shared"] == {"readers": None, "chunk_mib": 64.0, "direct": "auto", "slots": None}
     assert "enable_multithread_load" in FLAGS["sglang-mt"] and '"num_threads": 8' in FLAGS["sglang-mt"]

@@ -523,7 +523,7 @@ def test_a_vllm_run_gets_vllms_flags_priced_as_sglangs_equivalents() -> None:
     by_sglang = {p.strategy: p for p in compute_verdict(sglang_run).predictions}
     s = session(read=2.9, deser=0.09, h2d=0.3, resident=0, ranks=2)
     s.config["strategy"] = "vllm"
-    s.config["vllm_release"] = {"engine": "vllm", "profile": "0.33 and later"}
+    s.config["vllm_release"] = {"engine": "vllm", "profile": "0.34 and later"}
     v = compute_verdict(s)
     by_vllm = {p.strategy: p for p in v.predictions}
     assert set(by_vllm) <= {"vllm-prefetch", "vllm-mt:num_threads=16", "vllm-eager"}

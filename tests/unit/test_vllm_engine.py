@@ -25,8 +25,10 @@ GiB = 2**30
         ("0.21.0", "0.20 - 0.21"),
         ("0.22.0", "0.22 - 0.32"),
         ("0.32.0", "0.22 - 0.32"),
-        ("0.33.0", "0.33 and later"),
-        ("0.40.0rc1", "0.33 and later"),
+        ("0.33.0", "0.33"),
+        ("0.33.9", "0.33"),
+        ("0.34.0", "0.34 and later"),
+        ("0.40.0rc1", "0.34 and later"),
     ],
 )
 def test_each_release_maps_to_its_line(version: str, line: str) -> None:
@@ -114,7 +116,7 @@ def test_the_note_measures_prefetching_only_in_a_controlled_cache_mode() -> None
     decision = decide_prefetch(vllm.NEWEST, None, "ext4", GiB, 100 * GiB)
     walls = {"vllm": 2.0, "vllm-prefetch": 1.5}
     cold = vllm.prefetch_note(vllm.NEWEST, decision, walls, "cold")
-    assert cold.startswith("vLLM 0.33 and later would not prefetch this checkpoint on its own here")
+    assert cold.startswith("vLLM 0.34 and later would not prefetch this checkpoint on its own here")
     assert "prefetching saves 0.50 s (25% of the lazy path's 2.00 s" in cold
     warm = vllm.prefetch_note(vllm.NEWEST, decision, {"vllm": 1.0, "vllm-prefetch": 1.1}, "warm")
     assert "(warm cache), prefetching costs 0.10 s" in warm
@@ -164,7 +166,7 @@ def test_a_vllm_comparison_measures_against_vllms_default_path() -> None:
             rank=0, device="cpu", wall_s=wall, models=[RankModel(role="target", wall_s=wall, shards=[shard])]
         )
         return Session(
-            config={"strategy": strategy, "vllm_release": {"profile": "0.33 and later"}}, ranks=[rank]
+            config={"strategy": strategy, "vllm_release": {"profile": "0.34 and later"}}, ranks=[rank]
         )
 
     comparison = compare_strategies(

@@ -92,6 +92,10 @@ def own_call(strategy: str, params: dict[str, Any]) -> OwnCall | None:
             "prefetch_num_threads": int(params.get("num_threads", 4)),
         }
         return OwnCall("safetensors_weights_iterator", prefetch)
+    if strategy.startswith("vllm") and params.get("shuffle"):
+        # 0.34's --shuffle-safetensors-files seeds its shuffle with torch.distributed's world rank, and the replay's
+        # ranks have no process group: the replica shuffles as vLLM does, by the rank it knows.
+        return None
     if strategy in _VLLM_LOAD and not params:
         load = _VLLM_LOAD[strategy]
         kwargs = {"use_tqdm_on_load": True, "safetensors_load_strategy": load}
