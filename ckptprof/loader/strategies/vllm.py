@@ -49,6 +49,11 @@ def shuffled_for_rank(model: ModelPlan, rank: int) -> ModelPlan:
     return replace(model, shards=shards)
 
 
+def _in_rank_order(model: ModelPlan, ctx: LoadContext, shuffle: bool) -> ModelPlan:
+    """The files in the order this rank's loop takes them: the plan's, or 0.34's shuffle for the rank."""
+    return shuffled_for_rank(model, ctx.position.rank) if shuffle else model
+
+
 def _with_shuffle(flags: str, shuffle: bool) -> str:
     return f"{flags} {vllm_engine.SHUFFLE_FLAG}" if shuffle else flags
 
@@ -63,7 +68,7 @@ class VllmLazy(SGLang):
         self.flags = _with_shuffle(type(self).flags, shuffle)
 
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
-        super().load_model(ctx, shuffled_for_rank(model, ctx.position.rank) if self.shuffle else model, rec)
+        super().load_model(ctx, _in_rank_order(model, ctx, self.shuffle), rec)
 
 
 class VllmEager(SGLangNoMmap):
@@ -76,7 +81,7 @@ class VllmEager(SGLangNoMmap):
         self.flags = _with_shuffle(type(self).flags, shuffle)
 
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
-        super().load_model(ctx, shuffled_for_rank(model, ctx.position.rank) if self.shuffle else model, rec)
+        super().load_model(ctx, _in_rank_order(model, ctx, self.shuffle), rec)
 
 
 class VllmPrefetch(SGLangPrefetch):
@@ -98,9 +103,7 @@ class VllmPrefetch(SGLangPrefetch):
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
         self._planned = model
         try:
-            super().load_model(
-                ctx, shuffled_for_rank(model, ctx.position.rank) if self.shuffle else model, rec
-            )
+            super().load_model(ctx, _in_rank_order(model, ctx, self.shuffle), rec)
         finally:
             self._planned = None
 
@@ -121,4 +124,4 @@ class VllmMultiThread(SGLangMultiThread):
 
     def load_model(self, ctx: LoadContext, model: ModelPlan, rec: Recorder) -> None:
         # vLLM submits the shuffled files to its pool in that order.
-        super().load_model(ctx, shuffled_for_rank(model, ctx.position.rank) if self.shuffle else model, rec)
+        super().load_model(ctx, _in_rank_order(model, ctx, self.shuffle), rec)
