@@ -203,6 +203,8 @@ def _fatal_error(boot: Boot, fatal: Failure) -> tuple[str, str]:
     announced = _announcement(boot, fatal)
     if announced is not None:
         return announced.error, " (the log ends before its traceback's error line)"
+    if fatal.raised is not None:
+        return f"`{fatal.raised}`", " (the log ends before its error line: the statement that raised it)"
     return fatal.error, " (the log ends before its error line)"
 
 

@@ -36,8 +36,11 @@ FRAME_NEEDLE = 'File "'
 # resource tracker that cleans shared memory complains at interpreter exit), not the server's failure.
 HELPER_FRAMES: tuple[str, ...] = ("multiprocessing/resource_tracker.py",)
 
+# A raised exception's line: a class named ...Error, ...Exception (and the bare ``Exception`` of ``raise
+# Exception(...)``, SGLang's "Capture cuda graph failed"), ...Exit, ...Interrupt or ...Failure, then its message.
 EXCEPTION_LINE_RE = re.compile(
-    r"(?:\[rank\d{1,6}\]: ?)?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)(?::\s.*|:?\s*$)",
+    r"(?:\[rank\d{1,6}\]: ?)?(?:(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)|Exception)"
+    r"(?::\s.*|:?\s*$)",
     re.ASCII,
 )
 # Each word is found with str.find (C speed on kilobyte-long server_args lines); those that could sit inside a
@@ -59,6 +62,7 @@ CHAINED_WORDS = (
     "above exception"  # "During handling of the above exception", "The above exception was the direct cause"
 )
 HANDLING_WORDS = "During handling"
+_RAISE = "raise "  # a traceback's code line that raises: "raise" alone re-raises and names nothing
 
 
 # Every word that one of _check_failure's branches needs; a record with none of them is not a failure.
@@ -109,6 +113,9 @@ class Failure:
     helper: bool = (
         False  # a frame says it was one of Python's helper processes (HELPER_FRAMES), not the server
     )
+    # The innermost ``raise ...`` code line of the traceback: says what failed when the log ends before its error
+    # line (`raise ValueError("No available memory for the cache blocks. "`).
+    raised: str | None = None
 
 
 class Where(NamedTuple):
@@ -223,6 +230,11 @@ class FailureTracker:
             self._on_exception_line(record, where, line_before)
         elif is_death(message):
             self.add(record, "death", message.strip(), where())
+        elif message[:1].isspace() and message.lstrip().startswith(_RAISE):
+            # A code line of a traceback under way (it passed the gate by its class's name): the innermost is kept.
+            awaiting = self._awaiting.get(record.rank) or (None if record.rank else self._last_traceback)
+            if awaiting is not None and not awaiting.error_final:
+                awaiting.raised = message.strip()[:500]
         elif CHAINED_WORDS in message:
             # Python prints the root cause first: the traceback that follows continues this one.
             closed = self._closed.get(record.rank)

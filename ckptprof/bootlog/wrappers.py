@@ -57,10 +57,23 @@ _WRAPPER_RE = re.compile(rb"\n" + _LEAD + rb"(?:" + _ALTERNATIVES + rb"){1,2}")
 _WRAPPER_AFTER_CR_RE = re.compile(rb"\r" + _LEAD + rb"(?:" + _ALTERNATIVES + rb"){1,2}")
 
 
+# A notebook's output pane (Jupyter) turns path-like words into Markdown links to its own server: a bar's count
+# "1/5" reaches the paste as "1[/5](http://host:8888/5)". The link's text is what the server wrote.
+_LINK_MARK = b"](http"
+_LINK_RE = re.compile(rb"\[([^\[\]\n]{1,200})\]\(https?://[^()\s]{1,500}\)")
+
+
+def unlink(block: bytes) -> bytes:
+    """``block`` with each Markdown link to a web address replaced by its text; the same object when it has none."""
+    if _LINK_MARK not in block:
+        return block
+    return _LINK_RE.sub(rb"\1", block)
+
+
 def unwrap(block: bytes) -> bytes:
-    """``block`` without collector prefixes or a pane's frame; the same object when it has none (the common, free
-    case)."""
-    block = unframe(block)
+    """``block`` without collector prefixes, a pane's frame or a notebook's links; the same object when it has none
+    (the common, free case)."""
+    block = unlink(unframe(block))
     framed = b"\n" + block
     if _WRAPPER_RE.search(framed) is None:
         return block

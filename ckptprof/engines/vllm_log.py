@@ -29,7 +29,9 @@ RECORDS: tuple[Rule, ...] = (
     Rule("LLM engine", Configure(restart="after-ready"), weight=2),
     Rule("Loading drafter model", Begin("load", "load-weights", "draft"), weight=2),
     Rule("Starting to load model", Begin("load", "load-weights", "nth"), weight=2),
-    Rule("Loading model from scratch", Begin("load", "load-weights", "nth"), weight=2),  # the V2 model runner
+    # V1 0.10-0.11 prints it after "Starting to load model" (gpu_model_runner.load_model), the V2 model runner alone:
+    # a second begin only where none is open.
+    Rule("Loading model from scratch", Begin("load", "load-weights", "nth", unless_open=True), weight=2),
     # The TPU backend (tpu-inference) names each shard as it loads it: the load is under way.
     Rule("Loading weights from", Begin("load", "load-weights", "nth", unless_open=True)),
     # V0's only load record; vllm-ascend's V1 runner prints it after `Loading weights took` too.
@@ -39,6 +41,9 @@ RECORDS: tuple[Rule, ...] = (
     Rule("Loading weights took", End("load", "load-weights", "nth"), weight=2),
     Rule("Model loading took", End("load", "load-weights", "nth", only_if_open_or_new=True), weight=2),
     Rule("KV cache size", End("kv", "kv-cache", "nth", only_first=True), weight=2),
+    # V0 sizes the cache, logs "# GPU blocks: N", then allocates it, and raises "No available memory for the cache
+    # blocks" at once when N is 0: zero blocks does not end the phase, it is the phase failing.
+    Rule("GPU blocks: 0,", Begin("kv", "kv-cache", "nth", unless_open=True), weight=2),
     Rule("GPU blocks", End("kv", "kv-cache", "nth", only_first=True), weight=2),  # V0: "# GPU blocks: N"
     # V0 names the device in the same record on other platforms and releases: "# cuda blocks: N, # CPU blocks".
     Rule(
@@ -95,6 +100,11 @@ RECORDS: tuple[Rule, ...] = (
     ),
     Rule("EngineCore failed to start", Evidence(), weight=2),
     Rule("Engine core initialization failed", Evidence(), weight=2),
+    # "Using Flash Attention backend on V1 engine." (the platforms' attention choice, 0.8-0.11): vLLM's words alone.
+    Rule("on V1 engine", Evidence()),
+    # SGLang's weight_utils prints it too: no evidence by its words, but the line is read, so its record form counts
+    # (a paste of a vLLM load may hold nothing else but the bar).
+    Rule("Using model weights format", Evidence(), weight=0),
 )
 
 END_MARKERS = {
@@ -118,6 +128,12 @@ FRAMES: tuple[FrameRule, ...] = (
     FrameRule("in _initialize_kv_caches", "kv-cache", None, None),
     FrameRule("in initialize_from_config", "kv-cache", None, None),
     FrameRule("in initialize_kv_cache", "kv-cache", None, None),
+    # Sizing the cache against the memory left: V0's worker (raise_if_cache_size_invalid), V1's kv_cache_utils
+    # (check_enough_kv_cache_memory, get_kv_cache_config*), moved to kv_cache_planning in 0.34.
+    FrameRule("in raise_if_cache_size_invalid", "kv-cache", None, None),
+    FrameRule("check_enough_kv_cache_memory", "kv-cache", None, None),
+    FrameRule("in get_kv_cache_config", "kv-cache", None, None),
+    FrameRule("kv_cache_planning.py", "kv-cache", None, None),
     FrameRule("in capture_model", "cuda-graph", None, None),
     FrameRule("in compile_or_warm_up_model", "cuda-graph", None, "compilation and CUDA graph capture"),
     # torch.cuda.graph's own frames: a CUDA graph is being captured, whatever the engine's frames above were cut
@@ -146,8 +162,10 @@ LOG = EngineLog(
         "dp": ("data_parallel_size", "dp_size"),
     },
     module_paths=MODULE_PATHS,
+    # ("ApiServer_N": the API server processes of --api-server-count, named so by vllm/v1/utils.py.)
     process_tag=re.compile(
-        rb"\((?:VllmWorker|VllmWorkerProcess|Worker_[A-Z]|EngineCore|RayWorkerWrapper|RayWorkerProc|APIServer)"
+        rb"\((?:VllmWorker|VllmWorkerProcess|Worker_[A-Z]|EngineCore|RayWorkerWrapper|RayWorkerProc|APIServer"
+        rb"|ApiServer_\d)"
         rb"[^()\n]{0,60} pid=\d{1,10}"
     ),
 )

@@ -20,15 +20,7 @@ LOGS = sorted(REAL.glob("*.log"))
 # Logs of the latest blind batch the reader did not read right on first sight (reports/cpu/2026-12-03e-bootlog-
 # unseen/, batch 6). Strict: a log the reader learns to read fails here until it is taken off the list.
 FIRST_SIGHT_WRONG: set[str] = {
-    "sglang-sglang-4205",
     "sglang-sglang-8229",
-    "vllm-LMCache-1014",
-    "vllm-QAnything-302",
-    "vllm-vllm-10439",
-    "vllm-vllm-24187",
-    "vllm-vllm-27508",
-    "vllm-vllm-9163",
-    "vllm-vllm-gfx906-45",
 }
 
 
