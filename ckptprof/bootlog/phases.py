@@ -66,7 +66,7 @@ from ckptprof.bootlog.timestamps import (
     timestamp_seconds,
 )
 from ckptprof.bootlog.words import boots_warning
-from ckptprof.bootlog.wrappers import unwrap
+from ckptprof.bootlog.wrappers import unwrap_paste
 from ckptprof.engines.log_rules import Configure
 
 STATES = ("starting", "init-distributed", "load-weights", "kv-cache", "cuda-graph", "ready", "failed")
@@ -92,6 +92,9 @@ class BootLogAnalyzer:
         self._late_boots: deque[Boot] = deque(maxlen=BOOTS_KEPT)
         self._clock_floor = 0  # where the last look-back for a timestamp stopped in the block
         self._readings: dict[tuple[str, str], Reading] = {}
+        self._indent: bytes | None = (
+            None  # the indentation a pasted log's lines share (wrappers.learn_indent)
+        )
         self._block = b""  # the block being read, and where the current line starts in it
         self._line_start = 0
         # The stamp a record carried last, as clock.with_year gave it back, and the year and day it left.
@@ -134,7 +137,7 @@ class BootLogAnalyzer:
         """A block of whole lines (``\\n`` or ``\\r`` terminated), as parse.LineSplitter produces them."""
         if looks_binary(block):
             return
-        block = unwrap(block)
+        block, self._indent = unwrap_paste(block, self._indent)
         boot = self._boot
         if boot.process_tags_needed():
             # Nothing has said which engine wrote the log yet: the names it gives its processes may (a paste of
@@ -247,7 +250,8 @@ class BootLogAnalyzer:
         block, start = self._block, self._line_start
         if start <= 0:
             return ""
-        return block[block.rfind(b"\n", 0, start - 1) + 1 : start].decode("utf-8", "replace").strip()
+        line = block[block.rfind(b"\n", 0, start - 1) + 1 : start].decode("utf-8", "replace")
+        return strip_ansi(line).strip()
 
     def _time_before_line(self, before: tuple[str | None, float] | None) -> tuple[str | None, float] | None:
         """The log's time just before the line being read: ``before`` (the clock before the line's record moved

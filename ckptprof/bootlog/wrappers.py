@@ -71,16 +71,26 @@ def unlink(block: bytes) -> bytes:
 
 
 def unwrap(block: bytes) -> bytes:
-    """``block`` without collector prefixes, a pane's frame or a notebook's links; the same object when it has none
-    (the common, free case)."""
+    """``block`` without collector prefixes, a pane's frame, a paste's indentation or a notebook's links; the same
+    object when it has none (the common, free case)."""
+    return unwrap_paste(block)[0]
+
+
+def unwrap_paste(block: bytes, indent: bytes | None = None) -> tuple[bytes, bytes | None]:
+    """``unwrap``, for one block of a log whose earlier blocks shared the indentation ``indent`` (a block of a single
+    line, such as the cut last line of a paste, cannot show it alone); also the indentation this block shared."""
+    # The paste's indentation first: a pane's frame inside a quoted block is then at the lines' start.
+    indent = learn_indent(block, indent)
+    if indent is not None:
+        block = re.sub(rb"(?m)^" + re.escape(indent), b"", block)
     block = unlink(unframe(block))
     framed = b"\n" + block
     if _WRAPPER_RE.search(framed) is None:
-        return block
+        return block, indent
     framed = _WRAPPER_RE.sub(b"\n", framed)
     if b"\r" in framed:
         framed = _WRAPPER_AFTER_CR_RE.sub(b"\r", framed)
-    return framed[1:]
+    return framed[1:], indent
 
 
 # A pane or box a log was copied out of (k9s, tmux borders, a quoted block): the same symbol and a space open
@@ -145,3 +155,56 @@ def unframe(block: bytes) -> bytes:
     framed = re.sub(rb"(?m)^" + mark + rb" ", b"", block)
     # The closing border and the padding before it (the pane's width, not the server's text).
     return re.sub(rb"(?m)[ \t]*" + mark + rb"[ \t]*(?=\r?$)", b"", framed)
+
+
+# A paste indented as a whole (a quoted block, pytest's captured output, a Markdown list item): every line opens with
+# the same blanks. They go, so that an error line that the server wrote at the start of its line ("KeyError: 'x'")
+# is not taken for a traceback's indented code line. A server's own log never indents every line.
+_INDENT_SAMPLE_LINES = 40
+_INDENT_MIN_LINES = 2
+_FRAME_LINE = b'File "'
+
+
+def learn_indent(block: bytes, known: bytes | None = None) -> bytes | None:
+    """The blanks that every one of the block's first non-blank lines opens with, or None. ``known``: what the log's
+    earlier blocks shared; a block whose lines all open with it keeps it however few they are."""
+    if known is not None:
+        kept = _shared_indent(block, known, 1)
+        if kept == known:
+            return known
+    return _shared_indent(block, None, _INDENT_MIN_LINES)
+
+
+def _shared_indent(block: bytes, common: bytes | None, min_lines: int) -> bytes | None:
+    """The longest run of blanks (no longer than ``common``, when given) that opens each of the block's first
+    non-blank lines, when there are at least ``min_lines`` of them."""
+    seen = 0
+    start = 0
+    size = len(block)
+    for _ in range(2 * _INDENT_SAMPLE_LINES):  # blank lines count too: a block of them is read no further
+        if seen >= _INDENT_SAMPLE_LINES or start >= size:
+            break
+        end = block.find(b"\n", start)
+        if end < 0:
+            end = size
+        line = block[start:end].rstrip(b"\r")
+        start = end + 1
+        if not line.strip():
+            continue
+        lead = line[: len(line) - len(line.lstrip(b" \t"))]
+        if line.startswith(_FRAME_LINE, len(lead)):
+            # Python prints a traceback's frames 2 blanks in: those are the traceback's, not the paste's (an excerpt
+            # that starts inside a traceback holds nothing else in its first lines).
+            lead = lead[:-2]
+        if not lead:
+            return None
+        if common is None:
+            common = lead
+        else:
+            # the blanks both open with (compared byte by byte: a tab is not a space)
+            pairs = enumerate(zip(common, lead, strict=False))
+            common = common[: next((i for i, (a, b) in pairs if a != b), min(len(common), len(lead)))]
+            if not common:
+                return None
+        seen += 1
+    return common if seen >= min_lines else None

@@ -1,5 +1,5 @@
 """Every log of the real corpus, re-emitted the way pastes and terminals decorate it, reads as the original does
-(#33 item 5): the same framework, state, phases (name, model, ranks) and failure."""
+(#33 item 5): the same framework, state, phases (name, model, ranks), failure and error."""
 
 from __future__ import annotations
 
@@ -60,6 +60,8 @@ def _reading(report: BootReport) -> dict[str, object]:
         "state": report.state,
         "phases": [(phase.name, phase.model, phase.ranks) for phase in report.phases],
         "failure": (failure.rank, failure.phase, failure.model) if failure else None,
+        # what failed, as the report words it: an indented paste's error line is still its error line
+        "error": report.error,
     }
 
 

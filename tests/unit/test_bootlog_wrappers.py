@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ckptprof.bootlog import BootReport, analyze_bytes
-from ckptprof.bootlog.wrappers import unwrap
+from ckptprof.bootlog.wrappers import learn_indent, unwrap, unwrap_paste
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "real"
 # A log per engine and shape: SGLang TP4 to ready with a bar, vLLM V1 TP4 with coloured worker prefixes and
@@ -93,3 +93,42 @@ def test_a_panes_frame_is_learned_from_the_lines_and_taken_off() -> None:
 )
 def test_a_symbol_on_a_few_lines_is_not_a_frame(block: bytes) -> None:
     assert unwrap(block) == block
+
+
+def test_a_paste_indented_as_a_whole_loses_its_indentation() -> None:
+    # GIVEN a log pasted as a quoted block: the error line the server wrote at the start of its line is indented too
+    lines = [
+        b"Traceback (most recent call last):",
+        b'  File "/x/a.py", line 1, in f',
+        b"    raise KeyError(key)",
+    ]
+    lines.append(b"KeyError: 'glm_moe_dsa'")
+    pasted = b"\n".join(b"    " + line for line in lines) + b"\n"
+    assert learn_indent(pasted) == b"    "
+    # THEN it reads as written, and the error line is again an error line
+    assert unwrap(pasted) == b"\n".join(lines) + b"\n"
+
+
+def test_an_excerpt_that_starts_inside_a_traceback_is_not_indented() -> None:
+    # GIVEN frames and code lines only (Python's own 2 and 4 blanks)
+    block = b'  File "/x/a.py", line 1, in f\n    self.mlp = LlamaMLP(\n  File "/x/b.py", line 2, in g\n'
+    assert learn_indent(block) is None
+    assert unwrap(block) is block
+    # and the same excerpt indented by a paste loses only the paste's blanks
+    pasted = b"".join(b"    " + line + b"\n" for line in block.splitlines())
+    assert learn_indent(pasted) == b"    "
+
+
+def test_a_single_line_block_keeps_the_indentation_the_log_showed() -> None:
+    # GIVEN the cut last line of an indented paste, which the splitter hands over as a block of its own
+    last = b"    torch.OutOfMemoryError: CUDA out of memory."
+    assert learn_indent(last) is None  # alone it shows nothing
+    assert unwrap_paste(last, b"    ") == (b"torch.OutOfMemoryError: CUDA out of memory.", b"    ")
+    # a block that does not share it is read as it is
+    assert unwrap_paste(b"INFO 01-01 00:00:00 x\nINFO 01-01 00:00:01 y\n", b"    ")[1] is None
+
+
+def test_a_pane_inside_an_indented_paste_is_unframed_too() -> None:
+    lines = [b"INFO 03-21 20:15:44 [monitor.py:33] a", b"INFO 03-21 20:15:45 [worker.py:267] b"]
+    pasted = b"\n".join("    │ ".encode() + line + "  │".encode() for line in lines)
+    assert unwrap(pasted) == b"\n".join(lines)
