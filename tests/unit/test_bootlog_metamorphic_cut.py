@@ -106,7 +106,10 @@ def _partner(log: Path) -> Path:
 
 
 def _reading(report: BootReport) -> tuple[object, ...]:
-    return (report.framework, _phase_key(report))
+    failure = report.failure
+    where = (failure.rank, failure.phase, failure.model) if failure else None
+    # the state and the failure too: the next server's records must not end this boot's crash or rename its error
+    return (report.framework, _phase_key(report), report.state, where, report.error)
 
 
 @pytest.mark.parametrize("log", _params(CONCAT_WRONG))
