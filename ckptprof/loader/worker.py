@@ -188,16 +188,17 @@ def _prepare(
 
 
 def _settle_heap() -> None:
-    """Collect and freeze what importing torch and the engine made, outside the wall.
+    """Collect what importing torch and the engine made, outside the wall.
 
     A fresh rank's heap holds every object those imports created, and the first full collection walks them all: with
     vLLM 0.11.0 imported, 0.3-0.4 s on the 2-core VM, which fell inside the engine's timed load in every round
     (target walls 0.36 s against 0.015 s for the replica, whose rank imports less) unless something else moved it
     earlier (CI=true in the environment did, and so did a sitecustomize that imported one module more: both change
     how much was allocated when). Whether the collector runs inside a load is then the heap's luck, not the loader's
-    cost; resident ranks do the same (resident.py)."""
+    cost. After one full collection the next waits for the heap to grow by a quarter, which a load's Python objects
+    do not. Not frozen, unlike resident ranks' heaps (resident.py), whose rounds repeat: a fresh rank's exit then
+    walks its heap as before, so watch's view of a rank's last moments (its reap, watch/reaped.py) is unchanged."""
     gc.collect()
-    gc.freeze()
 
 
 def _timed_load(
