@@ -12,9 +12,14 @@ look at them. It is credited to them, never more than it is.
 Until the reap a child is a zombie whose ``/proc/PID/io`` still holds its final counters: watch reads them then
 (counters.ProcessReader), and a rank seen that way has nothing to recover.
 
-Windows: the parent is read before the ranks at each sample, and again after them when a child ended, so a rank
-readable at one sample and gone at the next was reaped after the first parent read of the earlier sample and before
-the second parent read of the later one.
+Windows: the parent is read before the ranks at each sample, and again after them when a child ended; a window runs
+from one such read to a later one, and holds the reaps of the children that ended in it and of no other. So a child
+is an ender of a window only once it was seen gone before the window's closing read, and every child left for later
+windows must be seen still there after that read: a child read alive (or seen a zombie) earlier in the sample may be
+reaped before the closing read, and its whole count would then land in this window and be handed to the others that
+ended in it (a rank seen a zombie and reaped just after, beside a sibling that ended unseen, gave the sibling the
+zombie's whole count). Such a child is looked for once more after the closing read: gone, it joins the enders and the
+parent is read again, until every child left is seen after the last read.
 """
 
 from __future__ import annotations
@@ -183,6 +188,11 @@ class ParentWatch:
         now = self.reader.read(at)
         ended = {pid: self.children.pop(pid) for pid in dict.fromkeys(self._ended)}
         self._ended = []
+        while now is not None and (reaped := self._reaped_since_seen()):
+            # Reaped between watch's look at them and the read above, or just after it: either way before a read
+            # made now, which then holds their counts with the others'.
+            ended.update((pid, self.children.pop(pid)) for pid in reaped)
+            now = self.reader.read(at)
         if now is None:  # the parent is gone or unreadable: nothing to recover from
             self.base = None
             return {}
@@ -208,3 +218,8 @@ class ParentWatch:
                 to_s=to_s,
             )
         return out
+
+    def _reaped_since_seen(self) -> list[int]:
+        """The children still counted as alive or unreaped whose /proc entry is gone now: reaped, so their counts
+        are in the parent's already (the kernel adds them before it removes the entry)."""
+        return [pid for pid in self.children if is_zombie(self.proc_root / str(pid)) is None]

@@ -15,8 +15,15 @@ from typing import Any
 import pytest
 
 from ckptprof.checkpoint import fs
-from ckptprof.watch.counters import ParentReader
-from ckptprof.watch.reaped import SPLIT_ALONE, SPLIT_EVEN, SPLIT_RATE, Ender, split_recovered
+from ckptprof.watch.counters import ParentReader, ProcCounters
+from ckptprof.watch.reaped import (
+    SPLIT_ALONE,
+    SPLIT_EVEN,
+    SPLIT_RATE,
+    Ender,
+    ParentWatch,
+    split_recovered,
+)
 from ckptprof.watch.record import WatchRecord
 from ckptprof.watch.watcher import Watcher, start
 
@@ -255,3 +262,109 @@ def test_ranks_started_after_every_earlier_rank_ended_are_found_though_watch_had
     # THEN both are found (the second used to start and end inside the settled 5 s between two looks)
     assert [r.rank.role.title for r in record.ranks] == ["ckptprof:TP0", "ckptprof:TP1"], record.notes
     assert all(r.gone_s is not None for r in record.ranks)
+
+
+# -- a window's enders, on a made-up /proc: the parent (pid 9, one thread) and its rank children 21 and 22 ------------
+
+
+def _child(root: Path, pid: int, state: str | None) -> None:
+    """Child ``pid`` running ("R"), a zombie ("Z"), or reaped (None: its /proc entry gone)."""
+    folder = root / str(pid)
+    if state is None:
+        for f in folder.iterdir():
+            f.unlink()
+        folder.rmdir()
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "stat").write_text(f"{pid} (ckptprof:TP) {state} 9 " + "0 " * 40)
+
+
+def _counters(read_bytes: int, exited: bool = False) -> ProcCounters:
+    return ProcCounters(0.0, read_bytes, read_bytes // 100, read_bytes, 0, 0.0, 0.0, 0, 1, exited=exited)
+
+
+def _two_ranks(root: Path) -> ParentWatch:
+    _proc(root, 1000, {9: 1000}, {9: "21 22"})
+    for pid in (21, 22):
+        _child(root, pid, "R")
+    watch = ParentWatch(9, proc_root=root)
+    watch.before(0.0)
+    watch.add_rank(21, _counters(0))
+    watch.add_rank(22, _counters(0))
+    return watch
+
+
+def test_a_zombie_reaped_after_its_check_is_not_handed_to_a_sibling(tmp_path: Path) -> None:
+    # GIVEN two ranks: 21 is seen a zombie at its final 8 MiB, 22 is seen reading at 1 MiB
+    watch = _two_ranks(tmp_path)
+    watch.before(1.0)
+    _child(tmp_path, 21, "Z")
+    watch.rank_seen(21, _counters(8 * MiB, exited=True))
+    watch.rank_seen(22, _counters(1 * MiB))
+    assert watch.after(1.1, 0.0) == {}
+    # WHEN at the next sample 21 is still a zombie at the parent's look, then the parent reaps both (22 had read
+    # 4 MiB in all) before watch reads the parent again, 22 being found gone
+    watch.before(2.0)
+    _child(tmp_path, 21, None)
+    _child(tmp_path, 22, None)
+    _proc(tmp_path, 1000 + 8 * MiB + 4 * MiB, {9: 1000})
+    watch.rank_gone(22)
+    recovered = watch.after(2.1, 0.0)
+    # THEN 22 is credited its own last 3 MiB, not the zombie's 8 MiB as well (it was given 11 MiB)
+    assert list(recovered) == [22]
+    assert recovered[22].read_bytes == 3 * MiB
+    assert recovered[22].ended_with == (21,)
+    # AND nothing is left over for a later window
+    watch.before(3.0)
+    assert watch.after(3.1, 0.0) == {}
+
+
+def test_a_rank_read_alive_then_reaped_before_the_closing_read_ends_in_that_window(tmp_path: Path) -> None:
+    # GIVEN two ranks seen reading, 21 at 2 MiB and 22 at 5 MiB
+    watch = _two_ranks(tmp_path)
+    watch.before(1.0)
+    watch.rank_seen(21, _counters(2 * MiB))
+    watch.rank_seen(22, _counters(5 * MiB))
+    assert watch.after(1.1, 0.0) == {}
+    # WHEN at the next sample 21 is found gone (it read 3 MiB in all), 22 is read alive at 6 MiB and then ends and is
+    # reaped at 6 MiB before watch reads the parent again
+    watch.before(2.0)
+    _child(tmp_path, 21, None)
+    watch.rank_gone(21)
+    watch.rank_seen(22, _counters(6 * MiB))
+    _child(tmp_path, 22, None)
+    _proc(tmp_path, 1000 + 3 * MiB + 6 * MiB, {9: 1000})
+    recovered = watch.after(2.1, 0.0)
+    # THEN the two ended in one window and share the 1 MiB read after watch's last looks (by their last read rates:
+    # watch cannot tell that 22 read nothing more); 21 is not handed 22's whole 6 MiB on top (it was given 7 MiB)
+    assert sum(r.read_bytes for r in recovered.values()) == 1 * MiB, recovered
+    assert {r.split for r in recovered.values()} == {SPLIT_RATE}
+    assert recovered[21].ended_with == (22,)
+    # AND 22's reap is not counted again at the next sample, when the watcher finds it gone
+    watch.before(3.0)
+    watch.rank_gone(22)
+    assert watch.after(3.1, 0.0) == {}
+
+
+def test_a_rank_still_there_after_the_closing_read_is_left_for_its_own_window(tmp_path: Path) -> None:
+    # GIVEN two ranks seen reading
+    watch = _two_ranks(tmp_path)
+    watch.before(1.0)
+    watch.rank_seen(21, _counters(2 * MiB))
+    watch.rank_seen(22, _counters(5 * MiB))
+    watch.after(1.1, 0.0)
+    # WHEN 21 ends (3 MiB in all) while 22 goes on
+    watch.before(2.0)
+    _child(tmp_path, 21, None)
+    watch.rank_gone(21)
+    watch.rank_seen(22, _counters(6 * MiB))
+    _proc(tmp_path, 1000 + 3 * MiB, {9: 1000})
+    first = watch.after(2.1, 0.0)
+    # THEN 21 alone is credited, and 22, reaped later at 9 MiB, gets its own 3 MiB then
+    assert first[21].read_bytes == 1 * MiB and first[21].split == SPLIT_ALONE
+    watch.before(3.0)
+    _child(tmp_path, 22, None)
+    _proc(tmp_path, 1000 + 3 * MiB + 9 * MiB, {9: 1000})
+    watch.rank_gone(22)
+    second = watch.after(3.1, 0.0)
+    assert second[22].read_bytes == 3 * MiB and second[22].split == SPLIT_ALONE
