@@ -65,8 +65,20 @@ def _reading(report: BootReport) -> dict[str, object]:
     }
 
 
+# (log, decoration) pairs the reader does not yet read as the original; strict, so a fix flips them. Why, each.
+DECORATED_WRONG: dict[tuple[str, str], str] = {
+    ("sglang-sglang-6081", transform): "batch 7, first sight: a `> `-quoted traceback loses its error line"
+    for transform in ("ansi", "kubectl", "pane")
+}
+
+
 @pytest.mark.parametrize("transform", list(TRANSFORMS))
 @pytest.mark.parametrize("log", LOGS, ids=[log.stem for log in LOGS])
-def test_a_decorated_real_log_reads_as_the_original(log: Path, transform: str) -> None:
+def test_a_decorated_real_log_reads_as_the_original(
+    log: Path, transform: str, request: pytest.FixtureRequest
+) -> None:
+    why = DECORATED_WRONG.get((log.stem, transform))
+    if why is not None:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=why))
     data = log.read_bytes()
     assert _reading(analyze_bytes(TRANSFORMS[transform](data))) == _reading(analyze_bytes(data))
