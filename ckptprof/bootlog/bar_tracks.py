@@ -27,6 +27,9 @@ def on_bar(boot: Boot, bar: Bar) -> None:
     identity = (desc, phase)
     track = boot.current_bars.get(identity)
     if track is None or bar.total != track.total or bar.done < track.done:
+        kind = bar_kind(bar.desc)
+        if kind is not None and kind.engine is not None:
+            boot.evidence[kind.engine] += 1  # a new bar only one engine draws, as a record only it writes
         track = BarTrack(desc, phase, bar, boot.clock.now)
         boot.bars.append(track)
         del boot.bars[:-MAX_BARS_KEPT]

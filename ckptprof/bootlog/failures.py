@@ -136,15 +136,24 @@ def _no_frames() -> tuple[FrameRule, ...]:
 
 
 def _read_frame(failure: Failure, text: str, frames: Iterable[FrameRule]) -> None:
-    """What the first frame rule that ``text`` holds says the failing process was doing."""
+    """What the frame rules that ``text`` holds say the failing process was doing: the phase of the first that
+    names one, the model of the first that names one. One frame can say both in two rules' words (SGLang's
+    `speculative/eagle_draft_cuda_graph_runner.py`: a capture, of the draft), and the first rule's silence on the
+    model is not a word against the second's."""
+    phase_read = model_read = False
     for frame in frames:
-        if frame.needle in text:
-            if frame.phase is not None:
-                failure.frame_phase = frame.phase
-                failure.step = frame.step or failure.step
-            if frame.model is not None:
-                failure.frame_model = frame.model
+        if frame.needle not in text:
+            continue
+        if frame.phase is not None and not phase_read:
+            phase_read = True
+            failure.frame_phase = frame.phase
+            failure.step = frame.step or failure.step
+        if frame.model is not None and not model_read:
+            model_read = True
+            failure.frame_model = frame.model
+            if not phase_read:  # a model rule's step ("draft worker init") only where no phase was read
                 failure.step = failure.step or frame.step
+        if (phase_read and model_read) or (frame.phase is None and frame.model is None):
             return
 
 

@@ -174,8 +174,15 @@ def _first_line_break(data: bytes) -> int:
 def iter_blocks(stream: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
     """Whole-line blocks of a stream, read ``chunk_bytes`` at a time (the last one may lack a newline)."""
     splitter = LineSplitter()
-    while chunk := stream.read(chunk_bytes):
+    chunk = stream.read(chunk_bytes)
+    while chunk:
         block = splitter.feed(chunk)
+        short = len(chunk) < chunk_bytes
+        chunk = stream.read(chunk_bytes)
+        if short and not chunk:
+            # The log's last line, cut before its newline, goes with the lines before it: alone in a block of its
+            # own it could not be seen as the rest of a line a terminal wrapped (wrappers.rejoin_wrapped).
+            block += splitter.flush()
         if block:
             yield block
     tail = splitter.flush()

@@ -70,6 +70,58 @@ def unlink(block: bytes) -> bytes:
     return _LINK_RE.sub(rb"\1", block)
 
 
+# A terminal that wraps long lines at its width (a paste out of a narrow window, a notebook): the rest of a line goes
+# on the next one, cut mid-word, with none of the record's prefix ("... in _initialize_k" / "v_caches"). Learned from
+# the block's own lines: at least two different lines of one and the same length, no line longer, each followed by a
+# line that starts in the middle of a word (a small letter or "_", after colour codes at most). A wrapped frame's
+# function name and a wrapped error line are then read whole.
+_WRAP_NEXT_RE = re.compile(rb"\n((?:\x1b\[[0-9;]*m)*)[a-z_]")
+# What a decorated wrapped line ends with after its last character: colour codes, a CR of CRLF line ends.
+_WRAP_TAIL_RE = re.compile(rb"(?:\x1b\[[0-9;]*m|\r)*\Z")
+_WRAP_MIN_WIDTH = 60
+_WRAP_MIN_LINES = 2
+
+
+def _width_before(block: bytes, start: int) -> int:
+    """The length of the line before the one that starts at ``start`` (0 when there is none)."""
+    if start <= 0:
+        return 0
+    return start - 1 - (block.rfind(b"\n", 0, start - 1) + 1)
+
+
+def _width_after(block: bytes, newline: int) -> int:
+    """The length of the line after the newline at ``newline``."""
+    end = block.find(b"\n", newline + 1)
+    return (len(block) if end < 0 else end) - newline - 1
+
+
+def rejoin_wrapped(block: bytes) -> bytes:
+    """``block`` with the lines a terminal wrapped at its width joined again; the same object when none was."""
+    ends: dict[int, list[tuple[int, int]]] = {}  # a line's length -> (where it ends, where its rest starts)
+    for match in _WRAP_NEXT_RE.finditer(block):
+        end = match.start()
+        start = block.rfind(b"\n", 0, end) + 1
+        width = end - start
+        # No longer than the wrapped line: the line before it and its rest after it (the terminal's width).
+        if _WRAP_MIN_WIDTH <= width >= max(_width_before(block, start), _width_after(block, end)):
+            tail = _WRAP_TAIL_RE.search(block, start, end)
+            ends.setdefault(width, []).append((tail.start() if tail else end, match.end(1)))
+    wrapped = [
+        (width, cuts)
+        for width, cuts in ends.items()
+        if len({block[block.rfind(b"\n", 0, end) + 1 : end] for end, _ in cuts}) >= _WRAP_MIN_LINES
+    ]
+    if not wrapped:
+        return block
+    width, cuts = max(wrapped)
+    pieces, at = [], 0
+    for end, rest in cuts:
+        pieces.append(block[at:end])
+        at = rest
+    pieces.append(block[at:])
+    return b"".join(pieces)
+
+
 def unwrap(block: bytes) -> bytes:
     """``block`` without collector prefixes, a pane's frame, a paste's indentation or a notebook's links; the same
     object when it has none (the common, free case)."""
@@ -86,11 +138,11 @@ def unwrap_paste(block: bytes, indent: bytes | None = None) -> tuple[bytes, byte
     block = unlink(unframe(block))
     framed = b"\n" + block
     if _WRAPPER_RE.search(framed) is None:
-        return block, indent
+        return rejoin_wrapped(block), indent
     framed = _WRAPPER_RE.sub(b"\n", framed)
     if b"\r" in framed:
         framed = _WRAPPER_AFTER_CR_RE.sub(b"\r", framed)
-    return framed[1:], indent
+    return rejoin_wrapped(framed[1:]), indent
 
 
 # A pane or box a log was copied out of (k9s, tmux borders, a quoted block): the same symbol and a space open

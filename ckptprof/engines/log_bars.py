@@ -17,6 +17,8 @@ class BarKind(NamedTuple):
     # A bar of this kind is evidence of its phase on its own: it may open the phase when no record did (vLLM V1
     # logs no record when graph capture begins, and an excerpt may start in the middle of a load).
     opens_phase: bool = True
+    # The engine that alone draws it, which a bar is then evidence of (a CI copy may hold nothing but bars).
+    engine: str | None = None
 
 
 BARS: tuple[BarKind, ...] = (
@@ -28,7 +30,10 @@ BARS: tuple[BarKind, ...] = (
     BarKind("Loading safetensors using Runai Model Streamer", "load-weights", "runai_streamer"),
     BarKind("Loading safetensors using InstantTensor", "load-weights", "instanttensor"),
     BarKind("Loading weights with InstantTensor", "load-weights", "instanttensor"),
-    BarKind("Capturing CUDA graph", "cuda-graph", None),
-    BarKind("Capturing batches", "cuda-graph", None),
-    BarKind("Capturing num tokens", "cuda-graph", None),
+    # vLLM's graph capture (V0 "Capturing CUDA graph shapes", V1 "Capturing CUDA graphs (mixed prefill-decode,
+    # PIECEWISE)"); SGLang's (cuda_graph_runner.py "Capturing batches (bs=.. avail_mem=..)", the piecewise runner's
+    # "Capturing num tokens (..)"), as SGLang 0.5.9 and 0.5.23 and vLLM 0.11 to 0.34 write them.
+    BarKind("Capturing CUDA graph", "cuda-graph", None, engine="vllm"),
+    BarKind("Capturing batches", "cuda-graph", None, engine="sglang"),
+    BarKind("Capturing num tokens", "cuda-graph", None, engine="sglang"),
 )

@@ -36,7 +36,8 @@ CUT = 0.2
 CUT_WRONG: dict[str, str] = {}
 CONCAT_WRONG: dict[str, str] = {
     "sglang-sglang-6081": "batch 7, first sight: the quoted traceback's failure is lost when another boot follows",
-    "sglang-sglang-6462": "batch 7, first sight: framework unknown when read alone",
+    "sglang-sglang-6462": "batch 7: a log with no stamp of its own takes the next server's first stamp (the look-"
+    "ahead for a boot with no time yet), and its phases read 0.0 s where alone they have no time",
 }
 
 

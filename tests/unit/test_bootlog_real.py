@@ -22,11 +22,8 @@ LOGS = sorted(REAL.glob("*.log"))
 # here until it is taken off the list.
 FIRST_SIGHT_WRONG: set[str] = {
     "sglang-sglang-8229",
-    "sglang-sglang-32105",
-    "sglang-sglang-6462",
     "sglang-sglang-9074",
     "vllm-genesis-vllm-patches-24",
-    "vllm-intel-arc-pro-b70-inference-cookbook-4",
     "vllm-vllm-6689",
     "vllm-vllm-ascend-2976",
 }

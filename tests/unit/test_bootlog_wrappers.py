@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ckptprof.bootlog import BootReport, analyze_bytes
-from ckptprof.bootlog.wrappers import learn_indent, unwrap, unwrap_paste
+from ckptprof.bootlog.wrappers import learn_indent, rejoin_wrapped, unwrap, unwrap_paste
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "real"
 # A log per engine and shape: SGLang TP4 to ready with a bar, vLLM V1 TP4 with coloured worker prefixes and
@@ -132,3 +132,38 @@ def test_a_pane_inside_an_indented_paste_is_unframed_too() -> None:
     lines = [b"INFO 03-21 20:15:44 [monitor.py:33] a", b"INFO 03-21 20:15:45 [worker.py:267] b"]
     pasted = b"\n".join("    │ ".encode() + line + "  │".encode() for line in lines)
     assert unwrap(pasted) == b"\n".join(lines)
+
+
+# -- lines a terminal wrapped at its width ---------------------------------------------------------------------------
+
+WRAPPED = (
+    b'(EngineCore pid=316)   File "/opt/venv/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 305, in _initialize_k\n'
+    b"v_caches\n"
+    b"(EngineCore pid=316)     kv_cache_configs = get_kv_cache_configs(\n"
+    b'(EngineCore pid=316)   File "/opt/venv/lib/python3.12/site-packages/vllm/v1/core/kv_cache_utils.py", line 2193, in get_\n'
+    b"kv_cache_configs\n"
+)
+
+
+def test_lines_wrapped_at_one_width_are_joined_again() -> None:
+    # GIVEN two different lines of one length (the widest), each followed by its rest cut mid-word (a real paste's)
+    joined = rejoin_wrapped(WRAPPED)
+    # THEN each is read whole
+    assert b"in _initialize_kv_caches\n" in joined and b"in get_kv_cache_configs\n" in joined
+    # AND colours around every line or CRLF line ends do not stop it
+    coloured = b"\n".join(b"\x1b[36m" + line + b"\x1b[0m" if line else line for line in WRAPPED.split(b"\n"))
+    assert b"in _initialize_k\x1b[0mv_caches" not in rejoin_wrapped(coloured)
+    assert b"_initialize_kv_caches" in rejoin_wrapped(coloured)
+    assert b"in get_kv_cache_configs\r\n" in rejoin_wrapped(WRAPPED.replace(b"\n", b"\r\n"))
+
+
+def test_one_line_of_a_width_or_a_longer_line_next_to_it_is_no_wrap() -> None:
+    first = WRAPPED.split(b"\n")[:2]
+    # one such line alone: its width is no terminal's
+    once = b"\n".join(first) + b"\n"
+    assert rejoin_wrapped(once) is once
+    # a following line longer than the wrapped ones: lines run past that width, so nothing was wrapped at it
+    longer = WRAPPED.replace(
+        b"v_caches\n", b"v_caches and much more text than a terminal of that width " * 3 + b"\n"
+    )
+    assert b"_initialize_kv_caches" not in rejoin_wrapped(longer)
