@@ -13,6 +13,7 @@ import re
 from ckptprof.bootlog.boot import Boot
 from ckptprof.bootlog.parse import Record
 from ckptprof.bootlog.reading import SIZE_KEYS, Reading
+from ckptprof.bootlog.timestamps import timestamp_seconds
 from ckptprof.engines import sglang_log
 from ckptprof.engines.log_rules import Action, Begin, Capture, Configure, End, Evidence, Fail, Ready
 
@@ -69,10 +70,22 @@ def _begin(boot: Boot, action: Begin, record: Record) -> None:
     slot = action.slot
     if action.unless_open and slot in rank.open:
         return
+    if record.relayed and _before_last_end(record.timestamp, rank.last_end):
+        # Ray flushes its deduplicated copies late, each with its own stamp: a begin stamped before the rank's last
+        # end came before that end (vLLM 0.5's `Starting to load model` after the same worker's `Loading model
+        # weights took`), and opens no second phase.
+        return
     key = (action.phase, boot.model_for(rank, slot, action.phase, action.model), action.variant)
     start = (rank.last_end or record.timestamp) if action.from_last_end else record.timestamp
     boot.record_phases += 1
     boot.begin(record.rank, slot, key, start, rank=rank, begun_at=record.timestamp)
+
+
+def _before_last_end(stamp: str | None, last_end: str | None) -> bool:
+    if stamp is None or last_end is None:
+        return False
+    seconds, last = timestamp_seconds(stamp), timestamp_seconds(last_end)
+    return seconds is not None and last is not None and seconds < last
 
 
 def _end(boot: Boot, action: End, reading: Reading, record: Record) -> None:

@@ -39,6 +39,9 @@ class Record(NamedTuple):
     message: str
     style: str  # "sglang", "vllm" or "plain": which prefix it carried
     level: str = ""  # vLLM's level word (INFO, ERROR, ...), when the prefix has one
+    # Ray's summary of a line other workers printed too ("... [repeated 30x across cluster]"), printed after the
+    # first copy with that copy's stamp and one worker's tag: the words count, but it is no event of that rank.
+    relayed: bool = False
 
 
 class Bar(NamedTuple):
@@ -102,6 +105,7 @@ _BAR_RE = re.compile(
     r"(?:, *(?P<rate>[^\]\n]{0,40}))?(?:\]|$)",
     re.ASCII,
 )
+_BAR_TAG_RE = re.compile(r"^(?:\[[^\[\]\n%]{1,60}\] ?)+")
 _RATE_RE = re.compile(r"(?P<value>[\d.]{1,20})\s*(?P<left>[A-Za-z]*)/(?P<right>[A-Za-z]+)", re.ASCII)
 # Every byte value except the control bytes that never appear in a text log (NUL is judged separately).
 _TEXT_BYTES = bytes(
@@ -310,8 +314,10 @@ def parse_record(text: str) -> Record:
     """A record from one segment (ANSI codes already removed); unknown shapes become style "plain"."""
     if "across cluster]" in text[-40:]:
         # Ray's log deduplication marks the line it kept for several workers: the marker is Ray's, not the
-        # record's words (an error would otherwise carry it).
-        text = _RAY_REPEATED_RE.sub("", text)
+        # record's words (an error would otherwise carry it), and the record is a relay (Record.relayed).
+        stripped = _RAY_REPEATED_RE.sub("", text)
+        if stripped != text:
+            return parse_record(stripped)._replace(relayed=True)
     first = text[:1]
     if first in _DECORATION_FIRST:
         text = undecorate(text)
@@ -330,6 +336,16 @@ def parse_record(text: str) -> Record:
         match = _SGLANG_PREFIX_RE.match(text)
         if match is not None:
             return Record(match.group(1), match.group(2).strip(), text[match.end() :], "sglang")
+        if text.find(":", 1, EMBEDDED_PREFIX_WITHIN) > 0:
+            # A bracketed tag that is no record's prefix ("[RAW SERVER] ", a harness's): a record may follow it.
+            embedded = _EMBEDDED_PREFIX_RE.search(text, 1, EMBEDDED_PREFIX_WITHIN)
+            if embedded is not None:
+                text = text[embedded.start() :]
+                first = text[:1]
+                if first == "[":
+                    match = _SGLANG_PREFIX_RE.match(text)
+                    if match is not None:
+                        return Record(match.group(1), match.group(2).strip(), text[match.end() :], "sglang")
     rank = ""
     worker = _WORKER_PREFIX_RE.match(text) if first == "(" else None
     if worker is not None:
@@ -390,7 +406,11 @@ def parse_bar(text: str) -> tuple[Bar, int] | None:
         return None
     # One call for every group (they are all named, in this order): a bar line holds dozens of frames.
     desc, _, done, total, elapsed, remaining, rate = match.groups()
-    bar = Bar((desc or "").strip(), int(done), int(total), rank, elapsed, remaining, rate or "")
+    desc = (desc or "").strip()
+    if desc.startswith("["):
+        # A harness's bracketed tag before the bar ("[RAW SERVER] Loading safetensors ..."): no engine's words.
+        desc = _BAR_TAG_RE.sub("", desc)
+    bar = Bar(desc, int(done), int(total), rank, elapsed, remaining, rate or "")
     return bar, match.end()
 
 

@@ -386,7 +386,7 @@ class BootLogAnalyzer:
         message = record.message
         style = record.style
         if timestamp != raw or rank != record.rank:
-            record = Record(timestamp, rank, message, style, record.level)
+            record = Record(timestamp, rank, message, style, record.level, record.relayed)
         # What the message says, read with the tables its style calls for (kept for the next ranks).
         key = (style if style in ENGINE_NAMES else f"plain {boot.framework()}", message)
         readings = self._readings

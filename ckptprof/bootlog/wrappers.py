@@ -135,14 +135,16 @@ def unwrap_paste(block: bytes, indent: bytes | None = None) -> tuple[bytes, byte
     indent = learn_indent(block, indent)
     if indent is not None:
         block = re.sub(rb"(?m)^" + re.escape(indent), b"", block)
-    block = unlink(unframe(block))
+    # A frame inside a frame (a quoted paste copied out of a pane) comes off too.
+    block = unlink(unframe(unframe(block)))
     framed = b"\n" + block
     if _WRAPPER_RE.search(framed) is None:
         return rejoin_wrapped(block), indent
     framed = _WRAPPER_RE.sub(b"\n", framed)
     if b"\r" in framed:
         framed = _WRAPPER_AFTER_CR_RE.sub(b"\r", framed)
-    return rejoin_wrapped(framed[1:]), indent
+    # A collector's prefix before a quoted paste's frame: the frame shows only now.
+    return rejoin_wrapped(unframe(framed[1:])), indent
 
 
 # A pane or box a log was copied out of (k9s, tmux borders, a quoted block): the same symbol and a space open
@@ -153,8 +155,14 @@ _FRAME_SAMPLE_LINES = 40
 _FRAME_SHARE = 0.6
 
 
+_LEADING_CODES_RE = re.compile(rb"(?:\x1b\[[0-9;]*m)*")
+
+
 def _frame_symbol(line: bytes) -> bytes | None:
-    """The symbol that opens ``line`` as a frame would ("│ ", "| ", "> "), or None."""
+    """The symbol that opens ``line`` as a frame would ("│ ", "| ", "> "), after colour codes, or None."""
+    codes = _LEADING_CODES_RE.match(line)
+    if codes is not None and codes.end():
+        line = line[codes.end() :]
     space = line.find(b" ", 0, 5)
     if space <= 0:
         return None
@@ -198,13 +206,25 @@ def learn_frame(block: bytes) -> bytes | None:
     return None
 
 
+# A Markdown quote that holds part of a block only (a quoted excerpt followed by another server's log): its lines'
+# "> " comes off run by run, a run being at least three lines in a row (a lone "> " opens many a server line).
+_QUOTE_RUN_RE = re.compile(rb"(?m)^(?:(?:\x1b\[[0-9;]*m)*>(?: [^\n]*)?\r?\n){3,}")
+_QUOTE_MARK_RE = re.compile(rb"(?m)^((?:\x1b\[[0-9;]*m)*)> ?")
+
+
+def _unquote_runs(block: bytes) -> bytes:
+    if not (block.startswith(b">") or b"\n>" in block):
+        return block
+    return _QUOTE_RUN_RE.sub(lambda run: _QUOTE_MARK_RE.sub(rb"\1", run.group()), block)
+
+
 def unframe(block: bytes) -> bytes:
     """``block`` without the pane frame its lines carry; the same object when they carry none."""
     symbol = learn_frame(block)
     if symbol is None:
-        return block
+        return _unquote_runs(block)
     mark = re.escape(symbol)
-    framed = re.sub(rb"(?m)^" + mark + rb" ", b"", block)
+    framed = re.sub(rb"(?m)^((?:\x1b\[[0-9;]*m)*)" + mark + rb" ", rb"\1", block)
     # The closing border and the padding before it (the pane's width, not the server's text).
     return re.sub(rb"(?m)[ \t]*" + mark + rb"[ \t]*(?=\r?$)", b"", framed)
 

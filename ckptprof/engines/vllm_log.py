@@ -28,6 +28,10 @@ RECORDS: tuple[Rule, ...] = (
     ),  # "vLLM API server version 0.9.2"
     Rule("LLM engine", Configure(restart="after-ready"), weight=2),
     Rule("Loading drafter model", Begin("load", "load-weights", "draft"), weight=2),
+    # The drafter's load_model, once its weights are in, shares the target's embedding or lm_head (0.33's
+    # llm_base_proposer.py: "Detected MTP model. Sharing target model embedding weights with the draft model."):
+    # the draft's load is under way on that rank, where `Loading drafter model...` (logged once) lies above a cut.
+    Rule("Sharing target model", Begin("load", "load-weights", "draft", unless_open=True), weight=2),
     Rule("Starting to load model", Begin("load", "load-weights", "nth"), weight=2),
     # V1 0.10-0.11 prints it after "Starting to load model" (gpu_model_runner.load_model), the V2 model runner alone:
     # a second begin only where none is open.

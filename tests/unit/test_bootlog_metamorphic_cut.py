@@ -35,7 +35,6 @@ CUT = 0.2
 # them and they must come off the list. One line each: why.
 CUT_WRONG: dict[str, str] = {}
 CONCAT_WRONG: dict[str, str] = {
-    "sglang-sglang-6081": "batch 7, first sight: the quoted traceback's failure is lost when another boot follows",
     "sglang-sglang-6462": "batch 7: a log with no stamp of its own takes the next server's first stamp (the look-"
     "ahead for a boot with no time yet), and its phases read 0.0 s where alone they have no time",
 }

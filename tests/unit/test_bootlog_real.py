@@ -23,9 +23,6 @@ LOGS = sorted(REAL.glob("*.log"))
 FIRST_SIGHT_WRONG: set[str] = {
     "sglang-sglang-8229",
     "sglang-sglang-9074",
-    "vllm-genesis-vllm-patches-24",
-    "vllm-vllm-6689",
-    "vllm-vllm-ascend-2976",
 }
 
 
