@@ -503,7 +503,8 @@ def test_bars_alone_open_their_phases_and_name_the_loader() -> None:
             sg("10:00:30", "", "y"),
         )
     )
-    assert (report.framework, report.state) == ("unknown", "cuda-graph")
+    # SGLang's capture bar ("Capturing batches (bs=..)", cuda_graph_runner.py) is evidence of SGLang (batch 7)
+    assert (report.framework, report.state) == ("sglang", "cuda-graph")
     assert table(report) == [
         # the load ends where the rank's capture began (#33 item 4), not at the log's last line
         ("load-weights", "target", None, "2025-11-29 10:00:00", "2025-11-29 10:00:20", 20.0, 1, None),
