@@ -72,9 +72,9 @@ def unlink(block: bytes) -> bytes:
 
 # A terminal that wraps long lines at its width (a paste out of a narrow window, a notebook): the rest of a line goes
 # on the next one, cut mid-word, with none of the record's prefix ("... in _initialize_k" / "v_caches"). Learned from
-# the block's own lines: at least two different lines of one and the same length, no line longer, each followed by a
-# line that starts in the middle of a word (a small letter or "_", after colour codes at most). A wrapped frame's
-# function name and a wrapped error line are then read whole.
+# the block's own lines: at least two different lines of one and the same length, each no shorter than the line
+# before it and its rest, and followed by a rest that starts in the middle of a word (a small letter or "_", after
+# colour codes at most). A wrapped frame's function name and a wrapped error line are then read whole.
 _WRAP_NEXT_RE = re.compile(rb"\n((?:\x1b\[[0-9;]*m)*)[a-z_]")
 # What a decorated wrapped line ends with after its last character: colour codes, a CR of CRLF line ends.
 _WRAP_TAIL_RE = re.compile(rb"(?:\x1b\[[0-9;]*m|\r)*\Z")
