@@ -65,9 +65,23 @@ _LINK_RE = re.compile(rb"\[([^\[\]\n]{1,200})\]\(https?://[^()\s]{1,500}\)")
 
 def unlink(block: bytes) -> bytes:
     """``block`` with each Markdown link to a web address replaced by its text; the same object when it has none."""
-    if _LINK_MARK not in block:
+    at = block.find(_LINK_MARK)
+    if at < 0:
         return block
-    return _LINK_RE.sub(rb"\1", block)
+    # A link never spans lines, and each holds the mark: only the lines that hold one are read (a block of a
+    # server's log holds thousands of "[", each of which the pattern would otherwise try).
+    pieces: list[bytes] = []
+    done = 0
+    while at >= 0:
+        start = block.rfind(b"\n", 0, at) + 1
+        end = block.find(b"\n", at)
+        end = len(block) if end < 0 else end
+        pieces.append(block[done:start])
+        pieces.append(_LINK_RE.sub(rb"\1", block[start:end]))
+        done = end
+        at = block.find(_LINK_MARK, end)
+    pieces.append(block[done:])
+    return b"".join(pieces)
 
 
 # A terminal that wraps long lines at its width (a paste out of a narrow window, a notebook): the rest of a line goes
@@ -212,10 +226,47 @@ _QUOTE_RUN_RE = re.compile(rb"(?m)^(?:(?:\x1b\[[0-9;]*m)*>(?: [^\n]*)?\r?\n){3,}
 _QUOTE_MARK_RE = re.compile(rb"(?m)^((?:\x1b\[[0-9;]*m)*)> ?")
 
 
+# A line that opens as a quote's does: colour codes at most, then ">".
+_QUOTE_OPENING_RE = re.compile(rb"\n(?:\x1b\[[0-9;]*m)*>")
+
+
+def _unquote_run(run: re.Match[bytes]) -> bytes:
+    return _QUOTE_MARK_RE.sub(rb"\1", run.group())
+
+
 def _unquote_runs(block: bytes) -> bytes:
-    if not (block.startswith(b">") or b"\n>" in block):
+    """``block`` with the "> " of each run of quoted lines removed; the same object when it has none."""
+    # Only such lines can be in a run, so the pattern is tried on each stretch of them in a row that is long
+    # enough to hold one, not at every line start of the block (one scan for them, in C).
+    starts = [match.start() + 1 for match in _QUOTE_OPENING_RE.finditer(block)]
+    plain = block.startswith(b">")
+    codes = _LEADING_CODES_RE.match(block)  # the first line has no "\n" before it
+    if plain or block.startswith(b">", codes.end() if codes is not None else 0):
+        starts.insert(0, 0)
+    # Read only where some line opens with ">" itself (a block whose quotes all follow colour codes is left).
+    if not (plain or any(block[start : start + 1] == b">" for start in starts)):
         return block
-    return _QUOTE_RUN_RE.sub(lambda run: _QUOTE_MARK_RE.sub(rb"\1", run.group()), block)
+    pieces: list[bytes] = []
+    done = 0
+    index = 0
+    count = len(starts)
+    while index < count:
+        first = index
+        end = block.find(b"\n", starts[index]) + 1
+        while end > 0 and index + 1 < count and starts[index + 1] == end:
+            index += 1
+            end = block.find(b"\n", end) + 1
+        index += 1
+        if index - first < 3:
+            continue
+        stop = end if end > 0 else len(block)
+        pieces.append(block[done : starts[first]])
+        pieces.append(_QUOTE_RUN_RE.sub(_unquote_run, block[starts[first] : stop]))
+        done = stop
+    if not pieces:
+        return block
+    pieces.append(block[done:])
+    return b"".join(pieces)
 
 
 def unframe(block: bytes) -> bytes:
