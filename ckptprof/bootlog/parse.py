@@ -450,6 +450,9 @@ _FRAME_TAIL = rb": *\d{1,3}%(?: Completed \||\|[^|\r\n]{0,1000}\|)? *(\d{1,12})/
 # compiled for each bar's head cost about 2 ms a bar, more than reading the rest of a typical log.
 # tqdm on a terminal starts each frame with a carriage return; pasted, the frames keep it after a newline.
 _FRAME_RE = re.compile(rb"\r*(" + _FRAME_HEAD + rb")" + _FRAME_TAIL)
+# The same frame's count and total after a head already known: the head holds no "%" (the frame's first), so the
+# shortest head that _FRAME_RE would take is that head whenever the head opens the frame and this follows it.
+_FRAME_TAIL_RE = re.compile(_FRAME_TAIL)
 
 Span = tuple[int, int]
 
@@ -469,14 +472,52 @@ def bar_runs(block: bytes, start: int) -> tuple[list[tuple[Span, Span]], int] | 
     if head is None:
         return None
     key = head.group(1)
-    match_frame = _FRAME_RE.match
+    if b"%" in key:  # a worker's tag with a "%" in it: the shortest head may end inside it
+        return _bar_runs_by_frame(block, start, key)
+    match_tail = _FRAME_TAIL_RE.match
+    starts_with = block.startswith
     pieces: list[tuple[Span, Span]] = []
     first: Span | None = None
     last: Span = (pos, pos)
     previous = (-1, -1)
     frames = 0
     at = start
-    while (match := match_frame(block, at)) is not None:
+    while True:
+        # A frame is its carriage returns, the run's head, then its count; one compiled pattern for every bar.
+        head_at = at
+        while starts_with(b"\r", head_at):
+            head_at += 1
+        if not starts_with(key, head_at):
+            break
+        tail = match_tail(block, head_at + len(key))
+        if tail is None:
+            break
+        done_text, total_text = tail.groups()
+        done, total = int(done_text), int(total_text)
+        span = (at, tail.end())
+        if first is None or total != previous[1] or done < previous[0]:
+            if first is not None:
+                pieces.append((first, last))
+            first = span
+        last = span
+        previous = (done, total)
+        frames += 1
+        at = span[1]
+    if first is None or frames < 2:
+        return None
+    pieces.append((first, last))
+    return pieces, at
+
+
+def _bar_runs_by_frame(block: bytes, start: int, key: bytes) -> tuple[list[tuple[Span, Span]], int] | None:
+    """``bar_runs`` matching each frame whole: for a head whose "%" could end a shorter head than the first frame's."""
+    pieces: list[tuple[Span, Span]] = []
+    first: Span | None = None
+    last: Span = (start, start)
+    previous = (-1, -1)
+    frames = 0
+    at = start
+    while (match := _FRAME_RE.match(block, at)) is not None:
         frame_head, done_text, total_text = match.groups()
         if frame_head != key:
             break

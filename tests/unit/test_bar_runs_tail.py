@@ -1,0 +1,70 @@
+"""bar_runs matches a run's later frames by their head as bytes and their count alone; what it gives back must be
+what matching each frame whole gives (_bar_runs_by_frame, the pattern's own reading), on any run of frames."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ckptprof.bootlog.parse import _FRAME_HEAD_RE, _bar_runs_by_frame, bar_runs
+
+HEADS = st.sampled_from(
+    [
+        b"Loading safetensors checkpoint shards",
+        b"(VllmWorker rank=1 pid=42) Loading safetensors checkpoint shards",
+        b"\x1b[36m(RayWorkerWrapper pid=7)\x1b[0m Capturing batches (bs=8 avail_mem=1.2 GB)",
+        b"Capturing CUDA graphs: x",
+        b"abc: 1",
+        b"",
+        b"Loading",
+    ]
+)
+GLUE = st.sampled_from([b"\n", b"\r", b"\r\n", b"\n\r", b" tail\n", b"\x1b[A\n"])
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> bytes:
+    pieces = []
+    for _ in range(draw(st.integers(1, 6))):
+        head = draw(HEADS)
+        done, total = draw(st.integers(0, 12)), draw(st.sampled_from([5, 10, 12]))
+        body = draw(st.sampled_from([b" Completed | ", b"|####      | ", b" ", b""]))
+        colon = draw(st.sampled_from([b": ", b":", b": : "]))
+        pct = min(100, done * 100 // total)
+        pieces.append(
+            draw(st.sampled_from([b"", b"\r", b"\r\r"]))
+            + head
+            + colon
+            + str(pct).encode()
+            + b"%"
+            + body
+            + f"{done}/{total} [00:01<00:02, 1.5it/s]".encode()
+            + draw(GLUE)
+        )
+    return b"".join(pieces)
+
+
+def reference(block: bytes, start: int) -> object:
+    pos = start
+    while block.startswith(b"\r", pos):
+        pos += 1
+    head = _FRAME_HEAD_RE.match(block, pos)
+    return None if head is None else _bar_runs_by_frame(block, start, head.group(1))
+
+
+@settings(max_examples=500, deadline=None)
+@given(runs())
+def test_bar_runs_reads_as_whole_frames_do(block: bytes) -> None:
+    assert bar_runs(block, 0) == reference(block, 0)
+
+
+def test_a_run_of_one_bar_keeps_its_first_and_last_frame() -> None:
+    frames = b"".join(
+        f"\rLoading safetensors checkpoint shards: {p}% Completed | {d}/4 [00:0{d}<00:03, 1.0it/s]\n".encode()
+        for d, p in ((0, 0), (1, 25), (2, 50), (4, 100))
+    )
+    found = bar_runs(frames, 0)
+    assert found is not None
+    ((first, last),) = found[0]
+    assert frames[first[0] : first[1]].count(b"0/4") == 1 and frames[last[0] : last[1]].count(b"4/4") == 1
+    assert found[1] == len(frames)
