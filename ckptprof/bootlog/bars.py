@@ -7,6 +7,8 @@ weights is a load, one about graphs a capture) and belongs to no loader.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ckptprof.engines.log_bars import BARS, BarKind
 
 _LOAD_WORDS = ("shard", "loading", "weight")
@@ -15,7 +17,10 @@ _GRAPH_WORDS = ("graph", "capturing")
 __all__ = ["BARS", "BarKind", "bar_kind"]
 
 
+@lru_cache(maxsize=512)
 def bar_kind(desc: str) -> BarKind | None:
+    """The kind of a bar by its description (pure: asked up to three times for each new bar, by its phase, its
+    loader and the engine it is evidence of)."""
     for kind in BARS:
         if desc.startswith(kind.prefix):
             return kind

@@ -334,18 +334,15 @@ def parse_record(text: str) -> Record:
             first = text[:1]
     if first == "[":
         match = _SGLANG_PREFIX_RE.match(text)
-        if match is not None:
-            return Record(match.group(1), match.group(2).strip(), text[match.end() :], "sglang")
-        if text.find(":", 1, EMBEDDED_PREFIX_WITHIN) > 0:
+        if match is None and text.find(":", 1, EMBEDDED_PREFIX_WITHIN) > 0:
             # A bracketed tag that is no record's prefix ("[RAW SERVER] ", a harness's): a record may follow it.
             embedded = _EMBEDDED_PREFIX_RE.search(text, 1, EMBEDDED_PREFIX_WITHIN)
             if embedded is not None:
                 text = text[embedded.start() :]
                 first = text[:1]
-                if first == "[":
-                    match = _SGLANG_PREFIX_RE.match(text)
-                    if match is not None:
-                        return Record(match.group(1), match.group(2).strip(), text[match.end() :], "sglang")
+                match = _SGLANG_PREFIX_RE.match(text) if first == "[" else None
+        if match is not None:
+            return Record(match.group(1), match.group(2).strip(), text[match.end() :], "sglang")
     rank = ""
     worker = _WORKER_PREFIX_RE.match(text) if first == "(" else None
     if worker is not None:
