@@ -109,10 +109,12 @@ class Boot:
 
     def process_tags_needed(self) -> bool:
         """Nothing else has said which engine wrote the log yet: the names it gives its processes may."""
-        return not any(
-            any(counts.values())
-            for counts in (self.evidence, self.styles, self.module_frames, self.process_tags)
-        )
+        # Loops, not any() over generators: asked on each traceback frame the pre-filter passes.
+        for counts in (self.evidence, self.styles, self.module_frames, self.process_tags):
+            for count in counts.values():
+                if count:
+                    return False
+        return True
 
     # --------------------------------------------------------------------------------------------- ranks
 
