@@ -28,17 +28,18 @@ FULL_BYTES = 64 << 20  # issue #33 item 7: the corpus concatenated to >= 64 MiB
 SMOKE_BYTES = 2_000_000
 ROUNDS = 5  # the median of these is what extra_info reports; the VM's speed drifts from round to round
 # Issue #33 item 7: CPU MB/s of the pure-Python reader, recorded (not asserted: the floor below is) with whether
-# the median round met it. Not met on 2026-12-03 (reports/cpu/2026-12-03-bootlog-speed).
+# the median round met it. Not met on 2026-12-04: 18.2-18.6 MB/s on the 2-core development VM (Python 3.11), 14.5-14.6
+# on an H200 host's Xeon (Python 3.12); reports/cpu/2026-12-04b-bootlog-speed says what bounds it.
 TARGET_MBPS = 30.0
-# The issue asks 50 MB/s. On the 2-core development VM (2026-12-01, reports/cpu/2026-12-01-bootlog-compiled) the
-# reader compiled with mypyc (CKPTPROF_COMPILE=1, setup.py) reads this corpus at about 50 MB/s of CPU and the
-# pure-Python install at about 38; the VM's speed drifts by 10% from hour to hour, so compare within one run.
-# The floor catches a return to 15 MB/s in either build.
-FLOOR_MBPS = 17.0
-# The reader's CPU time over that of a bare walk through the same file's lines, timed alongside: 90-100 measured
-# for the pure-Python build on the 2-core VM (2026-12; the corpus is nearly all records the parser must read). Held
-# under --benchmark-disable too, where the MB/s floor is not; a reader half as fast as now fails it.
-READ_WITHIN_LINE_WALK = 180.0
+# A floor on the best round, asserted only when benchmarking: below the slowest build measured (15.2 MB/s, the H200
+# host's Python 3.12; 18.9 on the VM). The reader compiled with mypyc (CKPTPROF_COMPILE=1, setup.py; optional) read
+# this corpus at about 50 MB/s on the VM on 2026-12-01 (reports/cpu/2026-12-01-bootlog-compiled). The machines' speeds
+# differ and drift by 10% from hour to hour: the ratio below is the check that holds on any of them.
+FLOOR_MBPS = 12.0
+# The reader's CPU time over that of a bare walk through the same file's lines, timed alongside: 51-68 for the
+# pure-Python build on the VM and on the H200 host (2026-12-04; 56 on CI's 2 MB), against 66-68 before that day's
+# changes. Held under --benchmark-disable too, where the MB/s floor is not: a reader about half as fast fails it.
+READ_WITHIN_LINE_WALK = 130.0
 # Memory stays flat: the parser holds one 1 MiB block, bounded state and at most 32 boots' state.
 PEAK_BYTES = 48 << 20
 
