@@ -56,8 +56,8 @@ what it reads:
 
 speed:
   CPU time on a 2-core VM: about 18 MB/s of boot records (the 180-log real corpus repeated to 64 MiB, 2026-12-04),
-  115 MB/s of a serving log (2026-12-01); compiled, the reader ran about 52 MB/s on the earlier 51-log corpus
-  (2026-12-01): pip install mypy && CKPTPROF_COMPILE=1 pip install --no-build-isolation .
+  115 MB/s of a serving log (2026-12-01); compiled, about 22 MB/s of that corpus (52 of the earlier, plainer
+  51-log one): pip install mypy && CKPTPROF_COMPILE=1 pip install --no-build-isolation .
 
 exit status:
   0 the boot is going on or the server is ready; 1 the boot failed (with --follow also: timed out, or the
