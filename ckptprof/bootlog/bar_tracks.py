@@ -39,6 +39,9 @@ def on_bar(boot: Boot, bar: Bar) -> None:
         return
     if bar.done > track.done:
         track.moved_at = boot.clock.now
+    if not bar.rate_text and track.last.rate_text:
+        # A frame cut inside its timings (an excerpt's last line) keeps the bar's speed as its last frame showed it.
+        bar = bar._replace(rate_text=track.last.rate_text)
     track.last = bar
 
 

@@ -99,10 +99,13 @@ _ENGINE_CORE_INDEX_RE = re.compile(r"EngineCore_(\d{1,6})$", re.ASCII)
 # tqdm frames: "desc: 40% Completed | 40/64 [00:37<00:14, 1.64it/s]" (SGLang's bar_format), "desc:  40%|####  |
 # 40/64 [...]" (tqdm's default), "desc: 40% 40/64 [...]" (no bar when tqdm is not on a terminal), "  0%|  | 0/13
 # [...]" (no description). A frame cut at the end of a pasted excerpt may lack its closing bracket.
+# A frame whose timings were cut off (the last line of an excerpt: "... 5/145 [", "... 11/32 [00:0") still shows its
+# count; it is taken for a frame only when its bar body ("Completed |", "|###  |") says it is tqdm's.
 _BAR_RE = re.compile(
-    r"(?:(?P<desc>[^\r\n]{0,200}?): *| *)(?P<pct>\d{1,3})%(?: Completed \||\|[^|\n]{0,1000}\|)? *"
-    r"(?P<done>\d{1,12})/(?P<total>\d{1,12}) \[(?P<elapsed>[\d:]{1,16})<(?P<remaining>[\d:?]{1,16})"
-    r"(?:, *(?P<rate>[^\]\n]{0,40}))?(?:\]|$)",
+    r"(?:(?P<desc>[^\r\n]{0,200}?): *| *)(?P<pct>\d{1,3})%(?P<body> Completed \||\|[^|\n]{0,1000}\|)? *"
+    r"(?P<done>\d{1,12})/(?P<total>\d{1,12})"
+    r"(?: \[(?P<elapsed>[\d:]{1,16})<(?P<remaining>[\d:?]{1,16})(?:, *(?P<rate>[^\]\n]{0,40}))?(?:\]|$)"
+    r"|(?(body) ?\[?[\d:]{0,16}$|(?!)))",
     re.ASCII,
 )
 _BAR_TAG_RE = re.compile(r"^(?:\[[^\[\]\n%]{1,60}\] ?)+")
@@ -402,12 +405,12 @@ def parse_bar(text: str) -> tuple[Bar, int] | None:
     if match is None:
         return None
     # One call for every group (they are all named, in this order): a bar line holds dozens of frames.
-    desc, _, done, total, elapsed, remaining, rate = match.groups()
+    desc, _, _, done, total, elapsed, remaining, rate = match.groups()
     desc = (desc or "").strip()
     if desc.startswith("["):
         # A harness's bracketed tag before the bar ("[RAW SERVER] Loading safetensors ..."): no engine's words.
         desc = _BAR_TAG_RE.sub("", desc)
-    bar = Bar(desc, int(done), int(total), rank, elapsed, remaining, rate or "")
+    bar = Bar(desc, int(done), int(total), rank, elapsed or "", remaining or "", rate or "")
     return bar, match.end()
 
 

@@ -27,6 +27,9 @@ RECORDS: tuple[Rule, ...] = (
         "API server version", Configure(restart="after-progress"), weight=3
     ),  # "vLLM API server version 0.9.2"
     Rule("LLM engine", Configure(restart="after-ready"), weight=2),
+    # The API server's arguments ("non-default args: {...}": entrypoints/utils.py in 0.11, entrypoints/common/
+    # startup.py in 0.34), logged where releases from 0.19 draw a banner instead of `vLLM API server version`.
+    Rule("non-default args", Configure(restart="after-progress"), weight=3),
     Rule("Loading drafter model", Begin("load", "load-weights", "draft"), weight=2),
     # The drafter's load_model, once its weights are in, shares the target's embedding or lm_head (0.33's
     # llm_base_proposer.py: "Detected MTP model. Sharing target model embedding weights with the draft model."):
@@ -59,7 +62,9 @@ RECORDS: tuple[Rule, ...] = (
     # Printed right after the KV cache is sized (V0 after `# GPU blocks`, V1 after `GPU KV cache size`, later in the
     # same record): an excerpt that starts below those lines still shows the KV cache sized.
     Rule("Maximum concurrency for", End("kv", "kv-cache", "nth", only_first=True), weight=2),
-    Rule("Capturing the model for CUDA graphs", Begin("graph", "cuda-graph", "nth"), weight=2),  # V0
+    Rule("Capturing the model for CUDA graphs", Begin("graph", "cuda-graph", "nth"), weight=2),  # V0 to 0.6.3
+    # V0 from 0.6.4 (worker/model_runner.py capture_model): "Capturing cudagraphs for decoding. This may lead to ..."
+    Rule("Capturing cudagraphs for decoding", Begin("graph", "cuda-graph", "nth"), weight=2),
     Rule("Graph capturing finished", End("graph", "cuda-graph", "nth"), weight=2),
     # A capture logged size by size ("Graph capturing for 304 input tokens", a 0.10 PR's logging): each record
     # says the capture is under way, so the first opens the phase and the others leave it as it is.
@@ -171,5 +176,11 @@ LOG = EngineLog(
         rb"\((?:VllmWorker|VllmWorkerProcess|Worker_[A-Z]|EngineCore|RayWorkerWrapper|RayWorkerProc|APIServer"
         rb"|ApiServer_\d)"
         rb"[^()\n]{0,60} pid=\d{1,10}"
+    ),
+    # Its logger's form since 0.8 (vllm/logger.py, 0.11 to 0.34: the level, a year-less time, then "[file.py:line]"
+    # in brackets); SGLang's processes wrote vLLM's older form, without the bracket, when they imported its modules.
+    record_prefix=re.compile(
+        rb"\n[ \t]*(?:\x1b\[[0-9;]*m)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})? "
+        rb"\[[\w./-]{1,120}\.py:\d{1,6}\] "
     ),
 )

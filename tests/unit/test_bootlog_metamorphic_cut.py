@@ -37,8 +37,6 @@ CUT_WRONG: dict[str, str] = {}
 CONCAT_WRONG: dict[str, str] = {
     "sglang-sglang-6462": "batch 7: a log with no stamp of its own takes the next server's first stamp (the look-"
     "ahead for a boot with no time yet), and its phases read 0.0 s where alone they have no time",
-    "vllm-myoceane-gptoss20b-a100": "batch 8: a vLLM API server that logged its arguments and no phase, then an SGLang "
-    "server: one boot, not two (`non-default args` configures no boot, so the next engine's configuration restarts none)",
 }
 
 

@@ -23,10 +23,7 @@ LOGS = sorted(REAL.glob("*.log"))
 FIRST_SIGHT_WRONG: set[str] = {
     "sglang-sglang-8229",
     "sglang-sglang-9074",
-    "sglang-sglang-15464",
     "vllm-amd-strix-halo-vllm-toolboxes-5",
-    "vllm-vllm-10909",
-    "vllm-vllm-omni-5122",
 }
 
 
