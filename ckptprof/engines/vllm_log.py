@@ -179,9 +179,9 @@ LOG = EngineLog(
     ),
     # Its logger's form since 0.8 (vllm/logger.py, 0.11 to 0.34: the level, a year-less time, then "[file.py:line]"
     # in brackets); SGLang's processes wrote vLLM's older form, without the bracket, when they imported its modules.
-    # At the line's start only: tried at every line of a block, and it is the weakest evidence there is.
+    # Behind blanks and colour codes too: a coloured paste is read as the plain one (the metamorphic tests).
     record_prefix=re.compile(
-        rb"\n(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})? "
+        rb"\n[ \t]*(?:\x1b\[[0-9;]*m)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})? "
         rb"\[[\w./-]{1,120}\.py:\d{1,6}\] "
     ),
 )
