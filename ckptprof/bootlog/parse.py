@@ -473,14 +473,14 @@ def bar_runs(block: bytes, start: int) -> tuple[list[tuple[Span, Span]], int] | 
         return None
     key = head.group(1)
     if b"%" in key:  # a worker's tag with a "%" in it: the shortest head may end inside it
-        return _bar_runs_by_frame(block, start, key)
+        return _runs(_frames_whole(block, start, key))
+    return _runs(_frames_after_head(block, start, key))
+
+
+def _frames_after_head(block: bytes, start: int, key: bytes) -> Iterator[tuple[Span, int, int]]:
+    """The frames from ``start`` that open with the head ``key`` (after carriage returns): span, count, total."""
     match_tail = _FRAME_TAIL_RE.match
     starts_with = block.startswith
-    pieces: list[tuple[Span, Span]] = []
-    first: Span | None = None
-    last: Span = (pos, pos)
-    previous = (-1, -1)
-    frames = 0
     at = start
     while True:
         # A frame is its carriage returns, the run's head, then its count; one compiled pattern for every bar.
@@ -488,49 +488,43 @@ def bar_runs(block: bytes, start: int) -> tuple[list[tuple[Span, Span]], int] | 
         while starts_with(b"\r", head_at):
             head_at += 1
         if not starts_with(key, head_at):
-            break
+            return
         tail = match_tail(block, head_at + len(key))
         if tail is None:
-            break
+            return
         done_text, total_text = tail.groups()
-        done, total = int(done_text), int(total_text)
-        span = (at, tail.end())
+        yield (at, tail.end()), int(done_text), int(total_text)
+        at = tail.end()
+
+
+def _frames_whole(block: bytes, start: int, key: bytes) -> Iterator[tuple[Span, int, int]]:
+    """The same frames, each matched whole: for a head whose "%" could end a shorter head than the first frame's."""
+    at = start
+    while (match := _FRAME_RE.match(block, at)) is not None:
+        frame_head, done_text, total_text = match.groups()
+        if frame_head != key:
+            return
+        yield match.span(), int(done_text), int(total_text)
+        at = match.end()
+
+
+def _runs(frames: Iterator[tuple[Span, int, int]]) -> tuple[list[tuple[Span, Span]], int] | None:
+    """The bars of a run of frames (a frame whose count went down or whose total changed starts a new one): the
+    spans of each one's first and last frame, and where the run ends; None for fewer than two frames."""
+    pieces: list[tuple[Span, Span]] = []
+    first: Span | None = None
+    last: Span = (0, 0)
+    previous = (-1, -1)
+    count = 0
+    for span, done, total in frames:
         if first is None or total != previous[1] or done < previous[0]:
             if first is not None:
                 pieces.append((first, last))
             first = span
         last = span
         previous = (done, total)
-        frames += 1
-        at = span[1]
-    if first is None or frames < 2:
+        count += 1
+    if first is None or count < 2:
         return None
     pieces.append((first, last))
-    return pieces, at
-
-
-def _bar_runs_by_frame(block: bytes, start: int, key: bytes) -> tuple[list[tuple[Span, Span]], int] | None:
-    """``bar_runs`` matching each frame whole: for a head whose "%" could end a shorter head than the first frame's."""
-    pieces: list[tuple[Span, Span]] = []
-    first: Span | None = None
-    last: Span = (start, start)
-    previous = (-1, -1)
-    frames = 0
-    at = start
-    while (match := _FRAME_RE.match(block, at)) is not None:
-        frame_head, done_text, total_text = match.groups()
-        if frame_head != key:
-            break
-        done, total = int(done_text), int(total_text)
-        if first is None or total != previous[1] or done < previous[0]:
-            if first is not None:
-                pieces.append((first, last))
-            first = match.span()
-        last = match.span()
-        previous = (done, total)
-        frames += 1
-        at = match.end()
-    if first is None or frames < 2:
-        return None
-    pieces.append((first, last))
-    return pieces, at
+    return pieces, last[1]

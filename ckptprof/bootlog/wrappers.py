@@ -149,8 +149,10 @@ def unwrap_paste(block: bytes, indent: bytes | None = None) -> tuple[bytes, byte
     indent = learn_indent(block, indent)
     if indent is not None:
         block = re.sub(rb"(?m)^" + re.escape(indent), b"", block)
-    # A frame inside a frame (a quoted paste copied out of a pane) comes off too.
-    block = unlink(unframe(unframe(block)))
+    # A frame inside a frame (a quoted paste copied out of a pane) comes off too. unframe reads only the block, so
+    # a block it left as it was would be left again: the second look is spared (a scan of every line start).
+    once = unframe(block)
+    block = unlink(once if once is block else unframe(once))
     framed = b"\n" + block
     if _WRAPPER_RE.search(framed) is None:
         return rejoin_wrapped(block), indent

@@ -1,12 +1,12 @@
 """bar_runs matches a run's later frames by their head as bytes and their count alone; what it gives back must be
-what matching each frame whole gives (_bar_runs_by_frame, the pattern's own reading), on any run of frames."""
+what matching each frame whole gives (_frames_whole, the pattern's own reading), on any run of frames."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ckptprof.bootlog.parse import _FRAME_HEAD_RE, _bar_runs_by_frame, bar_runs
+from ckptprof.bootlog.parse import _FRAME_HEAD_RE, _frames_whole, _runs, bar_runs
 
 HEADS = st.sampled_from(
     [
@@ -49,7 +49,7 @@ def reference(block: bytes, start: int) -> object:
     while block.startswith(b"\r", pos):
         pos += 1
     head = _FRAME_HEAD_RE.match(block, pos)
-    return None if head is None else _bar_runs_by_frame(block, start, head.group(1))
+    return None if head is None else _runs(_frames_whole(block, start, head.group(1)))
 
 
 @settings(max_examples=500, deadline=None)
