@@ -281,6 +281,15 @@ def _stalled_bars(boot: Boot, now_s: float | None, stall_after_s: float) -> list
     return stalls
 
 
+# Item 1 of issue #33: "unknown" says what was looked for. A paste of loader bars alone is the common case: SGLang
+# and vLLM draw `Loading safetensors checkpoint shards` and `Multi-thread loading shards` with one bar format.
+UNKNOWN_ENGINE_WARNING = (
+    "the log does not say which engine wrote it: no line in it is SGLang's or vLLM's alone (looked for their record "
+    "prefixes and process names, boot records such as `Load weight begin` or `Starting to load model`, their "
+    "config dumps and their module paths in tracebacks); what it shows is read from lines both print alike"
+)
+
+
 def _warnings(boot: Boot, expected: list[str], context: SummaryContext) -> tuple[str, ...]:
     warnings = [
         *failure_warnings(boot.failures.all(), lambda failure: _is_fatal(boot, failure)),
@@ -300,6 +309,8 @@ def _warnings(boot: Boot, expected: list[str], context: SummaryContext) -> tuple
         (_ranks_counted(boot, track) for track in boot.phases.values()), key=lambda track: track.order
     )
     warnings += missing_rank_warnings(tracks, expected, boot.framework())
+    if (tracks or boot.bars) and boot.framework() == "unknown":
+        warnings.append(UNKNOWN_ENGINE_WARNING)
     if len(warnings) > MAX_WARNINGS:
         extra = len(warnings) - MAX_WARNINGS
         warnings = [*warnings[:MAX_WARNINGS], f"... and {extra} more warnings"]

@@ -80,8 +80,11 @@ _SGLANG_PREFIX_RE = re.compile(
     r"\[((?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)((?: [A-Z][A-Z_]{0,15}\d{1,6})*)\] ?", re.ASCII
 )
 # vLLM's multiprocess workers prefix every line: "(VllmWorker rank=3 pid=123) ", "(Worker_TP3 pid=1) ".
+# A process name may hold parentheses itself, two deep: Ray Data names its actors after their stages
+# ("(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=162837) ", ray-project/ray#56905).
+_PROCESS_NAME = r"[A-Za-z](?:[^()\n]|\((?:[^()\n]|\([^()\n]{0,80}\)){0,80}\)){0,80}?"
 _WORKER_PREFIX_RE = re.compile(
-    r"\(([A-Za-z][^()\n]{0,80}?) pid=(\d{1,10})(?:, ip=[^()\s]{1,64})?\) ", re.ASCII
+    r"\((" + _PROCESS_NAME + r") pid=(\d{1,10})(?:, ip=[^()\s]{1,64})?\) ", re.ASCII
 )
 _VLLM_PREFIX_RE = re.compile(
     r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) "

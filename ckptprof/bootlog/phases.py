@@ -37,6 +37,7 @@ from ckptprof.bootlog.parse import (
     bar_runs,
     iter_blocks,
     looks_binary,
+    needle_pattern,
     open_log,
     parse_record,
     split_line,
@@ -225,6 +226,8 @@ class BootLogAnalyzer:
         if found is None:
             return None
         stamp, start = found
+        if self._next_server_stamp(block, start):
+            return None
         own = self._boot.framework()
         engine = next((e for e in ENGINES if e.name == own), None)
         if engine is not None:
@@ -234,6 +237,14 @@ class BootLogAnalyzer:
             if style not in ("plain", own) and style not in engine.imported_loggers:
                 return None
         return stamp
+
+    @staticmethod
+    def _next_server_stamp(block: bytes, start: int) -> bool:
+        """Whether the stamp on the line at ``start`` is the next server's, not the untimed lines' before it: a
+        server's start (its configuration) comes before it or on its line (a paste of bars, then another server's
+        log). A server prints its configuration first: what comes before it is an earlier server's."""
+        end = block.find(b"\n", start)
+        return _SERVER_START_RE.search(block, 0, end if end >= 0 else len(block)) is not None
 
     def _frame_says_nothing(self, block: bytes, start: int, end: int) -> bool:
         """A traceback frame that no engine's frame table knows, and that cannot tell which engine ran (or that
@@ -486,6 +497,18 @@ class BootLogAnalyzer:
         if boots > 1:
             warnings = (boots_warning(boots, report.boot), *warnings)
         return replace(report, boots=boots, warnings=warnings)
+
+
+# The records that can start a new server (a configuration that restarts a boot): a look-ahead for a stamp stops
+# at them.
+_SERVER_START_RE = needle_pattern(
+    dict.fromkeys(
+        rule.needle
+        for engine in ENGINES
+        for rule in engine.records
+        if isinstance(rule.action, Configure) and rule.action.restart != "never"
+    )
+)
 
 
 def _same_form(raw: str, stamped: str) -> bool:

@@ -24,7 +24,6 @@ from ckptprof.bootlog.words import (
     rank_sort_key,
     stall_warning,
 )
-from ckptprof.engines import sglang_log
 
 
 @dataclass(frozen=True)
@@ -64,9 +63,19 @@ def is_single_process(track: PhaseTrack, expected: list[str]) -> bool:
 
 
 def end_marker(track: PhaseTrack, framework: str) -> str:
-    """The log line that would close ``track``, as the user would grep for it."""
-    engine = next((engine for engine in ENGINES if engine.name == framework), sglang_log.LOG)
-    return engine.end_markers.get(track.slot, "its end")
+    """The log line that would close ``track``, as the user would grep for it: each engine's, when the log has not
+    said which engine wrote it (a paste of loader bars, which both print alike)."""
+    engine = next((engine for engine in ENGINES if engine.name == framework), None)
+    if engine is not None:
+        return engine.end_markers.get(track.slot, "its end")
+    markers = [
+        (engine.title, engine.end_markers[track.slot])
+        for engine in ENGINES
+        if track.slot in engine.end_markers
+    ]
+    if not markers:
+        return "its end"
+    return " or ".join(f"{marker} ({label})" for label, marker in markers)
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:

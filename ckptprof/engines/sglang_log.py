@@ -46,6 +46,12 @@ RECORDS: tuple[Rule, ...] = (
     # Pools that log their own line instead (DeepSeek V4's, hybrid models' Mamba state): the same phase.
     Rule("TokenToKVPool with", Begin("kv", "kv-cache", "nth", from_last_end=True, unless_open=True)),
     Rule("Mamba Cache is allocated", Begin("kv", "kv-cache", "nth", from_last_end=True, unless_open=True)),
+    # The kvcached plugin (elastic KV cache, ovg-project/kvcached) sets up its own allocator in place of SGLang's pool
+    # and logs that instead, in its own `[kvcached][INFO][time][file:line]` form (sglang-kvcached-198).
+    Rule(
+        "Init kvcached KV cache allocator",
+        Begin("kv", "kv-cache", "nth", from_last_end=True, unless_open=True),
+    ),
     Rule("Memory pool end", End("kv", "kv-cache", "nth")),
     Rule(
         "Capture draft extend cuda graph begin", Begin("graph-draft-extend", "cuda-graph", "draft", "extend")

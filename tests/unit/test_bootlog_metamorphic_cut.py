@@ -34,17 +34,15 @@ CUT = 0.2
 # Logs whose excerpt or concatenation the reader does not yet read as the rule above asks; strict, so a fix flips
 # them and they must come off the list. One line each: why.
 CUT_WRONG: dict[str, str] = {}
-_UNTIMED_BATCH9 = (
-    "batch 9 at first sight: as sglang-6462, a log with no time of its own is timed by the next server's"
+# Where the next server's launcher stamps lines before that server's configuration, those lines are read as the
+# untimed log's boot, and so is their time (the boundary between the two servers is taken at the configuration).
+_LAUNCHER_STAMPS = (
+    "batch 9: a log with no time of its own, then a server whose launcher stamps lines before its configuration: "
+    "those lines, and their time, are read as the first log's boot"
 )
 CONCAT_WRONG: dict[str, str] = {
-    "sglang-sglang-6462": "batch 7: a log with no stamp of its own takes the next server's first stamp (the look-"
-    "ahead for a boot with no time yet), and its phases read 0.0 s where alone they have no time",
-    "sglang-sglang-15608": _UNTIMED_BATCH9,
-    "sglang-sglang-18124": _UNTIMED_BATCH9,
-    "vllm-gpustack-3098": _UNTIMED_BATCH9,
-    "vllm-ray-56905": _UNTIMED_BATCH9,
-    "vllm-vllm-10661": _UNTIMED_BATCH9,
+    "vllm-gpustack-3098": _LAUNCHER_STAMPS,
+    "vllm-vllm-10661": _LAUNCHER_STAMPS,
 }
 
 

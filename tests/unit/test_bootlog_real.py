@@ -25,12 +25,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-sglang-8229",
     "sglang-sglang-9074",
     "vllm-amd-strix-halo-vllm-toolboxes-5",
-    # batch 9 (reports/cpu/2026-12-04d-bootlog-unseen/), first sight
-    "sglang-LMCache-2400",
-    "sglang-kvcached-198",
-    "sglang-sglang-15608",
-    "sglang-sglang-18124",
-    "vllm-vllm-10661",
 }
 
 

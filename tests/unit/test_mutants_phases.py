@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ckptprof.bootlog import BootReport, analyze_bytes, analyze_path, analyze_stream
+from ckptprof.bootlog.boot_report import UNKNOWN_ENGINE_WARNING
 from ckptprof.bootlog.parse import LogInputError
 from ckptprof.bootlog.phases import BootLogAnalyzer
 from ckptprof.bootlog.report import FailureReport, PhaseReport
@@ -1129,7 +1130,8 @@ def test_a_bar_of_unknown_load_words_opens_a_phase_only_in_a_log_without_boot_re
     assert table(alone) == [("load-weights", "target", None, "2025-11-29 10:00:00", None, 5.0, 1, None)]
     assert bars(alone) == [("Fetching shards", "target", 1, 2)]
     assert alone.summary == (
-        "loading target weights: 1/2 shards read, `Load weight end` not yet logged - CUDA graph capture has not started"
+        "loading target weights: 1/2 shards read, `Load weight end` (SGLang) or `Loading weights took` (vLLM) not yet "
+        "logged - CUDA graph capture has not started"
     )
     after_records = analyze_bytes(
         log(
@@ -1429,6 +1431,7 @@ def test_a_bar_of_no_phase_can_stall_too() -> None:
     assert report.warnings == (
         "stalled: 'Processing items' (unknown model) has been at 1/2 since 2025-11-29 10:00:00 while the log "
         "went on to 2025-11-29 10:03:00 (3m00s without progress)",
+        UNKNOWN_ENGINE_WARNING,  # untagged `[date]` records name no engine
     )
 
 
@@ -2062,7 +2065,7 @@ def test_without_global_rank_0_an_untagged_bar_follows_the_newest_phase_of_its_k
 
 def test_a_bar_drawn_before_any_timestamp_is_never_stalled() -> None:
     report = analyze_bytes(log(frame(1, 4), sg("10:05:00", "", "x")))
-    assert report.warnings == () and bars(report) == [(BAR, "target", 1, 4)]
+    assert report.warnings == (UNKNOWN_ENGINE_WARNING,) and bars(report) == [(BAR, "target", 1, 4)]
 
 
 def test_a_second_begin_before_the_first_end_keeps_the_phase_other_ranks_share() -> None:
