@@ -433,12 +433,27 @@ class BootLogAnalyzer:
         if timestamp is not None and style in boot.styles:
             boot.styles[style] += 1
         if reading.may_fail or record.level in ("ERROR", "CRITICAL"):  # most records: skip the callbacks
+            if not record.rank and "Traceback (most recent call last)" in message:
+                record = self._announced(record)
             boot.failures.on_record(
                 record,
                 lambda: boot.where(record),
                 self._line_before,
                 lambda: FRAMES_READ_BY[boot.framework()],
             )
+
+    def _announced(self, record: Record) -> Record:
+        """An untagged traceback whose line before is a rank's record announcing it (SGLang 0.3's
+        `[23:17:08 TP4] Exception in run_tp_server:`, Python's traceback printed bare under it): that rank's, with
+        the announcement's words before its own."""
+        before = self._line_before()
+        if not before.endswith(":") or "xception" not in before:
+            return record
+        announcing = parse_record(before)
+        if not announcing.rank:
+            return record
+        words = f"{announcing.message.strip()} {record.message.strip()}"
+        return Record(record.timestamp, announcing.rank, words, record.style, record.level, record.relayed)
 
     def _note_unparsed(self, message: str, needle: str) -> None:
         """A boot record on a line whose prefix was read as nothing: a time or a number before the record's words

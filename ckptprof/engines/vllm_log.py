@@ -66,6 +66,13 @@ RECORDS: tuple[Rule, ...] = (
     # V0 from 0.6.4 (worker/model_runner.py capture_model): "Capturing cudagraphs for decoding. This may lead to ..."
     Rule("Capturing cudagraphs for decoding", Begin("graph", "cuda-graph", "nth"), weight=2),
     Rule("Graph capturing finished", End("graph", "cuda-graph", "nth"), weight=2),
+    # The TPU runner's capture_model compiles the model for each input shape with XLA instead of capturing graphs
+    # (v1/worker/tpu_model_runner.py: "Compiling the model with different input shapes."; vllm#15727): the same step.
+    Rule(
+        "Compiling the model with different input shapes",
+        Begin("graph", "cuda-graph", "nth", unless_open=True),
+        weight=2,
+    ),
     # A capture logged size by size ("Graph capturing for 304 input tokens", a 0.10 PR's logging): each record
     # says the capture is under way, so the first opens the phase and the others leave it as it is.
     Rule("Graph capturing for", Begin("graph", "cuda-graph", "nth", unless_open=True), weight=2),
@@ -179,7 +186,9 @@ LOG = EngineLog(
     ),
     # Its logger's form since 0.8 (vllm/logger.py, 0.11 to 0.34: the level, a year-less time, then "[file.py:line]"
     # in brackets); SGLang's processes wrote vLLM's older form, without the bracket, when they imported its modules.
-    # Behind blanks and colour codes too: a coloured paste is read as the plain one (the metamorphic tests).
+    # Behind blanks and colour codes too: a coloured paste is read as the plain one (the metamorphic tests). The older
+    # form alone was tried as evidence too (HabanaAI/vllm-fork#193, batch 10) and left out: these tags are counted
+    # over a whole block, and an untimed excerpt followed by a vLLM 0.4 server's log then read as vLLM's.
     record_prefix=re.compile(
         rb"\n[ \t]*(?:\x1b\[[0-9;]*m)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})? "
         rb"\[[\w./-]{1,120}\.py:\d{1,6}\] "
