@@ -136,7 +136,7 @@ def test_each_boot_of_a_restarted_server_is_reported_on_its_own_and_says_which_i
     assert (second.boot, second.state) == (2, "load-weights")
     assert second.warnings == (
         "the log holds 3 boots; this report covers boot 2 (--boot N picks another)",
-        "error logged by the main process at 2025-11-29 11:00:05 during init-distributed (the boot went on): flaky",
+        "error logged by the main process at 2025-11-29 11:00:05 after init-distributed (the boot went on): flaky",
     )
     assert [(p.name, p.start, p.seconds) for p in second.phases] == [
         ("init-distributed", "2025-11-29 11:00:03", 2.0),
@@ -344,7 +344,7 @@ def test_a_rank_dying_after_its_phase_ended_failed_after_it() -> None:
         "TP0", None, None, "after target weights loaded", "Rank 0 scheduler is dead.", "2025-11-29 10:00:10"
     )
     assert report.warnings == (
-        "failed: TP0 at 2025-11-29 10:00:10 during load-weights (target): Rank 0 scheduler is dead.",
+        "failed: TP0 at 2025-11-29 10:00:10 after load-weights (target): Rank 0 scheduler is dead.",
         "TP1 logged no boot record at all (1 of 2 ranks did)",
     )
 
