@@ -181,7 +181,7 @@ def _failure_report(boot: Boot, fatal: Failure) -> FailureReport:
     error, cut = _fatal_error(boot, fatal)
     if cut:
         error += cut
-    if fatal.after and fatal.frame_phase is None and recorded is not None:
+    if fatal.after_phase and recorded is not None:  # (recorded is fatal.phase: the check narrows its type)
         # Nothing was running on that rank: the newest phase had ended everywhere.
         step = step or f"after {done_words(recorded)}"
         return FailureReport(fatal.rank, None, fatal.frame_model, step, error, fatal.timestamp)

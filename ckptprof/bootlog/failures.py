@@ -117,6 +117,12 @@ class Failure:
     # line (`raise ValueError("No available memory for the cache blocks. "`).
     raised: str | None = None
 
+    @property
+    def after_phase(self) -> bool:
+        """Nothing was running where it failed: ``phase``, the newest, had ended everywhere, and no frame of its
+        traceback names another (its report then says "after ..." rather than a phase)."""
+        return self.after and self.frame_phase is None and self.phase is not None
+
 
 class Where(NamedTuple):
     """Where the boot stood when a failure was logged."""

@@ -225,11 +225,9 @@ def failure_warnings(failures: list[Failure], is_fatal: Callable[[Failure], bool
         ranks = format_ranks(sorted({failure.rank for failure in same}, key=rank_sort_key))
         # As the failure's own line says it: a phase that had ended everywhere was not running (a crash right
         # after `Loading model weights took`, in the same second).
-        where = ""
-        if first.phase and first.after and first.frame_phase is None:
-            where = f" after {phase_label(first.phase)}"
-        elif first.phase:
-            where = f" during {phase_label(first.phase)}"
+        where = (
+            f" {'after' if first.after_phase else 'during'} {phase_label(first.phase)}" if first.phase else ""
+        )
         when = f" at {first.timestamp}" if first.timestamp else ""
         if any(is_fatal(failure) for failure in same):
             warnings.append(f"failed: {ranks}{when}{where}: {error}")
