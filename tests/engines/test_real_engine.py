@@ -79,7 +79,10 @@ def test_cold_storage_bytes_are_what_the_kernel_counted(cold: Run) -> None:
     for info in cold.session["models"]:
         models = cold.models(info["role"])
         fetched = [m["faithful_storage_bytes"] for m in models]
-        assert all(b is not None and b > 0 for b in fetched), fetched
+        # Every rank's count is read; which rank fetched which page is a race (CI once had rank 0 read the whole
+        # 48 MB draft before rank 1 touched it, and rank 1's count was rightly 0), so only the sum is held.
+        assert all(b is not None and b >= 0 for b in fetched), fetched
+        assert any(b > 0 for b in fetched), fetched
         total = info["total_bytes"]
         # the ranks' processes together fetched the files once, whoever opened them
         assert low * total <= sum(fetched) <= high * total + slack, (info["role"], fetched, total)
