@@ -91,9 +91,12 @@ def _before_last_end(stamp: str | None, last_end: str | None) -> bool:
 def _end(boot: Boot, action: End, reading: Reading, record: Record) -> None:
     rank = boot.rank_state(record.rank)
     begun = rank.begun.get(action.slot, 0)
-    if begun > 0 and (action.only_first or (action.only_if_open_or_new and action.slot not in rank.open)):
+    if begun > 0 and (action.only_first or action.only_if_open_or_new) and action.slot not in rank.open:
         return
     boot.record_phases += 1
+    if action.for_every_rank and action.slot not in rank.open and boot.end_on_workers(record, action.slot):
+        # The workers' phase, ended for them by the engine's process: not one more rank of it.
+        return
     boot.end(record, rank, action.slot, action.phase, reading.model, action.variant, reading.elapsed_s)
 
 

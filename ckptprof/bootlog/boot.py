@@ -277,6 +277,30 @@ class Boot:
             self.last_phase_end = record.timestamp
         self.touch(rank)
 
+    def end_on_workers(self, record: Record, slot: str) -> bool:
+        """Close ``slot`` on every other rank it is open on, at the record (logged by the engine's process for its
+        workers); whether any was. The record's own rank counts the phase as begun, so a later line of the
+        same step does not open it there."""
+        closed = False
+        for label, other in self.ranks.items():
+            key = other.open.get(slot) if label != record.rank else None
+            if key is None:
+                continue
+            del other.open[slot]
+            span = self.phases[key].spans.get(label)
+            if span is not None and span.end is None:
+                span.end = record.timestamp
+            if record.timestamp is not None:
+                other.last_end = record.timestamp
+            closed = True
+        if closed:
+            rank = self.rank_state(record.rank)
+            rank.begun[slot] = rank.begun.get(slot, 0) + 1
+            if record.timestamp is not None:
+                rank.last_end = self.last_phase_end = record.timestamp
+            self.touch(rank)
+        return closed
+
     def _implicit_start(self, record: Record, rank: RankState, elapsed_s: float | None) -> str | None:
         if record.timestamp is not None and elapsed_s is not None:
             return shift_timestamp(record.timestamp, -elapsed_s)

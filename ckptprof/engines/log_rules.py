@@ -43,8 +43,11 @@ class End:
     variant: str | None = None
     # Only when the slot is open or the rank never began one (a second, coarser line closing the same phase).
     only_if_open_or_new: bool = False
-    # Only a rank's first phase of this slot (a line that every later engine step prints again).
+    # Only a rank's first phase of this slot, or one a begin record opened (a line that every later engine step
+    # prints again).
     only_first: bool = False
+    # Logged once, by the engine's own process, for all its workers: the phase ends on every rank it is open on.
+    for_every_rank: bool = False
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,16 @@ RECORDS: tuple[Rule, ...] = (
     ),
     Rule("Loading weights took", End("load", "load-weights", "nth"), weight=2),
     Rule("Model loading took", End("load", "load-weights", "nth", only_if_open_or_new=True), weight=2),
-    Rule("KV cache size", End("kv", "kv-cache", "nth", only_first=True), weight=2),
+    # V1's worker ends its memory profile with "Available KV cache memory: N GiB" (v1/worker/gpu_worker.py,
+    # determine_available_memory, 0.8 to 0.34), then the engine sizes the cache from it: the phase is under way,
+    # and began where the load ended, as the cache's size line would have said.
+    Rule(
+        "Available KV cache memory",
+        Begin("kv", "kv-cache", "nth", from_last_end=True, unless_open=True),
+        weight=2,
+    ),
+    # The engine's process logs it once for all workers (v1/core/kv_cache_utils.py): it ends each worker's phase.
+    Rule("KV cache size", End("kv", "kv-cache", "nth", only_first=True, for_every_rank=True), weight=2),
     # V0 sizes the cache, logs "# GPU blocks: N", then allocates it, and raises "No available memory for the cache
     # blocks" at once when N is 0: zero blocks does not end the phase, it is the phase failing.
     Rule("GPU blocks: 0,", Begin("kv", "kv-cache", "nth", unless_open=True), weight=2),

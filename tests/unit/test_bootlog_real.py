@@ -24,7 +24,6 @@ LOGS = sorted(REAL.glob("*.log"))
 FIRST_SIGHT_WRONG: set[str] = {
     "sglang-sglang-8229",
     "sglang-sglang-9074",
-    "vllm-amd-strix-halo-vllm-toolboxes-5",
     "vllm-vllm-fork-193",  # batch 10: vLLM's logger form before 0.8 and bars alone (its report says why not learnt)
 }
 
