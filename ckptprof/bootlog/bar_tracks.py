@@ -95,7 +95,10 @@ def _phase_for_bar(boot: Boot, bar: Bar) -> PhaseKey | None:
         slot = _BAR_SLOTS[name]
         label = bar.rank or boot.lead_rank or ""
         key = (name, boot.model_for(boot.rank_state(label), slot, name, "nth"), None)
-        boot.begin(label, slot, key, boot.clock.now, provisional=True)
+        # A bar met mid-way (its first frame in the log has counted some) shows the phase was already under way:
+        # not progress after a crash logged above it. tqdm draws a last frame as a crash unwinds the loader's loop
+        # (vllm#23025: a worker's KeyError in load_weights, then the bar's only frame, 7/15).
+        boot.begin(label, slot, key, boot.clock.now, provisional=True, progress=bar.done == 0)
         if not label:
             boot.untagged_bar_phases.append(key)
         return key

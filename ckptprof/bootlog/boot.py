@@ -146,10 +146,11 @@ class Boot:
                     del untagged.open[slot]
         self.untagged_bar_phases.clear()
 
-    def touch(self, rank: RankState) -> None:
-        """Count an event on the rank."""
+    def touch(self, rank: RankState, progress: bool = True) -> None:
+        """Count an event on the rank; ``progress``: one that shows the boot moving on (see LogClock.progress)."""
         self.clock.seq += 1
-        rank.last_event_seq = self.clock.seq
+        if progress:
+            rank.last_event_seq = self.clock.progress = self.clock.seq
 
     # -------------------------------------------------------------------------------------------- phases
 
@@ -221,6 +222,7 @@ class Boot:
         provisional: bool = False,
         rank: RankState | None = None,
         begun_at: str | None = None,
+        progress: bool = True,
     ) -> None:
         """Open ``key`` in ``slot`` on rank ``label`` (``rank``: its state, when the caller holds it already).
 
@@ -233,7 +235,7 @@ class Boot:
             self._end_previous(label, rank, key[0], begun_at or start)
         self.track(key, slot, provisional).spans[label] = RankSpan(start=start)
         rank.open[slot] = key
-        self.touch(rank)
+        self.touch(rank, progress)
 
     def _end_previous(self, label: str, rank: RankState, phase: str, at: str | None) -> None:
         """End the rank's open phases of other names at ``at`` (variants of one phase, SGLang's decode and
@@ -282,6 +284,7 @@ class Boot:
         workers); whether any was. The record's own rank counts the phase as begun, so a later line of the
         same step does not open it there."""
         closed = False
+        at = record.timestamp
         for label, other in self.ranks.items():
             key = other.open.get(slot) if label != record.rank else None
             if key is None:
@@ -289,15 +292,15 @@ class Boot:
             del other.open[slot]
             span = self.phases[key].spans.get(label)
             if span is not None and span.end is None:
-                span.end = record.timestamp
-            if record.timestamp is not None:
-                other.last_end = record.timestamp
+                span.end = at
+            if at is not None:
+                other.last_end = at
             closed = True
         if closed:
             rank = self.rank_state(record.rank)
             rank.begun[slot] = rank.begun.get(slot, 0) + 1
-            if record.timestamp is not None:
-                rank.last_end = self.last_phase_end = record.timestamp
+            if at is not None:
+                rank.last_end = self.last_phase_end = at
             self.touch(rank)
         return closed
 

@@ -152,12 +152,12 @@ def _is_fatal(boot: Boot, failure: Failure) -> bool:
     if failure.kind == "death":
         return True
     if failure.kind == "error-record":
-        return boot.clock.seq <= failure.seq  # nothing moved on anywhere after it
+        return boot.clock.progress <= failure.seq  # nothing moved on anywhere after it
     # A traceback the rank survived (it went on to log boot progress) was only a warning.
     if failure.rank in boot.ranks and failure.rank:
         later = boot.ranks[failure.rank].last_event_seq
     else:
-        later = boot.clock.seq
+        later = boot.clock.progress
     return later <= failure.seq
 
 

@@ -17,6 +17,9 @@ class LogClock:
     day: str | None = None  # likewise the last date, lent to time-only stamps
     # Boot events (phases begun or ended, ready) counted so far: orders a failure against the progress after it.
     seq: int = 0
+    # The count at the newest event that was progress: a bar met mid-way opens its phase as an event, but shows a
+    # phase already under way, not progress after what the log said before it.
+    progress: int = 0
 
     def with_year(self, timestamp: str) -> str:
         """vLLM prints no year: next to SGLang's or Ray's dated records it borrows theirs, so the clock compares."""
@@ -35,4 +38,4 @@ class LogClock:
         return timestamp
 
     def copy(self) -> LogClock:
-        return LogClock(self.now, self.now_s, self.year, self.day, self.seq)
+        return LogClock(self.now, self.now_s, self.year, self.day, self.seq, self.progress)

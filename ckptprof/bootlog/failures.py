@@ -26,12 +26,16 @@ FAILURE_NEEDLES: tuple[str, ...] = (
     "failed",  # "unexpectedly failed", "initialization failed", "failed to start": is_death tells them apart
     "Killed",
     "CUDA error",
+    "rocBLAS error",
     "ERROR ",
     "CRITICAL ",
     "During handling of the above exception",
     "The above exception was the direct cause",
 )
 FRAME_NEEDLE = 'File "'
+# A traceback's first line, without its last words: a paste copied from a screenshot by OCR reads them as "cal1
+# last" (sglang#21670), and nothing but Python's header starts so.
+TRACEBACK_START = "Traceback (most recent "
 # Frames of Python's own helper processes, whatever the engine: a traceback through one is that helper's (the
 # resource tracker that cleans shared memory complains at interpreter exit), not the server's failure.
 HELPER_FRAMES: tuple[str, ...] = ("multiprocessing/resource_tracker.py",)
@@ -56,8 +60,9 @@ DEATH_WORDS: dict[str, str | None] = {
     "failed to start": None,
     "Killed": "space",  # the shell's word for a SIGKILL
 }
-# FlashAttention's CHECK_CUDA prints this and exits the process.
-CUDA_EXIT = "CUDA error ("
+# FlashAttention's CHECK_CUDA prints the first and exits the process; rocBLAS prints the second when it finds no
+# kernel library for the GPU's architecture, then aborts (tensile_host.cpp: rocblas_abort()).
+PROCESS_EXITS = ("CUDA error (", "rocBLAS error: Cannot read")
 CHAINED_WORDS = (
     "above exception"  # "During handling of the above exception", "The above exception was the direct cause"
 )
@@ -67,12 +72,13 @@ _RAISE = "raise "  # a traceback's code line that raises: "raise" alone re-raise
 
 # Every word that one of _check_failure's branches needs; a record with none of them is not a failure.
 FAILURE_GATE_RE = re.compile(
-    r"Traceback|Error|Exception|Exit|Interrupt|Failure|is dead|sigquit|failed|Killed|CUDA error|above exception"
+    r"Traceback|Error|Exception|Exit|Interrupt|Failure|is dead|sigquit|failed|Killed|CUDA error|rocBLAS error"
+    r"|above exception"
 )
 
 
 def is_death(message: str) -> bool:
-    if message.startswith(CUDA_EXIT):
+    if message.startswith(PROCESS_EXITS):
         return True
     for word, bounds in DEATH_WORDS.items():
         at = message.find(word)
@@ -233,7 +239,7 @@ class FailureTracker:
             # "while processing method load_model"): the traceback it logs next is that method's, and the name
             # reads like the frame of the same function (whose line may lie above the excerpt).
             self._methods[record.rank] = f"in {method.group(1)}"
-        if "Traceback (most recent call last)" in message:
+        if TRACEBACK_START in message:
             chained = self._chained.pop(record.rank, None)
             failure = chained or self.add(record, "traceback", message.strip(), where())
             self._awaiting[record.rank] = failure

@@ -28,6 +28,7 @@ from ckptprof.bootlog.bar_tracks import continues, on_bar
 from ckptprof.bootlog.boot import MAX_RANKS, Boot
 from ckptprof.bootlog.boot_report import build_report
 from ckptprof.bootlog.clock import LogClock
+from ckptprof.bootlog.failures import TRACEBACK_START
 from ckptprof.bootlog.parse import (
     MAX_LINE_BYTES,
     Bar,
@@ -433,7 +434,7 @@ class BootLogAnalyzer:
         if timestamp is not None and style in boot.styles:
             boot.styles[style] += 1
         if reading.may_fail or record.level in ("ERROR", "CRITICAL"):  # most records: skip the callbacks
-            if not record.rank and "Traceback (most recent call last)" in message:
+            if not record.rank and TRACEBACK_START in message:
                 record = self._announced(record)
             boot.failures.on_record(
                 record,

@@ -55,8 +55,15 @@ RECORDS: tuple[Rule, ...] = (
         Begin("kv", "kv-cache", "nth", from_last_end=True, unless_open=True),
         weight=2,
     ),
-    # The engine's process logs it once for all workers (v1/core/kv_cache_utils.py): it ends each worker's phase.
-    Rule("KV cache size", End("kv", "kv-cache", "nth", only_first=True, for_every_rank=True), weight=2),
+    # The engine's process logs it once for all workers (v1/core/kv_cache_utils.py: "GPU KV cache size: N tokens",
+    # 0.34 "<device> KV cache size: N tokens, ..."): it ends each worker's phase. Only with its number: 0.21's note
+    # on CUDA graph memory profiling says "To maintain the same effective KV cache size as before" (vllm runner#251).
+    Rule(
+        "KV cache size",
+        End("kv", "kv-cache", "nth", only_first=True, for_every_rank=True),
+        weight=2,
+        pattern=re.compile(r"KV cache size: \d", re.ASCII),
+    ),
     # V0 sizes the cache, logs "# GPU blocks: N", then allocates it, and raises "No available memory for the cache
     # blocks" at once when N is 0: zero blocks does not end the phase, it is the phase failing.
     Rule("GPU blocks: 0,", Begin("kv", "kv-cache", "nth", unless_open=True), weight=2),
