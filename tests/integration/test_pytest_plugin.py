@@ -82,8 +82,11 @@ def test_the_benchmark_times_the_load_not_the_ranks_start(
         assert len(walls) == stats["rounds"] == len(stats["data"])
         assert info["load_wall_s"] == pytest.approx(statistics.median(walls), abs=1e-4)
         assert info["span_s"] >= info["load_wall_s"] - 1e-4
-        for timed, load in zip(stats["data"], walls, strict=True):
-            assert load <= timed + SLACK_S, name
+        for timed, load, figures in zip(stats["data"], walls, info["rounds"], strict=True):
+            # The rank closes its wall after it says "loaded": by what the round measured (gather_s below zero),
+            # which a machine short of cores stretches (CI once: 6.4 ms, with the parent on the rank's core).
+            late = max(0.0, -(figures["gather_s"] or 0.0))
+            assert load <= timed + late + SLACK_S, (name, load, timed, figures["gather_s"])
 
 
 def test_every_round_is_kept_with_the_medians_in_extra_info(
