@@ -90,6 +90,7 @@ def _before_last_end(stamp: str | None, last_end: str | None) -> bool:
 
 def _end(boot: Boot, action: End, reading: Reading, record: Record) -> None:
     rank = boot.rank_state(record.rank)
+    rank.unfinished = None
     begun = rank.begun.get(action.slot, 0)
     if begun > 0 and (action.only_first or action.only_if_open_or_new) and action.slot not in rank.open:
         return
@@ -97,7 +98,11 @@ def _end(boot: Boot, action: End, reading: Reading, record: Record) -> None:
     if action.for_every_rank and action.slot not in rank.open and boot.end_on_workers(record, action.slot):
         # The workers' phase, ended for them by the engine's process: not one more rank of it.
         return
-    boot.end(record, rank, action.slot, action.phase, reading.model, action.variant, reading.elapsed_s)
+    ended = boot.end(
+        record, rank, action.slot, action.phase, reading.model, action.variant, reading.elapsed_s
+    )
+    if action.step_goes_on:
+        rank.unfinished = ended
 
 
 def _ready(boot: Boot, action: Ready, engine: str, record: Record) -> None:

@@ -235,6 +235,7 @@ class Boot:
             self._end_previous(label, rank, key[0], begun_at or start)
         self.track(key, slot, provisional).spans[label] = RankSpan(start=start)
         rank.open[slot] = key
+        rank.unfinished = None
         self.touch(rank, progress)
 
     def _end_previous(self, label: str, rank: RankState, phase: str, at: str | None) -> None:
@@ -259,25 +260,28 @@ class Boot:
         model: str | None,
         variant: str | None,
         elapsed_s: float | None,
-    ) -> None:
+    ) -> PhaseKey:
         """Close ``slot`` on the record's rank (``rank``: its state); when its begin was never logged, open it
-        implicitly: ``phase`` of ``model`` (as ``model_for`` reads it), ``variant``."""
-        key = rank.open.pop(slot, None)
+        implicitly: ``phase`` of ``model`` (as ``model_for`` reads it), ``variant``. Returns the phase closed."""
+        opened = rank.open.pop(slot, None)
         span = None
-        if key is not None:
+        key: PhaseKey
+        if opened is not None:
+            key = opened
             track = self.phases[key]
             track.provisional = False  # a record closed it: no longer a guess
             span = track.spans.get(record.rank)
         if span is None:
             span = RankSpan(start=self._implicit_start(record, rank, elapsed_s))
-            implicit = (phase, self.model_for(rank, slot, phase, model), variant)
-            self.track(implicit, slot).spans[record.rank] = span
+            key = (phase, self.model_for(rank, slot, phase, model), variant)
+            self.track(key, slot).spans[record.rank] = span
         span.end = record.timestamp
         span.elapsed_s = elapsed_s
         if record.timestamp is not None:
             rank.last_end = record.timestamp
             self.last_phase_end = record.timestamp
         self.touch(rank)
+        return key
 
     def end_on_workers(self, record: Record, slot: str) -> bool:
         """Close ``slot`` on every other rank it is open on, at the record (logged by the engine's process for its
@@ -337,6 +341,9 @@ class Boot:
         if open_keys:
             newest = max(open_keys, key=lambda key: self.phases[key].order)
             return Where(newest, False, clock.now, clock.seq, self.ready)
+        if rank is not None and rank.unfinished is not None:
+            # Its records had ended the phase, but not the engine's step (End.step_goes_on): still in it.
+            return Where(rank.unfinished, False, clock.now, clock.seq, self.ready)
         phase = self.current_key()
         after = phase is not None and not self.phase_still_open(phase)
         return Where(phase, after, clock.now, clock.seq, self.ready)

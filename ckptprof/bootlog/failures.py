@@ -140,6 +140,8 @@ class Where(NamedTuple):
     ready: bool
 
 
+# multiprocessing's line before the traceback of a process whose target raised (`Process SpawnProcess-1:`).
+_PROCESS_LINE_RE = re.compile(r"\bProcess [\w.-]{1,80}:$", re.ASCII)
 _METHOD_RE = re.compile(r"\bmethod '?([A-Za-z_]\w{0,80})'?", re.ASCII)
 
 
@@ -167,6 +169,14 @@ def _read_frame(failure: Failure, text: str, frames: Iterable[FrameRule]) -> Non
                 failure.step = failure.step or frame.step
         if (phase_read and model_read) or (frame.phase is None and frame.model is None):
             return
+
+
+def _traceback_header(message: str, line_before: Callable[[], str]) -> str:
+    """A traceback's start as its error until its error line comes, with the process multiprocessing named on the line
+    above it (`Process EngineCore_DP0:`): a log cut before the error line still says which process died."""
+    header = message.strip()
+    process = _PROCESS_LINE_RE.search(line_before())
+    return f"{process.group()} {header}" if process is not None else header
 
 
 class FailureTracker:
@@ -241,7 +251,9 @@ class FailureTracker:
             self._methods[record.rank] = f"in {method.group(1)}"
         if TRACEBACK_START in message:
             chained = self._chained.pop(record.rank, None)
-            failure = chained or self.add(record, "traceback", message.strip(), where())
+            failure = chained or self.add(
+                record, "traceback", _traceback_header(message, line_before), where()
+            )
             self._awaiting[record.rank] = failure
             self._last_traceback = failure
             called = self._methods.pop(record.rank, None)

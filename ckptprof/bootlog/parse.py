@@ -312,6 +312,12 @@ def split_line(line: str) -> Iterator[Record | Bar]:
         bar, bar_end = parsed
         yield bar
         rest = text[bar_end:].strip()
+        # A copy that lost tqdm's carriage returns glues a bar's frames into one line ("...1/2 [00:00<00:00,
+        # 4.22it/s]Multi-thread loading shards: 100% ..."): each frame that follows is the bar's next, not a record.
+        while "%" in rest and (parsed := parse_bar(rest)) is not None:
+            bar, bar_end = parsed
+            yield bar
+            rest = rest[bar_end:].strip()
         if rest:
             yield parse_record(rest)
 

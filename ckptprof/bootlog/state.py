@@ -38,6 +38,9 @@ class RankState:
     models_loaded: set[str] = field(default_factory=set)  # whose weights this rank has begun loading
     last_end: str | None = None
     last_event_seq: int = -1
+    # The phase whose records ended but whose engine step had not, when nothing else has begun or ended since
+    # (End.step_goes_on): a failure now is in it.
+    unfinished: PhaseKey | None = None
 
 
 @dataclass(slots=True)

@@ -48,6 +48,10 @@ class End:
     only_first: bool = False
     # Logged once, by the engine's own process, for all its workers: the phase ends on every rank it is open on.
     for_every_rank: bool = False
+    # The phase's work is done but the engine's step goes on until the rank's next phase record (vLLM V1's weights
+    # are read at `Loading weights took`; its load_model returns at `Model loading took`): a crash between the two
+    # is in this phase.
+    step_goes_on: bool = False
 
 
 @dataclass(frozen=True)

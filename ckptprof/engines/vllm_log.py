@@ -45,7 +45,7 @@ RECORDS: tuple[Rule, ...] = (
     Rule(
         "Loading model weights took", End("load", "load-weights", "nth", only_if_open_or_new=True), weight=2
     ),
-    Rule("Loading weights took", End("load", "load-weights", "nth"), weight=2),
+    Rule("Loading weights took", End("load", "load-weights", "nth", step_goes_on=True), weight=2),
     Rule("Model loading took", End("load", "load-weights", "nth", only_if_open_or_new=True), weight=2),
     # V1's worker ends its memory profile with "Available KV cache memory: N GiB" (v1/worker/gpu_worker.py,
     # determine_available_memory, 0.8 to 0.34), then the engine sizes the cache from it: the phase is under way,
