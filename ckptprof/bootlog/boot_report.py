@@ -210,13 +210,18 @@ def _fatal_error(boot: Boot, fatal: Failure) -> tuple[str, str]:
 
 def _announcement(boot: Boot, traceback: Failure) -> Failure | None:
     """The error record the traceback's rank logged just before it, with nothing else happening in between (vLLM's
-    `WorkerProc hit an exception`, `Error executing method ...`): what the failure was, when the log is cut before
-    the traceback's own error line."""
+    `WorkerProc hit an exception`, `Error executing method ...`, and the deaths its ``logger.exception`` logs with
+    the traceback, `WorkerProc failed to start.`): what the failure was, when the log is cut before the traceback's
+    own error line."""
     announced = None
     for failure in boot.failures.all():
         if failure is traceback:
             return announced
-        if failure.kind == "error-record" and failure.rank == traceback.rank and failure.seq == traceback.seq:
+        if (
+            failure.kind in ("error-record", "death")
+            and failure.rank == traceback.rank
+            and failure.seq == traceback.seq
+        ):
             announced = failure
         else:
             announced = None

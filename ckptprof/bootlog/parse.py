@@ -417,8 +417,9 @@ def parse_bar(text: str) -> tuple[Bar, int] | None:
     desc, _, _, done, total, elapsed, remaining, rate = match.groups()
     desc = (desc or "").strip()
     if desc.startswith("["):
-        # A harness's bracketed tag before the bar ("[RAW SERVER] Loading safetensors ..."): no engine's words.
-        desc = _BAR_TAG_RE.sub("", desc)
+        # A harness's bracketed tag before the bar ("[RAW SERVER] Loading safetensors ..."): no engine's words. A tag
+        # that opens the description itself ("[AutoTuner]: Tuning fp4_gemm", FlashInfer's) leaves no colon behind.
+        desc = _BAR_TAG_RE.sub("", desc).lstrip(": ")
     bar = Bar(desc, int(done), int(total), rank, elapsed or "", remaining or "", rate or "")
     return bar, match.end()
 

@@ -39,6 +39,9 @@ WRAPPER_PATTERNS: tuple[tuple[str, bytes], ...] = (
     ),
     # docker compose: sglang-1  | ...
     ("compose", rb"[A-Za-z0-9][\w.-]{0,80}-\d{1,4} {1,40}\| ?"),
+    # a container log viewer's export, its local time to the millisecond and a bar (99sono/DockerBuildFiles' dumps of
+    # vLLM under WSL): 2026-05-01 18:45:09.424 | ...
+    ("dated-bar", rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \| "),
     # journald: Dec 18 16:24:02 host python3[1234]:
     ("journald", rb"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]{1,80} [\w./@-]{1,80}\[\d{1,10}\]: "),
 )
