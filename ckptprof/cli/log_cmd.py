@@ -50,8 +50,9 @@ what it reads:
   Graph capturing finished),
   the loaders' bars (default, Multi-thread, fastsafetensors, Run:ai Model Streamer with its GiB/s), rank tags
   (TP3, DP1 TP3, PP1 TP0 EP0; vLLM's worker prefixes), tracebacks (the frames name the phase and the model),
-  behind the prefixes that kubectl --timestamps, GitHub Actions, docker compose, journald, TorchServe and
-  applications re-logging the server through Python logging (olmOCR) add, and through the links a notebook
+  behind the prefixes that kubectl --timestamps, GitHub Actions, docker compose, journald, TorchServe, a
+  container log viewer's export ("2026-05-01 18:45:09.424 | ") and applications re-logging the server through
+  Python logging (olmOCR) add, and through the links a notebook
   (Jupyter) makes of a bar's counts.
   A file holding several boots (a restart, a retry loop) is reported on its last one; --boot picks another.
 
