@@ -154,21 +154,29 @@ class Boot:
 
     # -------------------------------------------------------------------------------------------- phases
 
-    def track(self, key: PhaseKey, slot: str, provisional: bool = False) -> PhaseTrack:
+    def track(self, key: PhaseKey, slot: str, provisional: bool = False, begins: bool = False) -> PhaseTrack:
+        """The phase ``key``, created when new; ``begins``: a record begins it (not one that ends it)."""
         track = self.phases.get(key)
         if track is None:
             if not provisional:
-                self._drop_provisional(key)
+                self._drop_provisional(key, begins)
             self.order += 1
             track = self.phases[key] = PhaseTrack(key, order=self.order, slot=slot, provisional=provisional)
         elif not provisional:
             track.provisional = False
         return track
 
-    def _drop_provisional(self, key: PhaseKey) -> None:
+    def _drop_provisional(self, key: PhaseKey, begins: bool = False) -> None:
         """A phase a bar opened on a guess (target, on whichever rank drew it) gives way to the phase of that name
-        a record names: its bars move over to it."""
-        for other in [track for track in self.phases.values() if track.provisional and track.name == key[0]]:
+        a record names: its bars move over to it. A record that ends the step names the step the bars were drawn
+        in (an excerpt that starts in the draft's load, its bar first); one that begins the step for another model
+        begins a step of its own, after the one the bars showed (the V2 runner's target capture, drawn by its bars
+        alone, then `Capturing model for speculator...`)."""
+        for other in [
+            track
+            for track in self.phases.values()
+            if track.provisional and track.name == key[0] and not (begins and _other_models(track.key, key))
+        ]:
             del self.phases[other.key]
             for rank in self.ranks.values():
                 for slot in [slot for slot, open_key in rank.open.items() if open_key == other.key]:
@@ -233,7 +241,12 @@ class Boot:
             rank = self.rank_state(label)
         if rank.open:
             self._end_previous(label, rank, key[0], begun_at or start)
-        self.track(key, slot, provisional).spans[label] = RankSpan(start=start)
+            replaced = rank.open.get(slot)
+            if replaced is not None and replaced != key:
+                # The same step of another model in the slot (the V2 runner's target capture, then its
+                # speculator's): the first ran until the second began, as a phase of another name would.
+                self._end_span(label, replaced, begun_at or start)
+        self.track(key, slot, provisional, begins=True).spans[label] = RankSpan(start=start)
         rank.open[slot] = key
         rank.unfinished = None
         self.touch(rank, progress)
@@ -245,11 +258,15 @@ class Boot:
             if other_key[0] == phase:
                 continue
             del rank.open[other_slot]
-            track = self.phases.get(other_key)
-            span = track.spans.get(label) if track is not None else None
-            if span is not None and span.end is None and at is not None:
-                span.end = at
-                span.end_inferred = True
+            self._end_span(label, other_key, at)
+
+    def _end_span(self, label: str, key: PhaseKey, at: str | None) -> None:
+        """End rank ``label``'s span of ``key`` at ``at`` when it is still open; the end is inferred."""
+        track = self.phases.get(key)
+        span = track.spans.get(label) if track is not None else None
+        if span is not None and span.end is None and at is not None:
+            span.end = at
+            span.end_inferred = True
 
     def end(
         self,
@@ -351,3 +368,8 @@ class Boot:
 
 def _is_lead_label(label: str) -> bool:
     return all(number == 0 for number in rank_sort_key(label)[0])
+
+
+def _other_models(guessed: PhaseKey, named: PhaseKey) -> bool:
+    """Whether a phase a bar opened on a guess and the phase a record names are of two models."""
+    return guessed[1] is not None and named[1] is not None and guessed[1] != named[1]

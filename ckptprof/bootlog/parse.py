@@ -79,6 +79,13 @@ _ANSI_RE = re.compile(r"(?:\x1b|\ufffd|#033|\^\[)\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z
 _SGLANG_PREFIX_RE = re.compile(
     r"\[((?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)((?: [A-Z][A-Z_]{0,15}\d{1,6})*)\] ?", re.ASCII
 )
+# The same prefix with its time cut away by whoever pasted the log ("[TP0] Scheduler hit an exception: ...", where
+# the paste also shortened paths to ".../"): SGLang always prints the time, but the rank tags alone still name the
+# scheduler. Only the tags SGLang writes (scheduler.py: DP, PP, ATTN_CP, MOE_DP, TP, EP), so that another tool's
+# bracketed word with a number is no rank.
+_SGLANG_UNTIMED_PREFIX_RE = re.compile(
+    r"\[((?:ATTN_CP|MOE_DP|DP|PP|TP|EP)\d{1,6}(?: (?:ATTN_CP|MOE_DP|DP|PP|TP|EP)\d{1,6}){0,5})\] ", re.ASCII
+)
 # vLLM's multiprocess workers prefix every line: "(VllmWorker rank=3 pid=123) ", "(Worker_TP3 pid=1) ".
 # A process name may hold parentheses itself, two deep: Ray Data names its actors after their stages
 # ("(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=162837) ", ray-project/ray#56905).
@@ -355,6 +362,9 @@ def parse_record(text: str) -> Record:
                 match = _SGLANG_PREFIX_RE.match(text) if first == "[" else None
         if match is not None:
             return Record(match.group(1), match.group(2).strip(), text[match.end() :], "sglang")
+        untimed = _SGLANG_UNTIMED_PREFIX_RE.match(text)
+        if untimed is not None:
+            return Record(None, untimed.group(1), text[untimed.end() :], "sglang")
     rank = ""
     worker = _WORKER_PREFIX_RE.match(text) if first == "(" else None
     if worker is not None:

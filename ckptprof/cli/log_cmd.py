@@ -47,9 +47,10 @@ what it reads:
   SGLang's records (2024 releases to 0.5.x: Load weight begin/end, KV Cache is allocated, Capture cuda graph,
   the EAGLE draft's second load and its draft graphs) and vLLM's (V0 and V1: Starting to load model,
   Loading weights took, Loading drafter model, Available KV cache memory, GPU KV cache size / # GPU blocks,
-  Graph capturing finished),
+  Graph capturing finished; the V2 runner's Capturing model for speculator, the drafter's graphs),
   the loaders' bars (default, Multi-thread, fastsafetensors, Run:ai Model Streamer with its GiB/s), rank tags
-  (TP3, DP1 TP3, PP1 TP0 EP0; vLLM's worker prefixes), tracebacks (the frames name the phase and the model),
+  (TP3, DP1 TP3, PP1 TP0 EP0, also a paste's "[TP0] " cut from its time; vLLM's worker prefixes), tracebacks
+  (the frames name the phase and the model),
   behind the prefixes that kubectl --timestamps, GitHub Actions, docker compose, journald, TorchServe, a
   container log viewer's export ("2026-05-01 18:45:09.424 | ") and applications re-logging the server through
   Python logging (olmOCR) add, and through the links a notebook

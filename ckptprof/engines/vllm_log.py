@@ -81,6 +81,18 @@ RECORDS: tuple[Rule, ...] = (
     Rule("Capturing the model for CUDA graphs", Begin("graph", "cuda-graph", "nth"), weight=2),  # V0 to 0.6.3
     # V0 from 0.6.4 (worker/model_runner.py capture_model): "Capturing cudagraphs for decoding. This may lead to ..."
     Rule("Capturing cudagraphs for decoding", Begin("graph", "cuda-graph", "nth"), weight=2),
+    # The V2 model runner's capture_model captures the target's graphs, then the speculator's, then logs `Graph
+    # capturing finished` for both (v1/worker/gpu/model_runner.py): the drafter's capture begins at its speculator's
+    # line, "Capturing model for speculator..." (0.24), "Capturing model for DFlash speculator..." and "Capturing model
+    # for multi-module MTP speculator..." (0.34's dflash/ and multi_module_mtp/), or "Capturing autoregressive
+    # speculator..." (0.34's autoregressive/, EAGLE's).
+    Rule(
+        "Capturing model for",
+        Begin("graph", "cuda-graph", "draft"),
+        weight=2,
+        pattern=re.compile(r"Capturing model for [\w -]{0,40}speculator\b", re.ASCII),
+    ),
+    Rule("Capturing autoregressive speculator", Begin("graph", "cuda-graph", "draft"), weight=2),
     Rule("Graph capturing finished", End("graph", "cuda-graph", "nth"), weight=2),
     # The TPU runner's capture_model compiles the model for each input shape with XLA instead of capturing graphs
     # (v1/worker/tpu_model_runner.py: "Compiling the model with different input shapes."; vllm#15727): the same step.

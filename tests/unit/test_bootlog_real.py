@@ -36,10 +36,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     # excerpt (the first behind a prefix cut at its opening parenthesis)
     "vllm-vllm-25134",
     "vllm-vllm-ascend-16983",
-    # batch 15: SGLang's rank tag with the time cut away (`[TP0] ...`); the V2 runner's `Capturing model for
-    # speculator...`
-    "sglang-sglang-24481",
-    "vllm-eagle3-spec-dec-3boots-speculator-crash",
 }
 
 
