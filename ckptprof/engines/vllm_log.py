@@ -39,6 +39,11 @@ RECORDS: tuple[Rule, ...] = (
     # V1 0.10-0.11 prints it after "Starting to load model" (gpu_model_runner.load_model), the V2 model runner alone:
     # a second begin only where none is open.
     Rule("Loading model from scratch", Begin("load", "load-weights", "nth", unless_open=True), weight=2),
+    # The model loader's load_model opens with "Loading weights on <device> ..." (base_loader.py, a debug record in
+    # 0.11 and 0.34; Habana's vllm-fork logs it at INFO, "Loading weights on hpu ...", with its pre-0.8 record form
+    # and nothing else of vLLM's before the loader's bar, vllm-fork#193). Weighed below an engine's own records:
+    # SGLang before 0.4 loaded through vLLM's loader, whose logger writes in SGLang's processes.
+    Rule("Loading weights on", Begin("load", "load-weights", "nth", unless_open=True), weight=1),
     # The TPU backend (tpu-inference) names each shard as it loads it: the load is under way.
     Rule("Loading weights from", Begin("load", "load-weights", "nth", unless_open=True)),
     # V0's only load record; vllm-ascend's V1 runner prints it after `Loading weights took` too.

@@ -3,8 +3,6 @@ smallest log that shows it; the real logs themselves are in tests/fixtures/logs/
 
 from __future__ import annotations
 
-import pytest
-
 from ckptprof.bootlog import analyze_bytes
 
 BARS = b"".join(
@@ -29,14 +27,12 @@ ERROR 03-31 07:48:38 [core.py:367] EngineCore hit an exception: Traceback (most 
     assert report.failure is not None and report.failure.phase == "cuda-graph"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not learnt: counted over a whole block as process tags are, the older form made an untimed excerpt "
-    "followed by a vLLM 0.4 server's log read as vLLM's (nine concatenation tests); vllm-vllm-fork-193 stays wrong",
-)
-def test_vllms_older_logger_form_says_vllm_when_nothing_else_does() -> None:
+def test_vllms_loader_says_vllm_when_nothing_else_does() -> None:
     # GIVEN a Gaudi fork's paste: records in vLLM's logger form before 0.8 (no bracket around the file), then bars
-    # that both engines draw (HabanaAI/vllm-fork#193)
+    # that both engines draw (HabanaAI/vllm-fork#193). The logger form itself is not counted as vLLM's: counted over
+    # a whole block as process tags are, it made an untimed excerpt followed by a vLLM 0.4 server's log read as
+    # vLLM's (nine concatenation tests, batch 10). The loader's own record, `Loading weights on hpu ...`
+    # (base_loader.py's load_model; the fork logs it at INFO), is read instead (batch 15's session).
     log = (
         b"INFO 08-17 07:58:41 selector.py:85] Using HabanaAttention backend.\n"
         b"INFO 08-17 07:58:41 loader.py:284] Loading weights on hpu ...\n" + BARS

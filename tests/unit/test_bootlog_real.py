@@ -26,7 +26,6 @@ LOGS = sorted(REAL.glob("*.log"))
 FIRST_SIGHT_WRONG: set[str] = {
     "sglang-sglang-8229",
     "sglang-sglang-9074",
-    "vllm-vllm-fork-193",  # batch 10: vLLM's logger form before 0.8 and bars alone (its report says why not learnt)
     # batch 11: SGLang 0.1's untimed `Rank N: load weight begin.` records, left unread (before the 0.3 the issue asks)
     "sglang-sglang-99",
     # batch 12: the draft is named only by an MTP head's parameter in the error (`shared_head`); the frames that
