@@ -44,8 +44,8 @@ class LogFileError(CkptprofError):
 
 EPILOG = """\
 what it reads:
-  SGLang's records (2024 releases to 0.5.x: Load weight begin/end, KV Cache is allocated, Capture cuda graph,
-  the EAGLE draft's second load and its draft graphs) and vLLM's (V0 and V1: Starting to load model,
+  SGLang's records (2024 releases to 0.5.x: Load weight begin/end, KV Cache is allocated, Capture cuda graph and
+  its piecewise graphs, the EAGLE draft's second load and its draft graphs) and vLLM's (V0 and V1: Starting to load model,
   Loading weights took, Loading drafter model, Available KV cache memory, GPU KV cache size / # GPU blocks,
   Graph capturing finished; the V2 runner's Capturing model for speculator, the drafter's graphs),
   the loaders' bars (default, Multi-thread, fastsafetensors, Run:ai Model Streamer with its GiB/s), rank tags

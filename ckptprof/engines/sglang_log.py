@@ -59,6 +59,9 @@ RECORDS: tuple[Rule, ...] = (
     Rule("Capture draft extend cuda graph end", End("graph-draft-extend", "cuda-graph", "draft", "extend")),
     Rule("Capture draft cuda graph begin", Begin("graph-draft", "cuda-graph", "draft")),
     Rule("Capture draft cuda graph end", End("graph-draft", "cuda-graph", "draft")),
+    # 0.5.9's piecewise graphs (model_runner.py, init_piecewise_cuda_graphs): captured after the others, or alone.
+    Rule("Capture piecewise CUDA graph begin", Begin("graph-piecewise", "cuda-graph", "nth", "piecewise")),
+    Rule("Capture piecewise CUDA graph end", End("graph-piecewise", "cuda-graph", "nth", "piecewise")),
     Rule("Capture cuda graph begin", Begin("graph", "cuda-graph", "nth")),
     Rule("Capture cuda graph end", End("graph", "cuda-graph", "nth")),
     # 0.5.x: one graph set per model and pass, named by the device's graph kind (`Capture target decode CUDA

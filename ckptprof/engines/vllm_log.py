@@ -26,7 +26,16 @@ RECORDS: tuple[Rule, ...] = (
     Rule(
         "API server version", Configure(restart="after-progress"), weight=3
     ),  # "vLLM API server version 0.9.2"
-    Rule("LLM engine", Configure(restart="after-ready"), weight=2),
+    # The engine's configuration: "Initializing an LLM engine (v0.5.4) with config: ..." (V0), "Initializing a V1 LLM
+    # engine (v0.11.0) with config: ..." (V1). Not the dump of a failed step's input, which names the engine with its
+    # configuration too ("Dumping input data for V1 LLM engine (v0.22.1) with config: ...", logging_utils/
+    # dump_input.py), and restarts nothing.
+    Rule(
+        "LLM engine",
+        Configure(restart="after-ready"),
+        weight=2,
+        pattern=re.compile(r"Initializing an? (?:V\d )?LLM engine"),
+    ),
     # The API server's arguments ("non-default args: {...}": entrypoints/utils.py in 0.11, entrypoints/common/
     # startup.py in 0.34), logged where releases from 0.19 draw a banner instead of `vLLM API server version`.
     Rule("non-default args", Configure(restart="after-progress"), weight=3),

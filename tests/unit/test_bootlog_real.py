@@ -35,10 +35,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     # excerpt (the first behind a prefix cut at its opening parenthesis)
     "vllm-vllm-25134",
     "vllm-vllm-ascend-16983",
-    # batch 16: SGLang 0.5.9's `Capture piecewise CUDA graph begin`; vLLM's dump of a failed step's input
-    # (`Dumping input data for V1 LLM engine ...`) taken for a new server's configuration
-    "sglang-2x-3090-glm-air-a2-tail-oom",
-    "vllm-exact-ijcnn-qwen3-8b-tp2-lora-after-ready",
 }
 
 
