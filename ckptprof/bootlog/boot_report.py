@@ -145,6 +145,8 @@ def _state(boot: Boot, fatal: Failure | None, up: HttpUp | None, current: PhaseK
 def _is_fatal(boot: Boot, failure: Failure) -> bool:
     if failure.helper:
         return False  # Python's resource tracker at exit, not the server
+    if failure.ignored:
+        return False  # Python printed it and went on
     if boot.ready_seq is not None and failure.seq < boot.ready_seq:
         return False  # the server came up after it
     if failure.after_ready and failure.kind != "death":

@@ -47,6 +47,15 @@ EXCEPTION_LINE_RE = re.compile(
     r"(?::\s.*|:?\s*$)",
     re.ASCII,
 )
+# An error line whose class ends in none of those words, named with its module as Python prints it
+# (`torch._dynamo.exc.Unsupported: Operator does not support running with fake tensors`): read as the error line only
+# while a traceback on that rank awaits one, where nothing else is a dotted name and a colon.
+QUALIFIED_EXCEPTION_LINE_RE = re.compile(
+    r"(?:\[rank\d{1,6}\]: ?)?(?:[A-Za-z_]\w*\.)+[A-Z]\w*(?::\s.*|:?\s*$)", re.ASCII
+)
+# Python's words above a traceback it printed and ignored (3.8-3.12 "Exception ignored in: <...>", 3.13 "Exception
+# ignored while ..."): sys.unraisablehook's, for an exception raised where nothing could catch it.
+IGNORED_WORDS = "Exception ignored "
 # Each word is found with str.find (C speed on kilobyte-long server_args lines); those that could sit inside a
 # longer name ("custom_sigquit_handler", "OOMKilled") must then stand alone: "word" bounds exclude letters, digits
 # and "_" on either side, "space" bounds anything but whitespace. Checking the neighbours of each hit by hand is
@@ -119,6 +128,9 @@ class Failure:
     helper: bool = (
         False  # a frame says it was one of Python's helper processes (HELPER_FRAMES), not the server
     )
+    # Python said it ignored the exception (`Exception ignored in: ...` above the traceback, sys.unraisablehook's
+    # output): the process went on, or was already on its way out (a signal handler's SystemExit in a finalizer).
+    ignored: bool = False
     # The innermost ``raise ...`` code line of the traceback: says what failed when the log ends before its error
     # line (`raise ValueError("No available memory for the cache blocks. "`).
     raised: str | None = None
@@ -256,10 +268,14 @@ class FailureTracker:
             )
             self._awaiting[record.rank] = failure
             self._last_traceback = failure
+            if chained is None and IGNORED_WORDS in line_before():
+                failure.ignored = True
             called = self._methods.pop(record.rank, None)
             if called is not None:
                 _read_frame(failure, called, frames())
-        elif EXCEPTION_LINE_RE.match(message):
+        elif EXCEPTION_LINE_RE.match(message) or (
+            self._awaits(record.rank) and QUALIFIED_EXCEPTION_LINE_RE.match(message)
+        ):
             self._on_exception_line(record, where, line_before)
         elif is_death(message):
             self.add(record, "death", message.strip(), where())
@@ -282,6 +298,10 @@ class FailureTracker:
         ):
             # vLLM logs its fatal errors at this level; a message cut off by a paste still says one happened.
             self.add(record, "error-record", message.strip() or f"an {record.level} record", where())
+
+    def _awaits(self, rank: str) -> bool:
+        """Whether a traceback awaits its error line on ``rank`` (an untagged line closes the newest open one)."""
+        return rank in self._awaiting or (not rank and bool(self._awaiting))
 
     def _on_exception_line(
         self, record: Record, where: Callable[[], Where], line_before: Callable[[], str]

@@ -234,6 +234,8 @@ def failure_warnings(failures: list[Failure], is_fatal: Callable[[Failure], bool
         else:
             if first.helper:
                 verdict = "by Python's resource tracker, not the server"
+            elif first.ignored:
+                verdict = "ignored by Python"
             else:
                 verdict = "after the server was ready" if first.after_ready else "the boot went on"
             warnings.append(f"error logged by {ranks}{when}{where} ({verdict}): {error}")
