@@ -101,6 +101,11 @@ _VLLM_PREFIX_RE = re.compile(
 )
 _RAY_REPEATED_RE = re.compile(r" ?\[repeated \d{1,9}x across cluster\]\s*$", re.ASCII)
 _TORCH_RANK_RE = re.compile(r"\[rank(\d{1,6})\]: ?", re.ASCII)
+_TORCH_GLOG_RE = re.compile(
+    r"(?:\[rank\d{1,6}\]: ?)?[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} {1,8}\d{1,10} [^\]\s]{1,200}:\d{1,6}\] "
+    r"(?:\[\d{1,4}/\d{1,4}\] )?",
+    re.ASCII,
+)
 _WORKER_RANK_RE = re.compile(r"rank=(\d{1,6})", re.ASCII)
 _WORKER_TAG_RE = re.compile(r"(?<![A-Za-z])(DP|PP|TP|EP)(\d{1,6})", re.ASCII)
 # vLLM 0.9-0.10 named each data-parallel engine core process by its DP rank alone ("EngineCore_1"; 0.11 on:
@@ -383,6 +388,13 @@ def parse_record(text: str) -> Record:
         if torch_rank is not None:
             rank = f"rank{int(torch_rank.group(1))}"
             text = text[torch_rank.end() :]
+    if text[:5] == "[rank" or (text[:1] in "IWEF" and text[1:2].isdigit()):
+        # torch's own logger (glog's header: level, date, time, thread, file and line, then dynamo's compile id)
+        # on each line of a traceback it logs, after the rank tag and behind a worker's prefix (vllm-ascend#5629:
+        # "[rank7]:E0106 03:23:01.677000 37645 site-packages/torch/_subclasses/fake_tensor.py:2721] [0/0] ").
+        glog = _TORCH_GLOG_RE.match(text)
+        if glog is not None:
+            text = text[glog.end() :]
     vllm = _VLLM_PREFIX_RE.match(text)
     if vllm is not None:
         return Record(vllm.group(2), rank, text[vllm.end() :], "vllm", vllm.group(1))

@@ -34,6 +34,8 @@ BARS: tuple[BarKind, ...] = (
     # PIECEWISE)"); SGLang's (cuda_graph_runner.py "Capturing batches (bs=.. avail_mem=..)", the piecewise runner's
     # "Capturing num tokens (..)"), as SGLang 0.5.9 and 0.5.23 and vLLM 0.11 to 0.34 write them.
     BarKind("Capturing CUDA graph", "cuda-graph", None, engine="vllm"),
+    # vllm-ascend's (worker/model_runner_v1.py): "Capturing ACL graphs (mixed prefill-decode, PIECEWISE)".
+    BarKind("Capturing ACL graph", "cuda-graph", None, engine="vllm"),
     BarKind("Capturing batches", "cuda-graph", None, engine="sglang"),
     BarKind("Capturing num tokens", "cuda-graph", None, engine="sglang"),
 )

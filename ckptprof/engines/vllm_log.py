@@ -107,6 +107,9 @@ RECORDS: tuple[Rule, ...] = (
         pattern=re.compile(r"Capturing model for [\w -]{0,40}speculator\b", re.ASCII),
     ),
     Rule("Capturing autoregressive speculator", Begin("graph", "cuda-graph", "draft"), weight=2),
+    # vllm-ascend's runner begins its graph step with "Starting to capture ACL graphs for cases: [...], mode: ..."
+    # (worker/model_runner_v1.py; vllm-ascend#3389, #4594) and ends it with vLLM's `Graph capturing finished`.
+    Rule("Starting to capture ACL graphs", Begin("graph", "cuda-graph", "nth", unless_open=True), weight=2),
     Rule("Graph capturing finished", End("graph", "cuda-graph", "nth"), weight=2),
     # The TPU runner's capture_model compiles the model for each input shape with XLA instead of capturing graphs
     # (v1/worker/tpu_model_runner.py: "Compiling the model with different input shapes."; vllm#15727): the same step.
