@@ -183,11 +183,11 @@ def _read_frame(failure: Failure, text: str, frames: Iterable[FrameRule]) -> Non
             return
 
 
-def _traceback_header(message: str, line_before: Callable[[], str]) -> str:
+def _traceback_header(message: str, before: str) -> str:
     """A traceback's start as its error until its error line comes, with the process multiprocessing named on the line
     above it (`Process EngineCore_DP0:`): a log cut before the error line still says which process died."""
     header = message.strip()
-    process = _PROCESS_LINE_RE.search(line_before())
+    process = _PROCESS_LINE_RE.search(before)
     return f"{process.group()} {header}" if process is not None else header
 
 
@@ -262,14 +262,15 @@ class FailureTracker:
             # reads like the frame of the same function (whose line may lie above the excerpt).
             self._methods[record.rank] = f"in {method.group(1)}"
         if TRACEBACK_START in message:
-            chained = self._chained.pop(record.rank, None)
-            failure = chained or self.add(
-                record, "traceback", _traceback_header(message, line_before), where()
-            )
+            failure = self._chained.pop(record.rank, None)
+            if failure is None:
+                before = (
+                    line_before()
+                )  # the physical line above, read once: it names a process or says "ignored"
+                failure = self.add(record, "traceback", _traceback_header(message, before), where())
+                failure.ignored = IGNORED_WORDS in before
             self._awaiting[record.rank] = failure
             self._last_traceback = failure
-            if chained is None and IGNORED_WORDS in line_before():
-                failure.ignored = True
             called = self._methods.pop(record.rank, None)
             if called is not None:
                 _read_frame(failure, called, frames())

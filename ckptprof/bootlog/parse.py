@@ -83,9 +83,8 @@ _SGLANG_PREFIX_RE = re.compile(
 # the paste also shortened paths to ".../"): SGLang always prints the time, but the rank tags alone still name the
 # scheduler. Only the tags SGLang writes (scheduler.py: DP, PP, ATTN_CP, MOE_DP, TP, EP), so that another tool's
 # bracketed word with a number is no rank.
-_SGLANG_UNTIMED_PREFIX_RE = re.compile(
-    r"\[((?:ATTN_CP|MOE_DP|DP|PP|TP|EP)\d{1,6}(?: (?:ATTN_CP|MOE_DP|DP|PP|TP|EP)\d{1,6}){0,5})\] ", re.ASCII
-)
+_SGLANG_TAG = r"(?:ATTN_CP|MOE_DP|DP|PP|TP|EP)\d{1,6}"
+_SGLANG_UNTIMED_PREFIX_RE = re.compile(rf"\[({_SGLANG_TAG}(?: {_SGLANG_TAG}){{0,5}})\] ", re.ASCII)
 # vLLM's multiprocess workers prefix every line: "(VllmWorker rank=3 pid=123) ", "(Worker_TP3 pid=1) ".
 # A process name may hold parentheses itself, two deep: Ray Data names its actors after their stages
 # ("(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=162837) ", ray-project/ray#56905).
