@@ -30,6 +30,8 @@ def on_bar(boot: Boot, bar: Bar) -> None:
         kind = bar_kind(bar.desc)
         if kind is not None and kind.engine is not None:
             boot.evidence[kind.engine] += 1  # a new bar only one engine draws, as a record only it writes
+        if kind is not None and kind.phase == "ready":
+            boot.mark_served()
         track = BarTrack(desc, phase, bar, boot.clock.now)
         boot.bars.append(track)
         del boot.bars[:-MAX_BARS_KEPT]

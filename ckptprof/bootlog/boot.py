@@ -338,6 +338,13 @@ class Boot:
         self.touch(self.rank_state(record.rank))
         self.ready_seq = self.clock.seq
 
+    def mark_served(self) -> None:
+        """An offline engine served a script's prompts (vLLM's `Processed prompts` bar): it is up, but no line says
+        when it came up, so the boot has no ready step whose end would be invented."""
+        if self.ready_seq is None:
+            self.clock.seq += 1
+            self.ready_seq = self.clock.progress = self.clock.seq
+
     # ------------------------------------------------------------------------------------- where it stands
 
     def current_key(self) -> PhaseKey | None:

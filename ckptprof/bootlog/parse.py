@@ -373,14 +373,19 @@ def parse_record(text: str) -> Record:
     worker = _WORKER_PREFIX_RE.match(text) if first == "(" else None
     if worker is not None:
         # Launchers nest process tags (Ray's task, then vLLM's engine core): the innermost names the process.
-        name, pid = worker.group(1), worker.group(2)
         text = text[worker.end() :]
+        rank = worker_rank_label(worker.group(1), worker.group(2))
         while text[:1] == "(":
             inner = _WORKER_PREFIX_RE.match(text)
             if inner is None:
                 break
-            name, pid, text = inner.group(1), inner.group(2), text[inner.end() :]
-        rank = worker_rank_label(name, pid)
+            text = text[inner.end() :]
+            # ...unless it is vLLM V1's lone "Worker" (multiproc_executor.py names a worker so when every parallel
+            # size is 1) inside a process that names a rank: `(EngineCore_DP0 pid=..) (Worker pid=..)` is DP0's one
+            # rank, and the bars it draws untagged are that rank's (vllm-ascend#4037). Ray's workers inside an engine
+            # core are several, told apart by their process ids (dynamo#4941).
+            if inner.group(1) != "Worker" or not _names_rank(rank):
+                rank = worker_rank_label(inner.group(1), inner.group(2))
     elif text.startswith("[rank"):
         # torch.distributed's own prefix on every line a rank prints while it dies: "[rank3]: Traceback ..."
         torch_rank = _TORCH_RANK_RE.match(text)
@@ -402,6 +407,11 @@ def parse_record(text: str) -> Record:
 
 # A worker whose name holds no rank is labelled by its process id: rank 0 is then the untagged driver.
 PID_LABEL = "pid"
+
+
+def _names_rank(label: str) -> bool:
+    """Whether a process tag's label names a rank (TP3, rank3, DP1), not its process id or nothing."""
+    return bool(label) and not label.startswith(PID_LABEL)
 
 
 @lru_cache(maxsize=4096)

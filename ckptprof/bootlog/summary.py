@@ -168,7 +168,12 @@ def _ready_summary(context: SummaryContext) -> str:
     ready = next((track for track in context.tracks if track.name == "ready"), None)
     ready_at = _latest(span.end for span in ready.spans.values()) if ready else None
     total = seconds_between(context.first_ts, ready_at)
-    text = "ready: the server reported ready"
+    # No ready step: an offline engine serving a script's prompts, which says nothing when it comes up.
+    text = (
+        "ready: the server reported ready"
+        if ready
+        else "ready: the engine is serving prompts (an offline run)"
+    )
     if total is not None:
         text += f" {format_duration(total)} after the first log record"
     # A phase whose end was never logged ended, at the latest, when the server said it was ready: the phase table

@@ -38,4 +38,8 @@ BARS: tuple[BarKind, ...] = (
     BarKind("Capturing ACL graph", "cuda-graph", None, engine="vllm"),
     BarKind("Capturing batches", "cuda-graph", None, engine="sglang"),
     BarKind("Capturing num tokens", "cuda-graph", None, engine="sglang"),
+    # vLLM's offline engine (`LLM(...)`, entrypoints/llm.py; 0.34's entrypoints/common/offline.py) serving a script's
+    # prompts: it prints no ready line, and these bars are drawn only once the engine is up ("ready": no step).
+    BarKind("Adding requests", "ready", None, opens_phase=False, engine="vllm"),
+    BarKind("Processed prompts", "ready", None, opens_phase=False, engine="vllm"),
 )

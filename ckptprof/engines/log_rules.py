@@ -69,6 +69,9 @@ class Ready:
 
     when_leading: bool = False
     until_more: bool = False
+    # An offline engine serving a script's prompts (vLLM's `LLM(...)`): up, but no line says when it came up, so no
+    # ready step is reported (its end would be invented).
+    served: bool = False
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,10 @@ RECORDS: tuple[Rule, ...] = (
     # says the capture is under way, so the first opens the phase and the others leave it as it is.
     Rule("Graph capturing for", Begin("graph", "cuda-graph", "nth", unless_open=True), weight=2),
     Rule("Application startup complete", Ready(when_leading=True), weight=0),
+    # The offline engine prints no ready line: its `Processed prompts` bar (entrypoints/llm.py; 0.34's
+    # entrypoints/common/offline.py) is drawn only once it serves. Read here as a record when it is no frame the bar
+    # reader takes (an unknown total's `0it [...]`, a long postfix); log_bars.py has it as a bar.
+    Rule("Processed prompts", Ready(served=True)),
     Rule(
         "Filesystem type for checkpoints",
         Capture("filesystem", re.compile(r"Filesystem type for checkpoints: ([\w.-]+)")),

@@ -38,9 +38,8 @@ FIRST_SIGHT_WRONG: set[str] = {
     # batch 18: rank 0's traceback has no error line in the excerpt; the answer gives rank 2's error line for it
     "vllm-vllm-ascend-2473",
     # batch 19: the error the answer quotes is a continuation line of the RuntimeError's message that TP11 logged before
-    # its announced traceback, which the excerpt cuts; an offline LLM() run that served its prompts, with no ready line
+    # its announced traceback, which the excerpt cuts
     "vllm-vllm-ascend-3389",
-    "vllm-vllm-ascend-4037",
 }
 
 
