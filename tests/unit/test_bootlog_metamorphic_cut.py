@@ -76,10 +76,12 @@ def test_an_excerpt_of_a_real_log_keeps_the_phases_inside_it(log: Path) -> None:
     # Where the excerpt begins and ends in the log's own time, as the reader stamps the dropped parts.
     after = analyze_bytes(b"\n".join(lines[:head])).last_timestamp if head else None
     before = analyze_bytes(b"\n".join(lines[tail:])).first_timestamp if tail < len(lines) else None
-    if before is None and tail < len(lines):
-        # A tail with no timestamp of its own (uvicorn's lines after the engine's last record) happened at the
-        # time of the last timed line before it: that is where the reader stamps it in the whole log.
-        before = analyze_bytes(b"\n".join(lines[:tail])).last_timestamp
+    opening = next((line for line in lines[tail:] if line.strip()), None)
+    if opening is not None and analyze_bytes(opening).first_timestamp is None:
+        # A tail that opens with lines of no time of their own (uvicorn's after the engine's last record, a
+        # collector's time stripped with its prefix) happened at the time of the last timed line before it: that is
+        # where the reader stamps them in the whole log, and one of them may end a phase there (the ready line).
+        before = analyze_bytes(b"\n".join(lines[:tail])).last_timestamp or before
     original = _all_boots(log.read_bytes())
     inside = [
         (p.name, p.model, p.ranks, p.seconds)
