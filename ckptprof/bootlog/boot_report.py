@@ -155,6 +155,10 @@ def _is_fatal(boot: Boot, failure: Failure) -> bool:
         return True
     if failure.kind == "error-record":
         return boot.clock.progress <= failure.seq  # nothing moved on anywhere after it
+    if failure.exited:
+        # The process whose target raised is gone, whatever other processes of its label log after it (vLLM's API
+        # servers time out while the engine goes on loading, and the launcher tears all down when it is done).
+        return True
     # A traceback the rank survived (it went on to log boot progress) was only a warning.
     if failure.rank in boot.ranks and failure.rank:
         later = boot.ranks[failure.rank].last_event_seq

@@ -134,6 +134,8 @@ class Failure:
     # The innermost ``raise ...`` code line of the traceback: says what failed when the log ends before its error
     # line (`raise ValueError("No available memory for the cache blocks. "`).
     raised: str | None = None
+    # multiprocessing named the process above the traceback (`Process ApiServer_0:`): its target raised, and it exited.
+    exited: bool = False
 
     @property
     def after_phase(self) -> bool:
@@ -183,11 +185,10 @@ def _read_frame(failure: Failure, text: str, frames: Iterable[FrameRule]) -> Non
             return
 
 
-def _traceback_header(message: str, before: str) -> str:
+def _traceback_header(message: str, process: re.Match[str] | None) -> str:
     """A traceback's start as its error until its error line comes, with the process multiprocessing named on the line
     above it (`Process EngineCore_DP0:`): a log cut before the error line still says which process died."""
     header = message.strip()
-    process = _PROCESS_LINE_RE.search(before)
     return f"{process.group()} {header}" if process is not None else header
 
 
@@ -267,8 +268,10 @@ class FailureTracker:
                 before = (
                     line_before()
                 )  # the physical line above, read once: it names a process or says "ignored"
-                failure = self.add(record, "traceback", _traceback_header(message, before), where())
+                process = _PROCESS_LINE_RE.search(before)
+                failure = self.add(record, "traceback", _traceback_header(message, process), where())
                 failure.ignored = IGNORED_WORDS in before
+                failure.exited = process is not None
             self._awaiting[record.rank] = failure
             self._last_traceback = failure
             called = self._methods.pop(record.rank, None)

@@ -40,8 +40,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     # batch 19: the error the answer quotes is a continuation line of the RuntimeError's message that TP11 logged before
     # its announced traceback, which the excerpt cuts
     "vllm-vllm-ascend-3389",
-    # batch 21: vLLM's API servers (`ApiServer_0`) die of a timeout while the engine loads, and the engine goes on
-    "vllm-vllm-ascend-6847",
 }
 
 
