@@ -40,8 +40,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     # batch 19: the error the answer quotes is a continuation line of the RuntimeError's message that TP11 logged before
     # its announced traceback, which the excerpt cuts
     "vllm-vllm-ascend-3389",
-    # batch 23: the answer gives no phase to a failure in vLLM's worker init_device, which the reader calls init-distributed
-    "vllm-specdecoding-study-awq-fp8kv-free-memory",
 }
 
 
