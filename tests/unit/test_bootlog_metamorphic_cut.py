@@ -49,6 +49,11 @@ _LAUNCHER_STAMPS = (
 CONCAT_WRONG: dict[str, str] = {
     "vllm-gpustack-3098": _LAUNCHER_STAMPS,
     "vllm-vllm-10661": _LAUNCHER_STAMPS,
+    "vllm-hf-llama31-bnb-keyerror": _LAUNCHER_STAMPS,
+    "sglang-docs-cn-native-api-warning": (
+        "batch 25: a log with no boot record at all (its state is starting), then a server's start: after no progress "
+        "a configuration is no restart, so the two read as one boot"
+    ),
 }
 
 

@@ -40,6 +40,11 @@ FIRST_SIGHT_WRONG: set[str] = {
     # batch 19: the error the answer quotes is a continuation line of the RuntimeError's message that TP11 logged before
     # its announced traceback, which the excerpt cuts
     "vllm-vllm-ascend-3389",
+    # batch 25: a traceback cut at its code line `self.worker.load_model()`; a paste of the command, a bare KeyError and
+    # the bar; SGLang's records in a docs build's logging format (`[time] INFO server_args.py:1564: ...`)
+    "vllm-hf-ling3-flash-tp1ep1-load",
+    "vllm-hf-llama31-bnb-keyerror",
+    "sglang-docs-cn-native-api-warning",
 }
 
 
