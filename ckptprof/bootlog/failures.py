@@ -76,6 +76,10 @@ CHAINED_WORDS = (
     "above exception"  # "During handling of the above exception", "The above exception was the direct cause"
 )
 HANDLING_WORDS = "During handling"
+# A code line's first call: `self.worker.load_model()`, `out = self.model_runner.forward(`, `return func(*a)`.
+_CALL_RE = re.compile(
+    r"\s+(?:return |await |[\w.]+(?:, ?[\w.]+)* = )?(?:[\w]+\.)*([A-Za-z_]\w{0,80})\(", re.ASCII
+)
 _RAISE = "raise "  # a traceback's code line that raises: "raise" alone re-raises and names nothing
 
 
@@ -288,6 +292,14 @@ class FailureTracker:
             awaiting = self._awaiting.get(record.rank) or (None if record.rank else self._last_traceback)
             if awaiting is not None and not awaiting.error_final:
                 awaiting.raised = message.strip()[:500]
+        elif message[:1].isspace() and record.rank in self._awaiting:
+            # A code line of a traceback a logger prints line by line (vLLM's, at ERROR): the function it calls is the
+            # next frame's. Read as that frame, it says what the process was doing when the excerpt cuts the
+            # traceback below it (`self.worker.load_model()`, then the caret line; a Hugging Face thread, batch 25).
+            call = _CALL_RE.match(message)
+            awaiting = self._awaiting[record.rank]
+            if call is not None and not awaiting.error_final:
+                _read_frame(awaiting, f"in {call.group(1)}", frames())
         elif CHAINED_WORDS in message:
             # Python prints the root cause first: the traceback that follows continues this one.
             closed = self._closed.get(record.rank)

@@ -40,10 +40,11 @@ FIRST_SIGHT_WRONG: set[str] = {
     # batch 19: the error the answer quotes is a continuation line of the RuntimeError's message that TP11 logged before
     # its announced traceback, which the excerpt cuts
     "vllm-vllm-ascend-3389",
-    # batch 25: a traceback cut at its code line `self.worker.load_model()`; a paste of the command, a bare KeyError and
-    # the bar; SGLang's records in a docs build's logging format (`[time] INFO server_args.py:1564: ...`)
-    "vllm-hf-ling3-flash-tp1ep1-load",
+    # batch 25: a user's paste of their command, a bare KeyError and the bar's last frame (nothing from vLLM but the
+    # command they typed; the error comes before the bar that places it in the load)
     "vllm-hf-llama31-bnb-keyerror",
+    # batch 25: SGLang's words only in a line it prints before its configuration (`Attention backend not specified`):
+    # read as evidence, that line makes a vLLM boot before an SGLang one in the same file SGLang's, and dates it
     "sglang-docs-cn-native-api-warning",
 }
 
