@@ -56,6 +56,10 @@ QUALIFIED_EXCEPTION_LINE_RE = re.compile(
 # Python's words above a traceback it printed and ignored (3.8-3.12 "Exception ignored in: <...>", 3.13 "Exception
 # ignored while ..."): sys.unraisablehook's, for an exception raised where nothing could catch it.
 IGNORED_WORDS = "Exception ignored "
+# asyncio's word on a task or future whose exception no one awaited, logged when it is collected: "Task exception was
+# never retrieved", then "future: <Task finished ... exception=...>" above the traceback. No one was stopped by it (a
+# V0 client's output loops, after their engine had died: batch 24's Kubernetes pod).
+UNRETRIEVED_FUTURE = "future: <"
 # Each word is found with str.find (C speed on kilobyte-long server_args lines); those that could sit inside a
 # longer name ("custom_sigquit_handler", "OOMKilled") must then stand alone: "word" bounds exclude letters, digits
 # and "_" on either side, "space" bounds anything but whitespace. Checking the neighbours of each hit by hand is
@@ -274,7 +278,7 @@ class FailureTracker:
                 )  # the physical line above, read once: it names a process or says "ignored"
                 process = _PROCESS_LINE_RE.search(before)
                 failure = self.add(record, "traceback", _traceback_header(message, process), where())
-                failure.ignored = IGNORED_WORDS in before
+                failure.ignored = IGNORED_WORDS in before or before.startswith(UNRETRIEVED_FUTURE)
                 failure.exited = process is not None
             self._awaiting[record.rank] = failure
             self._last_traceback = failure

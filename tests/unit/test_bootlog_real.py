@@ -46,10 +46,8 @@ FIRST_SIGHT_WRONG: set[str] = {
     # batch 25: SGLang's words only in a line it prints before its configuration (`Attention backend not specified`):
     # read as evidence, that line makes a vLLM boot before an SGLang one in the same file SGLang's, and dates it
     "sglang-docs-cn-native-api-warning",
-    # batch 24: an SGLang offline Engine whose only sign of serving is the script's own bar (no description); a V0 engine
-    # that died silently, then its client's asyncio tasks' ZMQErrors ("Task exception was never retrieved")
+    # batch 24: an SGLang offline Engine whose only sign of serving is the script's own bar (no description)
     "sglang-llmsys-hw6-offline-engine",
-    "vllm-gpu-llm-platform-v064-k8s-engine-died",
 }
 
 
