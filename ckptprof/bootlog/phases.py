@@ -143,12 +143,19 @@ class BootLogAnalyzer:
         boot = self._boot
         if boot.process_tags_needed():
             # Nothing has said which engine wrote the log yet: the names it gives its processes may (a paste of
-            # bars whose worker tags stand alone on their lines holds nothing else). Searched only until then.
+            # bars whose worker tags stand alone on their lines holds nothing else). Searched only until then, and
+            # only up to the next server's start in the block: another server's tags are its boot's, not this one's
+            # (a paste of vLLM bars, then an SGLang server's log in the same file). If that start is this boot's
+            # own, its configuration's words will say which engine it is.
+            server = _SERVER_START_RE.search(block)
+            end = len(block) if server is None else server.start()
             for engine in ENGINES:
                 if engine.process_tag is not None:
-                    boot.process_tags[engine.name] += len(engine.process_tag.findall(block))
+                    boot.process_tags[engine.name] += len(engine.process_tag.findall(block, 0, end))
                 if engine.record_prefix is not None:
-                    boot.process_tags[engine.name] += len(engine.record_prefix.findall(b"\n" + block))
+                    boot.process_tags[engine.name] += len(
+                        engine.record_prefix.findall(b"\n" + block, 0, end + 1)
+                    )
         if boot.first_ts is None:
             self._advance_clock(self._first_own_timestamp(block))
         self._clock_floor = 0

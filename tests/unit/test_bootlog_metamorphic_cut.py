@@ -47,9 +47,6 @@ _LAUNCHER_STAMPS = (
     "those lines, and their time, are read as the first log's boot"
 )
 CONCAT_WRONG: dict[str, str] = {
-    "vllm-gpustack-3098": _LAUNCHER_STAMPS,
-    "vllm-vllm-10661": _LAUNCHER_STAMPS,
-    "vllm-hf-llama31-bnb-keyerror": _LAUNCHER_STAMPS,
     "sglang-docs-cn-native-api-warning": (
         "batch 25: a log with no boot record at all (its state is starting), then a server's start: after no progress "
         "a configuration is no restart, so the two read as one boot"
@@ -136,7 +133,22 @@ def _reading(report: BootReport) -> tuple[object, ...]:
 
 @pytest.mark.parametrize("log", _params(CONCAT_WRONG))
 def test_a_real_log_followed_by_another_boot_reads_as_two(log: Path) -> None:
-    first, second = log.read_bytes(), _partner(log).read_bytes()
+    _reads_as_two(log, _partner(log))
+
+
+# The known-wrong case above, pinned to the partner that shows it: which log is a log's partner changes as the corpus
+# grows (batch 27's logs gave these three a partner with no launcher stamps, and they read right with it).
+LAUNCHER_STAMPED = REAL / "sglang-dgx-spark-local-llm-dflash-int4.log"
+
+
+@pytest.mark.xfail(strict=True, reason=_LAUNCHER_STAMPS)
+@pytest.mark.parametrize("name", ["vllm-gpustack-3098", "vllm-vllm-10661", "vllm-hf-llama31-bnb-keyerror"])
+def test_an_untimed_log_before_a_server_whose_launcher_stamps_lines_reads_as_two(name: str) -> None:
+    _reads_as_two(REAL / f"{name}.log", LAUNCHER_STAMPED)
+
+
+def _reads_as_two(log: Path, partner: Path) -> None:
+    first, second = log.read_bytes(), partner.read_bytes()
     alone = _all_boots(first) + _all_boots(second)
     joined = first if first.endswith(b"\n") else first + b"\n"
     together = _all_boots(joined + second)
