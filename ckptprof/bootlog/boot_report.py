@@ -147,6 +147,8 @@ def _is_fatal(boot: Boot, failure: Failure) -> bool:
         return False  # Python's resource tracker at exit, not the server
     if failure.ignored:
         return False  # Python printed it and went on
+    if failure.retried:
+        return False  # the process tried again
     if boot.ready_seq is not None and failure.seq < boot.ready_seq:
         return False  # the server came up after it
     if failure.after_ready and failure.kind != "death":

@@ -60,6 +60,10 @@ IGNORED_WORDS = "Exception ignored "
 # never retrieved", then "future: <Task finished ... exception=...>" above the traceback. No one was stopped by it (a
 # V0 client's output loops, after their engine had died: batch 24's Kubernetes pod).
 UNRETRIEVED_FUTURE = "future: <"
+# SGLang's retry() prints the traceback of a try that failed, then says it will try again (srt/utils/common.py:
+# "retry() failed once (0th try, maximum 2 retries). Will delay 0.92s and retry. Error: ..."): the process went on.
+RETRIED_WORDS = "retry() failed once"
+_TRIES_KEPT = 8
 # Each word is found with str.find (C speed on kilobyte-long server_args lines); those that could sit inside a
 # longer name ("custom_sigquit_handler", "OOMKilled") must then stand alone: "word" bounds exclude letters, digits
 # and "_" on either side, "space" bounds anything but whitespace. Checking the neighbours of each hit by hand is
@@ -144,6 +148,8 @@ class Failure:
     raised: str | None = None
     # multiprocessing named the process above the traceback (`Process ApiServer_0:`): its target raised, and it exited.
     exited: bool = False
+    # The process said it would try again after it (SGLang's retry()): no crash.
+    retried: bool = False
 
     @property
     def after_phase(self) -> bool:
@@ -212,6 +218,9 @@ class FailureTracker:
         self._chained: dict[str, Failure] = {}  # rank -> the traceback the next one on that rank continues
         self._last_traceback: Failure | None = None
         self._methods: dict[str, str] = {}  # rank -> "in <method>" it named failing, until its traceback
+        # rank -> its tracebacks since its last retry() (a try's chain can be several, not linked where a paste
+        # hides their error lines); the last few only
+        self._tries: dict[str, deque[Failure]] = {}
         # A Python traceback was logged (its start, or frames of one begun above the excerpt): a process crashed.
         self.traceback_seen = False
 
@@ -222,8 +231,6 @@ class FailureTracker:
         return bool(self._first)
 
     def add(self, record: Record, kind: str, error: str, where: Where) -> Failure:
-        if kind == "traceback":
-            self.traceback_seen = True
         failure = Failure(
             record.rank,
             record.timestamp or where.timestamp,
@@ -238,6 +245,12 @@ class FailureTracker:
             self._first.append(failure)
         else:
             self._recent.append(failure)
+        if kind == "traceback":
+            self.traceback_seen = True
+            tries = self._tries.get(record.rank)
+            if tries is None:
+                tries = self._tries[record.rank] = deque(maxlen=_TRIES_KEPT)
+            tries.append(failure)
         return failure
 
     def on_frame(self, record: Record, frames: Iterable[FrameRule], where: Callable[[], Where]) -> None:
@@ -270,7 +283,9 @@ class FailureTracker:
             # "while processing method load_model"): the traceback it logs next is that method's, and the name
             # reads like the frame of the same function (whose line may lie above the excerpt).
             self._methods[record.rank] = f"in {method.group(1)}"
-        if TRACEBACK_START in message:
+        if RETRIED_WORDS in message:
+            self._retried(record.rank)
+        elif TRACEBACK_START in message:
             failure = self._chained.pop(record.rank, None)
             if failure is None:
                 before = (
@@ -318,6 +333,17 @@ class FailureTracker:
         ):
             # vLLM logs its fatal errors at this level; a message cut off by a paste still says one happened.
             self.add(record, "error-record", message.strip() or f"an {record.level} record", where())
+
+    def _retried(self, rank: str) -> None:
+        """The rank's tracebacks since its last retry were a try that the process retried: no crash, and no boot of its
+        own (a docs build whose Hugging Face downloads timed out twice before the server's configuration, batch 27)."""
+        self._awaiting.pop(rank, None)
+        tries = self._tries.pop(rank, None)
+        if not tries:
+            return
+        for failure in tries:
+            failure.retried = True
+        self.traceback_seen = any(kept.kind == "traceback" and not kept.retried for kept in self.all())
 
     def _awaits(self, rank: str) -> bool:
         """Whether a traceback awaits its error line on ``rank`` (an untagged line closes the newest open one)."""

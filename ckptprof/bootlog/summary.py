@@ -241,6 +241,8 @@ def failure_warnings(failures: list[Failure], is_fatal: Callable[[Failure], bool
                 verdict = "by Python's resource tracker, not the server"
             elif first.ignored:
                 verdict = "ignored by Python"
+            elif first.retried:
+                verdict = "retried"
             else:
                 verdict = "after the server was ready" if first.after_ready else "the boot went on"
             warnings.append(f"error logged by {ranks}{when}{where} ({verdict}): {error}")

@@ -48,9 +48,7 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-docs-cn-native-api-warning",
     # batch 24: an SGLang offline Engine whose only sign of serving is the script's own bar (no description)
     "sglang-llmsys-hw6-offline-engine",
-    # batch 27: tracebacks SGLang's retry() printed and retried (Hugging Face timeouts) before the configuration, read as
-    # a crashed first boot; a router that failed to start after both its workers were ready
-    "sglang-sgl-docs-lora-overlap-hf-timeout-tracebacks",
+    # batch 27: a router that failed to start after both its workers were ready
     "sglang-sglang_custom-router-two-workers-router-panic",
 }
 
