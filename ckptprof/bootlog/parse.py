@@ -228,9 +228,13 @@ def looks_binary(block: bytes) -> bool:
 _Trie: TypeAlias = "dict[str, _Trie]"
 
 
-def needle_pattern(needles: Iterable[str]) -> re.Pattern[bytes]:
+def needle_pattern(needles: Iterable[str], anchored: Iterable[tuple[str, int]] = ()) -> re.Pattern[bytes]:
     """One regex that finds any of ``needles``, written as a trie ("Load(?:ing|  weight)..."): the regex engine
-    then follows one branch per position instead of trying every needle in turn (twice as fast on real logs)."""
+    then follows one branch per position instead of trying every needle in turn (twice as fast on real logs).
+
+    ``anchored``: (needle, index) pairs found at their character ``index`` and looked behind from there for the rest
+    ("V(?<=on V)1 engine"); branches of the trie's first alternation, so that the engine still skips every position
+    whose character starts no branch."""
     tree: _Trie = {}
     for needle in needles:
         node = tree
@@ -244,7 +248,16 @@ def needle_pattern(needles: Iterable[str]) -> re.Pattern[bytes]:
         alternatives = [re.escape(char) + branch(child) for char, child in sorted(node.items())]
         return alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
 
-    return re.compile(branch(tree).encode())
+    extra = [
+        re.escape(needle[at])
+        + (f"(?<={re.escape(needle[: at + 1])})" if at else "")
+        + re.escape(needle[at + 1 :])
+        for needle, at in anchored
+    ]
+    if not extra:
+        return re.compile(branch(tree).encode())
+    first = [re.escape(char) + branch(child) for char, child in sorted(tree.items())]
+    return re.compile(("(?:" + "|".join(first + extra) + ")").encode())
 
 
 def candidate_lines(block: bytes, candidates: re.Pattern[bytes]) -> Iterator[tuple[int, bytes]]:
@@ -506,6 +519,15 @@ def bar_runs(block: bytes, start: int) -> tuple[list[tuple[Span, Span]], int] | 
     but a line break (another rank's record glued to it) ends the run and is left to the line reader, and so
     does a frame whose head differs from the first frame's.
     """
+    # Two frames hold two "%" before the end of the line after this one (a frame ends at a line break, and the second
+    # starts where the first ended): a bar drawn once (most single bars, a rank's last frame) is passed on at once.
+    line_end = block.find(b"\n", start)
+    next_end = -1 if line_end < 0 else block.find(b"\n", line_end + 1)
+    if next_end < 0:
+        next_end = len(block)
+    first_percent = block.find(b"%", start, next_end)
+    if first_percent < 0 or block.find(b"%", first_percent + 1, next_end) < 0:
+        return None
     pos = start
     while block.startswith(b"\r", pos):
         pos += 1

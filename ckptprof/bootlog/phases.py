@@ -45,10 +45,12 @@ from ckptprof.bootlog.parse import (
     strip_ansi,
 )
 from ckptprof.bootlog.prefilter import (
+    ANCHOR_BYTES,
     CANDIDATE_RE,
     ENGINE_FRAME_RE,
     FRAME_BYTES,
     FRAME_RULES_RE,
+    REGULAR_RE,
     rare_line_starts,
 )
 from ckptprof.bootlog.reading import (
@@ -177,17 +179,26 @@ class BootLogAnalyzer:
             if (match is None and not exhausted) or (match is not None and match.start() < pos):
                 match = search(block, pos)
                 exhausted = match is None
+            line_match = match
             if match is not None:
                 hit_start, hit_end = match.span()
                 # Never before ``pos``: a run of bar frames may have ended inside this physical line.
                 start = rfind(b"\n", 0, hit_start) + 1
                 if start < pos:
                     start = pos
+                if block[hit_start] in ANCHOR_BYTES:
+                    # A rare needle the regex found (prefilter.py): its line is read as a rare needle's, unless a
+                    # regular needle follows on it.
+                    line_end = find(b"\n", hit_end)
+                    line_match = REGULAR_RE.search(block, hit_start + 1, size if line_end < 0 else line_end)
+                    if line_match is None:
+                        hit_end = start
+                    else:
+                        hit_start, hit_end = line_match.span()
             else:
                 start = hit_end = size
             while rare and rare[-1] < pos:
                 rare.pop()
-            line_match = match
             if rare and rare[-1] < start:
                 start = hit_end = rare.pop()
                 line_match = None  # a rare needle's line: the match, further on, is kept for a later line

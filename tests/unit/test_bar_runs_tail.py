@@ -17,6 +17,7 @@ HEADS = st.sampled_from(
         b"abc: 1",
         b"",
         b"Loading",
+        b"(Worker%1 pid=3) Loading",  # a "%" in the worker's tag: a frame's first "%" need not be its count's
     ]
 )
 GLUE = st.sampled_from([b"\n", b"\r", b"\r\n", b"\n\r", b" tail\n", b"\x1b[A\n"])

@@ -1,0 +1,114 @@
+"""The pre-filter's shortcuts find what their plain definitions find: the needles' regex with the rare needles it
+finds at a rare letter, the quote openings found from each ">", and the wrapped-line tail looked for only where a
+decoration can end."""
+
+from __future__ import annotations
+
+import re
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ckptprof.bootlog import analyze_bytes, prefilter, wrappers
+from ckptprof.bootlog.parse import needle_pattern
+
+NEEDLES = ("Load weight", "Loading", "on V1 engine", "sigquit", "rocBLAS error", "%")
+ANCHORED = (("on V1 engine", 3), ("sigquit", 3), ("rocBLAS error", 3))
+PIECES = st.sampled_from(
+    [
+        "on V",
+        "1 engine",
+        "sig",
+        "quit",
+        "roc",
+        "BLAS error",
+        "Load",
+        " weight",
+        "ing",
+        "%",
+        "V",
+        "q",
+        "B",
+        " ",
+        "\n",
+        "x",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(PIECES, max_size=12).map("".join))
+def test_a_needle_found_at_its_rare_letter_is_found_wherever_it_is(text: str) -> None:
+    pattern = needle_pattern((n for n in NEEDLES if n not in dict(ANCHORED)), anchored=ANCHORED)
+    found = {match.start() for match in pattern.finditer(text.encode())}
+    assert bool(found) == any(needle in text for needle in NEEDLES)
+
+
+def test_the_reader_finds_the_anchored_needles_and_scans_for_the_others() -> None:
+    for needle, at in prefilter._ANCHORED_AT.items():
+        line = f"INFO 01-01 00:00:00 [x.py:1] Using a backend {needle}.".encode()
+        match = prefilter.CANDIDATE_RE.search(line)
+        assert match is not None and line[match.start()] in prefilter.ANCHOR_BYTES, needle
+        assert line[match.start() - at : match.start()] == needle[:at].encode()
+        assert needle.encode() not in prefilter._RARE_NEEDLES
+
+
+def test_a_line_with_an_anchored_needle_alone_is_read() -> None:
+    """GIVEN a vLLM excerpt whose only engine words are the attention backend's `on V1 engine` WHEN it is read THEN
+    it is vLLM's (the line was not passed over)."""
+    log = b"INFO 05-01 10:00:00 [cuda.py:1] Using Flash Attention backend on V1 engine.\n"
+    assert analyze_bytes(log).framework == "vllm"
+
+
+def test_a_death_word_found_at_its_rare_letter_fails_the_boot() -> None:
+    log = (
+        b"[2025-11-29 10:00:00] server_args=ServerArgs(model_path='m', tp_size=1)\n"
+        b"[2025-11-29 10:00:01 TP0] Load weight begin. avail mem=70.00 GB\n"
+        b"[2025-11-29 10:00:05] Received sigquit from a child process. It usually means the child failed.\n"
+    )
+    assert analyze_bytes(log).state == "failed"
+
+
+QUOTE_OPENING = re.compile(rb"\n(?:\x1b\[[0-9;]*m)*>")  # the definition _quote_openings replaces
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"\n", b">", b"\x1b[", b"\x1b[0m", b"\n\x1b[2m>", b"1", b";", b"m", b"a", b" ", b"\r"]
+        ),
+        max_size=30,
+    )
+)
+def test_quote_openings_are_the_lines_the_pattern_finds(pieces: list[bytes]) -> None:
+    block = b"".join(pieces)
+    assert wrappers._quote_openings(block) == [m.start() + 1 for m in QUOTE_OPENING.finditer(block)]
+
+
+LINE = st.sampled_from(
+    [
+        b"x" * 60,
+        b"y" * 60,
+        b"z" * 59 + b"m",
+        b"w" * 58 + b"\x1b[0m",
+        b"v" * 60 + b"\r",
+        b"u" * 56 + b"\x1b[1m\r",
+        b"tail_of_a_word",
+        b"abc",
+        b"",
+        b'  File "x.py", line 1, in f',
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(LINE, max_size=12))
+def test_a_wrapped_lines_tail_is_what_the_pattern_reads_everywhere(lines: list[bytes]) -> None:
+    block = b"\n".join(lines)
+    fast = wrappers.rejoin_wrapped(block)
+    with mock.patch.object(
+        wrappers, "_TAIL_LAST_BYTES", frozenset(range(256))
+    ):  # the tail pattern on every line
+        assert wrappers.rejoin_wrapped(block) == fast
