@@ -12,7 +12,8 @@ import re
 from dataclasses import replace
 from typing import NamedTuple
 
-from ckptprof.bootlog.failures import FAILURE_GATE_RE, FRAME_NEEDLE
+from ckptprof.bootlog.failures import FAILURE_GATE_WORDS, FRAME_NEEDLE
+from ckptprof.bootlog.parse import needle_pattern
 from ckptprof.engines import sglang_log, vllm_log
 from ckptprof.engines.log_rules import Action, Begin, End, EngineLog, FrameRule, Model, Rule
 
@@ -39,7 +40,7 @@ class Reading(NamedTuple):
 
 def read_message(message: str, engines: tuple[EngineLog, ...]) -> Reading:
     """The message read with ``engines``' tables, the first engine's first: the first rule that matches wins."""
-    may_fail = FAILURE_GATE_RE.search(message) is not None
+    may_fail = may_fail_words(message)
     if FRAME_NEEDLE in message and message.lstrip().startswith(FRAME_NEEDLE):
         return Reading(True, None, None, None, None, None, may_fail)
     for engine in engines:
@@ -60,7 +61,66 @@ def read_message(message: str, engines: tuple[EngineLog, ...]) -> Reading:
     return Reading(False, None, None, None, None, None, may_fail)
 
 
+def may_fail_words(message: str) -> bool:
+    """Whether one of failures.FAILURE_GATE_WORDS is in ``message`` (FAILURE_GATE_RE would find it): those that start
+    with a capital by one pattern, the others by ``in``. A pattern with words that start with small letters tries a
+    branch at most positions of a message; split, the gate takes a quarter less time on the real corpus's messages."""
+    if _CAPITAL_GATE_RE.search(message) is not None:
+        return True
+    for word in _SMALL_GATE_WORDS:  # noqa: SIM110 - any() would build a generator for each message
+        if word in message:
+            return True
+    return False
+
+
+# As a trie ("E(?:rror|x(?:ception|it))"), like the pre-filter's needles, in str.
+_CAPITAL_GATE_RE = re.compile(
+    needle_pattern(word for word in FAILURE_GATE_WORDS if not word[0].islower()).pattern.decode()
+)
+_SMALL_GATE_WORDS = tuple(word for word in FAILURE_GATE_WORDS if word[0].islower())
+
+
+class _NeedleGate:
+    """Whether some rule's needle of one engine is in a message, asked before the rules are tried in order: most
+    messages read hold none (a traceback's lines, a failure's words), and the ordered loop over 33-39 rules cost three
+    times what this costs on the real corpus's messages."""
+
+    __slots__ = ("capitals", "engine", "small")
+
+    def __init__(self, engine: EngineLog, capitals: re.Pattern[str], small: tuple[str, ...]) -> None:
+        self.engine = engine
+        self.capitals = (
+            capitals  # the needles that start with a capital, as a trie (they rarely start a position)
+        )
+        self.small = small  # the others, by ``in``
+
+    def passes(self, message: str) -> bool:
+        if self.capitals.search(message) is not None:
+            return True
+        for needle in self.small:  # noqa: SIM110 - any() would build a generator for each message
+            if needle in message:
+                return True
+        return False
+
+
+def _needle_gate(engine: EngineLog) -> _NeedleGate:
+    needles = dict.fromkeys(rule.needle for rule in engine.records)
+    capitals = [needle for needle in needles if not needle[0].islower()]
+    pattern = needle_pattern(capitals).pattern.decode() if capitals else r"(?!)"
+    return _NeedleGate(
+        engine, re.compile(pattern), tuple(needle for needle in needles if needle[0].islower())
+    )
+
+
+_GATES: dict[int, _NeedleGate] = {id(engine): _needle_gate(engine) for engine in ENGINES}
+
+
 def _first_rule(engine: EngineLog, message: str) -> Rule | None:
+    gate = _GATES.get(id(engine))
+    if gate is None or gate.engine is not engine:  # an engine built elsewhere (a test's): kept while it lives
+        gate = _GATES[id(engine)] = _needle_gate(engine)
+    if not gate.passes(message):
+        return None
     for rule in engine.records:
         if rule.needle in message and (rule.pattern is None or rule.pattern.search(message) is not None):
             return rule

@@ -1,6 +1,6 @@
-"""The pre-filter's shortcuts find what their plain definitions find: the needles' regex with the rare needles it
-finds at a rare letter, the quote openings found from each ">", and the wrapped-line tail looked for only where a
-decoration can end."""
+"""The reader's shortcuts find what their plain definitions find: the needles' regex with the rare needles it finds
+at a rare letter, the quote openings found from each ">", the wrapped-line tail looked for only where a decoration
+can end, the failure gate split in two, and the needle gate before an engine's rules."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ckptprof.bootlog import analyze_bytes, prefilter, wrappers
+from ckptprof.bootlog import analyze_bytes, prefilter, reading, wrappers
+from ckptprof.bootlog.failures import FAILURE_GATE_RE, FAILURE_GATE_WORDS
 from ckptprof.bootlog.parse import needle_pattern
+from ckptprof.engines.log_rules import EngineLog, Rule
 
 NEEDLES = ("Load weight", "Loading", "on V1 engine", "sigquit", "rocBLAS error", "%")
 ANCHORED = (("on V1 engine", 3), ("sigquit", 3), ("rocBLAS error", 3))
@@ -112,3 +114,62 @@ def test_a_wrapped_lines_tail_is_what_the_pattern_reads_everywhere(lines: list[b
         wrappers, "_TAIL_LAST_BYTES", frozenset(range(256))
     ):  # the tail pattern on every line
         assert wrappers.rejoin_wrapped(block) == fast
+
+
+GATE_PIECES = st.sampled_from(
+    [
+        *FAILURE_GATE_WORDS,
+        "Err",
+        "or",
+        "fail",
+        "ed",
+        "is ",
+        "dead",
+        "E",
+        "x",
+        " ",
+        "sig",
+        "quit",
+        "above ",
+        "exception",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(GATE_PIECES, max_size=8).map("".join))
+def test_the_failure_gate_finds_what_its_pattern_finds(message: str) -> None:
+    assert reading.may_fail_words(message) == (FAILURE_GATE_RE.search(message) is not None)
+
+
+def _every_rule_in_order(engine: EngineLog, message: str) -> Rule | None:
+    """The rules tried in their table's order, with no gate before them: what _first_rule must give."""
+    for rule in engine.records:
+        if rule.needle in message and (rule.pattern is None or rule.pattern.search(message) is not None):
+            return rule
+    return None
+
+
+RULE_PIECES = st.sampled_from(
+    [
+        *sorted({rule.needle for engine in reading.ENGINES for rule in engine.records}),
+        "Load",
+        "ing ",
+        "weights",
+        " took 1.5 seconds",
+        "# cuda ",
+        "# CPU ",
+        "blocks: 12",
+        " ",
+        "x",
+        "sglang",
+        "V1",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(RULE_PIECES, max_size=5).map("".join))
+def test_the_needle_gate_lets_through_every_message_a_rule_reads(message: str) -> None:
+    for engine in reading.ENGINES:
+        assert reading._first_rule(engine, message) is _every_rule_in_order(engine, message)
