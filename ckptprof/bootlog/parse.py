@@ -280,6 +280,11 @@ def _has_escape(text: str) -> bool:
     return "\x1b" in text or "\ufffd[" in text or "#033[" in text or "^[[" in text
 
 
+def has_bar_or_escape(text: str) -> bool:
+    """Whether split_line would find more in ``text`` than its segments: a bar frame's "%" or colour codes."""
+    return "%" in text or _has_escape(text)
+
+
 def strip_ansi(text: str) -> str:
     return _ANSI_RE.sub("", text) if _has_escape(text) else text
 

@@ -36,6 +36,7 @@ from ckptprof.bootlog.parse import (
     LogInputError,
     Record,
     bar_runs,
+    has_bar_or_escape,
     iter_blocks,
     looks_binary,
     needle_pattern,
@@ -226,6 +227,9 @@ class BootLogAnalyzer:
             text = block[start : end if end - start <= MAX_LINE_BYTES else start + MAX_LINE_BYTES].decode(
                 "utf-8", "replace"
             )
+            if text[-1:] == "\r" and text.find("\r") == len(text) - 1 and not has_bar_or_escape(text):
+                # A CRLF log's line: one record, read as feed_line would read its only segment.
+                text = text[:-1]
             if "%" in text or "\r" in text or "\x1b" in text:
                 self.feed_line(text)
             elif text and not text.isspace():

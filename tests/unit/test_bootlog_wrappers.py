@@ -3,12 +3,13 @@ compose's, journald's, a pod viewer's, TorchServe's or a re-logging application'
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from ckptprof.bootlog import BootReport, analyze_bytes
+from ckptprof.bootlog import BootReport, analyze_bytes, wrappers
 from ckptprof.bootlog.wrappers import learn_indent, rejoin_wrapped, unwrap, unwrap_paste
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "real"
@@ -167,3 +168,23 @@ def test_one_line_of_a_width_or_a_longer_line_next_to_it_is_no_wrap() -> None:
         b"v_caches\n", b"v_caches and much more text than a terminal of that width " * 3 + b"\n"
     )
     assert b"_initialize_kv_caches" not in rejoin_wrapped(longer)
+
+
+def test_grouping_the_collectors_by_first_character_strips_what_their_order_strips() -> None:
+    """GIVEN every collector's prefix, alone, nested and before each engine's lines, WHEN the substitution that groups
+    the digit-first collectors behind one look-ahead runs THEN it strips exactly what the collectors tried in their
+    listed order strip."""
+    in_order = re.compile(rb"\n" + wrappers._LEAD + rb"(?:" + wrappers._ALTERNATIVES_IN_ORDER + rb"){1,2}")
+    lines = [
+        b"[2025-03-08 12:29:21 TP0] Load weight begin. avail mem=23.60 GB",
+        b"INFO 11-29 10:00:03 [gpu_model_runner.py:1932] Starting to load model",
+        b"2026-05-01 18:45:09.424 | INFO 05-01 10:00:00 [x.py:1] ready",
+        b"sglang-1  | 2025-12-18T08:24:02Z x",
+        b"12-3 | a compose service whose name is a number",
+    ]
+    prefixes = [wrap(7) for wrap in WRAPPERS.values()]
+    block = b"".join(
+        b"\n" + outer + inner + line for outer in [b"", *prefixes] for inner in prefixes for line in lines
+    )
+    assert wrappers._WRAPPER_RE.subn(b"\n", block) == in_order.subn(b"\n", block)
+    assert wrappers._WRAPPER_RE.subn(b"\n", block)[1] > len(prefixes) * len(lines)
