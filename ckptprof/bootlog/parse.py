@@ -115,13 +115,19 @@ _ENGINE_CORE_INDEX_RE = re.compile(r"EngineCore_(\d{1,6})$", re.ASCII)
 # [...]" (no description). A frame cut at the end of a pasted excerpt may lack its closing bracket.
 # A frame whose timings were cut off (the last line of an excerpt: "... 5/145 [", "... 11/32 [00:0") still shows its
 # count; it is taken for a frame only when its bar body ("Completed |", "|###  |") says it is tqdm's.
-_BAR_RE = re.compile(
-    r"(?:(?P<desc>[^\r\n]{0,200}?): *| *)(?P<pct>\d{1,3})%(?P<body> Completed \||\|[^|\n]{0,1000}\|)? *"
+_BAR_DESC_MAX = 200
+# A frame after its description: the percentage, tqdm's bar or "Completed |", the count, then the timings.
+_BAR_AFTER_DESC = (
+    r"(?P<pct>\d{1,3})%(?P<body> Completed \||\|[^|\n]{0,1000}\|)? *"
     r"(?P<done>\d{1,12})/(?P<total>\d{1,12})"
     r"(?: \[(?P<elapsed>[\d:]{1,16})<(?P<remaining>[\d:?]{1,16})(?:, *(?P<rate>[^\]\n]{0,40}))?(?:\]|$)"
-    r"|(?(body) ?\[?[\d:]{0,16}$|(?!)))",
-    re.ASCII,
+    r"|(?(body) ?\[?[\d:]{0,16}$|(?!)))"
 )
+# The whole frame: the shortest description (no line break, at most _BAR_DESC_MAX characters) after which a colon and
+# the rest match, or none. parse_bar reads it in two pieces that find the same (tests/unit/test_bootlog_prefilter.py).
+_BAR_RE = re.compile(rf"(?:(?P<desc>[^\r\n]{{0,{_BAR_DESC_MAX}}}?): *| *){_BAR_AFTER_DESC}", re.ASCII)
+_BAR_AFTER_COLON_RE = re.compile(rf": *{_BAR_AFTER_DESC}", re.ASCII)
+_BAR_WITHOUT_DESC_RE = re.compile(rf" *{_BAR_AFTER_DESC}", re.ASCII)
 _BAR_TAG_RE = re.compile(r"^(?:\[[^\[\]\n%]{1,60}\] ?)+")
 _RATE_RE = re.compile(r"(?P<value>[\d.]{1,20})\s*(?P<left>[A-Za-z]*)/(?P<right>[A-Za-z]+)", re.ASCII)
 # Every byte value except the control bytes that never appear in a text log (NUL is judged separately).
@@ -459,12 +465,29 @@ def parse_bar(text: str) -> tuple[Bar, int] | None:
     if worker is not None:
         rank = worker_rank_label(worker.group(1), worker.group(2))
         offset = worker.end()
-    match = _BAR_RE.match(text, offset)
+    # _BAR_RE's lazy description, read from colon to colon: the pattern tried the rest at every character of it.
+    limit = offset + _BAR_DESC_MAX + 1
+    for line_break in ("\r", "\n"):
+        at = text.find(line_break, offset, limit)
+        if at >= 0:
+            limit = at
+    match = None
+    colon = text.find(":", offset, limit)
+    while colon >= 0:
+        match = _BAR_AFTER_COLON_RE.match(text, colon)
+        if match is not None:
+            break
+        colon = text.find(":", colon + 1, limit)
     if match is None:
-        return None
+        match = _BAR_WITHOUT_DESC_RE.match(text, offset)
+        if match is None:
+            return None
+        desc = ""
+    else:
+        desc = text[offset:colon]
     # One call for every group (they are all named, in this order): a bar line holds dozens of frames.
-    desc, _, _, done, total, elapsed, remaining, rate = match.groups()
-    desc = (desc or "").strip()
+    _, _, done, total, elapsed, remaining, rate = match.groups()
+    desc = desc.strip()
     if desc.startswith("["):
         # A harness's bracketed tag before the bar ("[RAW SERVER] Loading safetensors ..."): no engine's words. A tag
         # that opens the description itself ("[AutoTuner]: Tuning fp4_gemm", FlashInfer's) leaves no colon behind.

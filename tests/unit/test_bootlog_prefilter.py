@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from unittest import mock
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ckptprof.bootlog import analyze_bytes, prefilter, reading, wrappers
+from ckptprof.bootlog import analyze_bytes, parse, prefilter, reading, wrappers
 from ckptprof.bootlog.failures import FAILURE_GATE_RE, FAILURE_GATE_WORDS
 from ckptprof.bootlog.parse import needle_pattern
 from ckptprof.engines.log_rules import EngineLog, Rule
@@ -173,3 +173,52 @@ RULE_PIECES = st.sampled_from(
 def test_the_needle_gate_lets_through_every_message_a_rule_reads(message: str) -> None:
     for engine in reading.ENGINES:
         assert reading._first_rule(engine, message) is _every_rule_in_order(engine, message)
+
+
+BAR_PIECES = st.sampled_from(
+    [
+        "Loading safetensors checkpoint shards",
+        "(VllmWorker rank=1 pid=42) ",
+        "[RAW SERVER] ",
+        ": ",
+        ":",
+        "  ",
+        "50",
+        "100",
+        "7",
+        "%",
+        " Completed | ",
+        "|####      | ",
+        "1/2",
+        "12/12",
+        " [00:01<00:02, 1.5it/s]",
+        " [00:01<?, ?it/s]",
+        "[00:01",
+        "x",
+        "\n",
+        "\r",
+    ]
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(BAR_PIECES, max_size=10).map("".join))
+@example("x\n: 50% Completed | 1/2")  # no description crosses a line break
+@example("x" * 201 + ": 50% Completed | 1/2")  # nor runs past _BAR_DESC_MAX
+@example("a: b: 50% Completed | 1/2 [00:01<00:02, 1.5it/s]")  # the first colon after which the rest matches
+def test_a_bar_frame_read_colon_by_colon_is_what_the_whole_pattern_reads(text: str) -> None:
+    found = parse.parse_bar(text)
+    worker = parse._WORKER_PREFIX_RE.match(text) if text.startswith("(") else None
+    whole = parse._BAR_RE.match(text, worker.end() if worker else 0)
+    assert (found is None) == (whole is None)
+    if found is not None and whole is not None:
+        bar, end = found
+        assert end == whole.end()
+        assert (bar.done, bar.total, bar.elapsed_text, bar.remaining_text, bar.rate_text) == (
+            int(whole["done"]),
+            int(whole["total"]),
+            whole["elapsed"] or "",
+            whole["remaining"] or "",
+            whole["rate"] or "",
+        )
+        assert (whole["desc"] or "").strip().endswith(bar.desc.strip())
