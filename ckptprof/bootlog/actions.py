@@ -94,6 +94,12 @@ def _end(boot: Boot, action: End, reading: Reading, record: Record) -> None:
     begun = rank.begun.get(action.slot, 0)
     if begun > 0 and (action.only_first or action.only_if_open_or_new) and action.slot not in rank.open:
         return
+    if action.only_if_open or action.by_one_for_all:
+        # Never opens the step: it ends where it is open (on every rank, for a line one rank logs for all).
+        others = action.by_one_for_all and boot.close_on_others(record, action.slot)
+        if action.slot not in rank.open:
+            boot.record_phases += others
+            return
     boot.record_phases += 1
     if action.for_every_rank and action.slot not in rank.open and boot.end_on_workers(record, action.slot):
         # The workers' phase, ended for them by the engine's process: not one more rank of it.

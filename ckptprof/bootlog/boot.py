@@ -304,6 +304,17 @@ class Boot:
         """Close ``slot`` on every other rank it is open on, at the record (logged by the engine's process for its
         workers); whether any was. The record's own rank counts the phase as begun, so a later line of the
         same step does not open it there."""
+        closed = self.close_on_others(record, slot)
+        if closed:
+            rank = self.rank_state(record.rank)
+            rank.begun[slot] = rank.begun.get(slot, 0) + 1
+            if record.timestamp is not None:
+                rank.last_end = self.last_phase_end = record.timestamp
+            self.touch(rank)
+        return closed
+
+    def close_on_others(self, record: Record, slot: str) -> bool:
+        """Close ``slot`` at the record on every rank but the record's own where it is open; whether any was."""
         closed = False
         at = record.timestamp
         for label, other in self.ranks.items():
@@ -317,12 +328,6 @@ class Boot:
             if at is not None:
                 other.last_end = at
             closed = True
-        if closed:
-            rank = self.rank_state(record.rank)
-            rank.begun[slot] = rank.begun.get(slot, 0) + 1
-            if at is not None:
-                rank.last_end = self.last_phase_end = at
-            self.touch(rank)
         return closed
 
     def _implicit_start(self, record: Record, rank: RankState, elapsed_s: float | None) -> str | None:

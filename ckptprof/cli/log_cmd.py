@@ -45,9 +45,10 @@ class LogFileError(CkptprofError):
 EPILOG = """\
 what it reads:
   SGLang's records (2024 releases to 0.5.x: Load weight begin/end, KV Cache is allocated, Capture cuda graph and
-  its piecewise graphs, the EAGLE draft's second load and its draft graphs) and vLLM's (V0 and V1: Starting to load model,
-  Loading weights took, Loading drafter model, Available KV cache memory, GPU KV cache size / # GPU blocks,
-  Graph capturing finished; the V2 runner's Capturing model for speculator, the drafter's graphs),
+  its piecewise graphs, the EAGLE draft's second load and its draft graphs) and vLLM's (V0 and V1: world_size=N rank=N
+  .. is assigned as, Starting to load model, Loading weights took, Loading drafter model, Available KV cache memory,
+  GPU KV cache size / # GPU blocks, Graph capturing finished; the V2 runner's Capturing model for speculator, the
+  drafter's graphs),
   the loaders' bars (default, Multi-thread, fastsafetensors, Run:ai Model Streamer with its GiB/s), rank tags
   (TP3, DP1 TP3, PP1 TP0 EP0, also a paste's "[TP0] " cut from its time; vLLM's worker prefixes), tracebacks
   (the frames name the phase and the model),

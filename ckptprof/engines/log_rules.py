@@ -46,6 +46,12 @@ class End:
     # Only a rank's first phase of this slot, or one a begin record opened (a line that every later engine step
     # prints again).
     only_first: bool = False
+    # Only when the slot is open on the rank, never opened implicitly: the end of a step whose begin some releases
+    # log at DEBUG only (vLLM 0.11's world init), where opening it would invent the step's start.
+    only_if_open: bool = False
+    # Logged by one rank for all after a collective step (vLLM's info_once, whose scope is the node's first rank): the
+    # step ends on every rank it is open on, the logging rank's own as well.
+    by_one_for_all: bool = False
     # Logged once, by the engine's own process, for all its workers: the phase ends on every rank it is open on.
     for_every_rank: bool = False
     # The phase's work is done but the engine's step goes on until the rank's next phase record (vLLM V1's weights

@@ -39,6 +39,25 @@ RECORDS: tuple[Rule, ...] = (
     # The API server's arguments ("non-default args: {...}": entrypoints/utils.py in 0.11, entrypoints/common/
     # startup.py in 0.34), logged where releases from 0.19 draw a banner instead of `vLLM API server version`.
     Rule("non-default args", Configure(restart="after-progress"), weight=3),
+    # torch.distributed's world, per worker (distributed/parallel_state.py init_distributed_environment): logged at
+    # INFO right before init_process_group from about 0.12 to 0.34 ("world_size=4 rank=0 local_rank=0
+    # distributed_init_method=tcp://... backend=nccl"; a debug record in 0.11), and "Adjusting world_size=16 rank=0
+    # ... for DP" before it under data parallelism (INFO in 0.11). A boot that hangs here hangs in NCCL's or the
+    # network's hands (HAMi-core#261, vllm-ascend#1255).
+    Rule(
+        "world_size=",
+        Begin("init", "init-distributed", None, unless_open=True),
+        pattern=re.compile(r"^(?:Adjusting )?world_size=\d+ rank=\d+ ", re.ASCII),
+    ),
+    # initialize_model_parallel's last word once its groups exist ("rank 0 in world size 4 is assigned as DP rank 0,
+    # PP rank 0, ...", 0.11 to 0.34): ends the step begun above. 0.11 logs no begin at INFO, so none is made up here.
+    # From about 0.12 it is info_once, logged by each node's first rank alone; the groups are made collectively, so
+    # the step ends on every worker there.
+    Rule(
+        "world size",
+        End("init", "init-distributed", None, only_if_open=True, by_one_for_all=True),
+        pattern=re.compile(r"^rank \d+ in world size \d+ is assigned as", re.ASCII),
+    ),
     Rule("Loading drafter model", Begin("load", "load-weights", "draft"), weight=2),
     # The drafter's load_model, once its weights are in, shares the target's embedding or lm_head (0.33's
     # llm_base_proposer.py: "Detected MTP model. Sharing target model embedding weights with the draft model."):
@@ -53,6 +72,9 @@ RECORDS: tuple[Rule, ...] = (
     # and nothing else of vLLM's before the loader's bar, vllm-fork#193). Weighed below an engine's own records:
     # SGLang before 0.4 loaded through vLLM's loader, whose logger writes in SGLang's processes.
     Rule("Loading weights on", Begin("load", "load-weights", "nth", unless_open=True), weight=1),
+    # The TPU backend (tpu-inference) begins its model's load with "Loading model with MODEL_IMPL_TYPE=auto"
+    # (models/common/model_loader.py get_model; vLLM's own `Starting to load model` is the GPU runner's).
+    Rule("Loading model with MODEL_IMPL_TYPE", Begin("load", "load-weights", "nth", unless_open=True)),
     # The TPU backend (tpu-inference) names each shard as it loads it: the load is under way.
     Rule("Loading weights from", Begin("load", "load-weights", "nth", unless_open=True)),
     # V0's only load record; vllm-ascend's V1 runner prints it after `Loading weights took` too.

@@ -50,11 +50,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-llmsys-hw6-offline-engine",
     # batch 27: a router that failed to start after both its workers were ready
     "sglang-sglang_custom-router-two-workers-router-panic",
-    # batch 26: the answers list vLLM's `world_size=.. rank=.. backend=..` lines as an init-distributed step (the README
-    # names none for vLLM's records), and a TPU build's `Loading model with MODEL_IMPL_TYPE=auto` as a load's start
-    "vllm-maxtext-3574",
-    "vllm-project-apollo-rocm-gfx1201-awq-offline-ansi",
-    "vllm-triton-example-rocm-mi300x-minimax-tp4-ready",
 }
 
 

@@ -1,0 +1,74 @@
+"""vLLM's torch.distributed step: each worker's `world_size=.. rank=.. backend=..` record (INFO right before
+init_process_group from about 0.12) begins it, and `rank N in world size N is assigned as ...` (initialize_model_parallel,
+once its groups exist) ends it. 0.11 logs the first at DEBUG only: its assignment line alone makes no step up."""
+
+from __future__ import annotations
+
+from ckptprof.bootlog import analyze_bytes
+
+CONFIG = b"INFO 03-08 20:37:30 [core.py:93] Initializing a V1 LLM engine (v0.16.0) with config: model='m', tensor_parallel_size=2\n"
+
+
+def _worker(rank: int, second: int, message: str) -> bytes:
+    return f"(Worker_TP{rank} pid={100 + rank}) INFO 03-08 20:37:{second:02d} [parallel_state.py:1234] {message}\n".encode()
+
+
+def _world(rank: int, second: int) -> bytes:
+    return _worker(
+        rank,
+        second,
+        f"world_size=2 rank={rank} local_rank={rank} distributed_init_method=tcp://127.0.0.1:53985 backend=nccl",
+    )
+
+
+def _assigned(rank: int, second: int) -> bytes:
+    return _worker(
+        rank,
+        second,
+        f"rank {rank} in world size 2 is assigned as DP rank 0, PP rank 0, TP rank {rank}, EP rank {rank}",
+    )
+
+
+LOAD = b"(Worker_TP0 pid=100) INFO 03-08 20:37:41 [gpu_model_runner.py:4124] Starting to load model /m...\n"
+
+
+def test_each_workers_world_init_is_the_init_distributed_step() -> None:
+    """GIVEN two workers' world records and the assignment line, which vLLM logs once, on the node's first rank
+    (info_once) WHEN the log is read THEN init-distributed spans both workers and ends on both at that line."""
+    log = CONFIG + _world(0, 36) + _world(1, 37) + _assigned(0, 40) + LOAD
+    report = analyze_bytes(log)
+    init = next(phase for phase in report.phases if phase.name == "init-distributed")
+    assert init.ranks == 2
+    assert init.seconds == 4.0  # from the first world record to the assignment
+    assert [phase.name for phase in report.phases] == ["init-distributed", "load-weights"]
+    assert not [warning for warning in report.warnings if "init-distributed" in warning]
+
+
+def test_a_boot_cut_inside_the_world_init_is_in_it() -> None:
+    """GIVEN workers that logged their world and nothing after (NCCL waiting for a peer) WHEN the log is read THEN the
+    boot stands in init-distributed, the step still open."""
+    report = analyze_bytes(CONFIG + _world(0, 36) + _world(1, 36))
+    assert report.state == "init-distributed"
+
+
+def test_an_assignment_with_no_world_record_before_it_opens_nothing() -> None:
+    """GIVEN vLLM 0.11, whose world record is a debug one, WHEN only the assignment line is there THEN no
+    init-distributed step is made up (its start would be invented)."""
+    report = analyze_bytes(CONFIG + _assigned(0, 40) + _assigned(1, 40) + LOAD)
+    assert [phase.name for phase in report.phases] == ["load-weights"]
+
+
+def test_the_data_parallel_adjustment_begins_the_step_too() -> None:
+    adjusting = b"(EngineCore_DP1 pid=7) INFO 03-08 20:37:36 [parallel_state.py:1048] Adjusting world_size=4 rank=2 distributed_init_method=tcp://10.0.0.1:1 for DP\n"
+    assigned = b"(EngineCore_DP1 pid=7) INFO 03-08 20:37:38 [parallel_state.py:1209] rank 2 in world size 4 is assigned as DP rank 1, PP rank 0, TP rank 0, EP rank 2\n"
+    report = analyze_bytes(CONFIG + adjusting + assigned)
+    init = next(phase for phase in report.phases if phase.name == "init-distributed")
+    assert init.seconds == 2.0
+
+
+def test_the_tpu_backends_model_loader_begins_the_load() -> None:
+    """tpu-inference's get_model logs `Loading model with MODEL_IMPL_TYPE=...` where vLLM's GPU runner logs `Starting to
+    load model` (maxtext#3574)."""
+    line = b"(EngineCore_DP0 pid=9) INFO 04-04 21:50:30 [model_loader.py:381] Loading model with MODEL_IMPL_TYPE=auto\n"
+    report = analyze_bytes(CONFIG + line)
+    assert report.state == "load-weights"
