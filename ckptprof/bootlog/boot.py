@@ -49,6 +49,9 @@ class Boot:
 
     phases: dict[PhaseKey, PhaseTrack] = field(default_factory=dict)
     ranks: dict[str, RankState] = field(default_factory=dict)
+    # A worker's process id -> the rank its tag named once it knew it ("(Worker_TP0 pid=374)"): before that, vLLM V1
+    # tagged it "(Worker pid=374)", read as rank pid374. The report counts the two as one rank (boot_report.py).
+    named_pids: dict[str, str] = field(default_factory=dict)
     order: int = 0  # phases opened so far: orders them
     record_phases: int = 0  # phases opened or closed by a boot record (not by a bar alone)
     last_phase_end: str | None = None

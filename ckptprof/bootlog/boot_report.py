@@ -42,9 +42,7 @@ def build_report(boot: Boot, stall_after_s: float, log_ended: bool) -> BootRepor
     framework = boot.framework()
     now = boot.clock.now
     now_s = timestamp_seconds(now) if now else None
-    tracks = sorted(
-        (_ranks_counted(boot, track) for track in boot.phases.values()), key=lambda track: track.order
-    )
+    tracks = _tracks(boot)
     expected = _expected_ranks(boot)
     fatal = _fatal(boot)
     failure = _failure_report(boot, fatal) if fatal else None
@@ -113,6 +111,37 @@ def _phases_end_by(boot: Boot, up: HttpUp | None, now_s: float | None) -> float 
     ready = boot.phases.get(READY_KEY)
     ready_at = next((span.end for span in ready.spans.values()), None) if ready else None
     return timestamp_seconds(ready_at) if ready_at else now_s
+
+
+def _tracks(boot: Boot) -> list[PhaseTrack]:
+    """The boot's phases in the order they began, each with the ranks it counts (``_ranks_counted``) and each worker
+    named by its rank where its tag came to name one (``_one_label_a_process``)."""
+    aliases = _pid_aliases(boot)
+    return sorted(
+        (_one_label_a_process(_ranks_counted(boot, track), aliases) for track in boot.phases.values()),
+        key=lambda track: track.order,
+    )
+
+
+def _pid_aliases(boot: Boot) -> dict[str, str]:
+    """The rank label of each worker first tagged by its process id alone -> the rank its tag came to name."""
+    return {f"{PID_LABEL}{int(pid)}": label for pid, label in boot.named_pids.items()}
+
+
+def _one_label_a_process(track: PhaseTrack, aliases: dict[str, str]) -> PhaseTrack:
+    """The phase with each span of a process id whose tag later named its rank (vLLM V1's "(Worker pid=374)", then
+    "(Worker_TP0 pid=374)") under that rank: one process, one rank. A rank that logged the phase under both keeps
+    the span of its named tag."""
+    if not aliases or not any(label in aliases for label in track.spans):
+        return track
+    spans: dict[str, RankSpan] = {}
+    for label, span in track.spans.items():
+        named = aliases.get(label)
+        if named is None:
+            spans.setdefault(label, span)
+        elif named not in track.spans:
+            spans[named] = span
+    return PhaseTrack(track.key, track.order, track.slot, spans, track.provisional)
 
 
 def _ranks_counted(boot: Boot, track: PhaseTrack) -> PhaseTrack:
@@ -246,8 +275,15 @@ def _drafts(boot: Boot) -> bool:
 
 
 def _expected_ranks(boot: Boot) -> list[str]:
-    """The ranks that should log each phase: those seen, plus those server_args says exist."""
-    seen = {rank for track in boot.phases.values() if track.name != "ready" for rank in track.spans}
+    """The ranks that should log each phase: those seen (a worker under the rank its tag came to name), plus those
+    server_args says exist."""
+    aliases = _pid_aliases(boot)
+    seen = {
+        aliases.get(rank, rank)
+        for track in boot.phases.values()
+        if track.name != "ready"
+        for rank in track.spans
+    }
     tagged = {rank for rank in seen if rank and rank != "?"} - engine_core_labels(seen)
     expected = set(tagged) if tagged else seen
     world = _declared_world(boot)
@@ -318,9 +354,7 @@ def _warnings(boot: Boot, expected: list[str], context: SummaryContext) -> tuple
             f"behind a line prefix the reader does not know, so phases, ranks and times may be missing "
             f"(e.g. {shown})",
         )
-    tracks = sorted(
-        (_ranks_counted(boot, track) for track in boot.phases.values()), key=lambda track: track.order
-    )
+    tracks = _tracks(boot)
     warnings += missing_rank_warnings(tracks, expected, boot.framework())
     if (tracks or boot.bars) and boot.framework() == "unknown":
         warnings.append(UNKNOWN_ENGINE_WARNING)

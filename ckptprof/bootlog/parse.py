@@ -42,6 +42,9 @@ class Record(NamedTuple):
     # Ray's summary of a line other workers printed too ("... [repeated 30x across cluster]"), printed after the
     # first copy with that copy's stamp and one worker's tag: the words count, but it is no event of that rank.
     relayed: bool = False
+    # The process id of the worker tag the rank was read from ("(Worker_TP0 pid=374) ": "374"), "" when none: vLLM V1
+    # tags a worker "(Worker pid=374)" until it knows its rank, then "(Worker_TP0 pid=374)" (Boot.named_pids).
+    pid: str = ""
 
 
 class Bar(NamedTuple):
@@ -394,11 +397,13 @@ def parse_record(text: str) -> Record:
         if untimed is not None:
             return Record(None, untimed.group(1), text[untimed.end() :], "sglang")
     rank = ""
+    pid = ""
     worker = _WORKER_PREFIX_RE.match(text) if first == "(" else None
     if worker is not None:
         # Launchers nest process tags (Ray's task, then vLLM's engine core): the innermost names the process.
         text = text[worker.end() :]
         rank = worker_rank_label(worker.group(1), worker.group(2))
+        pid = worker.group(2)
         while text[:1] == "(":
             inner = _WORKER_PREFIX_RE.match(text)
             if inner is None:
@@ -410,6 +415,7 @@ def parse_record(text: str) -> Record:
             # core are several, told apart by their process ids (dynamo#4941).
             if inner.group(1) != "Worker" or not _names_rank(rank):
                 rank = worker_rank_label(inner.group(1), inner.group(2))
+                pid = inner.group(2)
     elif text.startswith("[rank"):
         # torch.distributed's own prefix on every line a rank prints while it dies: "[rank3]: Traceback ..."
         torch_rank = _TORCH_RANK_RE.match(text)
@@ -425,8 +431,8 @@ def parse_record(text: str) -> Record:
             text = text[glog.end() :]
     vllm = _VLLM_PREFIX_RE.match(text)
     if vllm is not None:
-        return Record(vllm.group(2), rank, text[vllm.end() :], "vllm", vllm.group(1))
-    return Record(None, rank, text, "vllm" if worker is not None else "plain")
+        return Record(vllm.group(2), rank, text[vllm.end() :], "vllm", vllm.group(1), False, pid)
+    return Record(None, rank, text, "vllm" if worker is not None else "plain", "", False, pid)
 
 
 # A worker whose name holds no rank is labelled by its process id: rank 0 is then the untagged driver.

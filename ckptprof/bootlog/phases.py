@@ -31,6 +31,7 @@ from ckptprof.bootlog.clock import LogClock
 from ckptprof.bootlog.failures import TRACEBACK_START
 from ckptprof.bootlog.parse import (
     MAX_LINE_BYTES,
+    PID_LABEL,
     Bar,
     LineSplitter,
     LogInputError,
@@ -420,7 +421,10 @@ class BootLogAnalyzer:
         message = record.message
         style = record.style
         if timestamp != raw or rank != record.rank:
-            record = Record(timestamp, rank, message, style, record.level, record.relayed)
+            record = Record(timestamp, rank, message, style, record.level, record.relayed, record.pid)
+        pid = record.pid
+        if pid and pid not in boot.named_pids and rank and rank != "?" and not rank.startswith(PID_LABEL):
+            boot.named_pids[pid] = rank
         # What the message says, read with the tables its style calls for (kept for the next ranks).
         key = (style if style in ENGINE_NAMES else f"plain {boot.framework()}", message)
         readings = self._readings
@@ -476,7 +480,15 @@ class BootLogAnalyzer:
         if not announcing.rank:
             return record
         words = f"{announcing.message.strip()} {record.message.strip()}"
-        return Record(record.timestamp, announcing.rank, words, record.style, record.level, record.relayed)
+        return Record(
+            record.timestamp,
+            announcing.rank,
+            words,
+            record.style,
+            record.level,
+            record.relayed,
+            announcing.pid,
+        )
 
     def _note_unparsed(self, message: str, needle: str) -> None:
         """A boot record on a line whose prefix was read as nothing: a time or a number before the record's words

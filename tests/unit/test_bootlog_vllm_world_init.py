@@ -72,3 +72,22 @@ def test_the_tpu_backends_model_loader_begins_the_load() -> None:
     line = b"(EngineCore_DP0 pid=9) INFO 04-04 21:50:30 [model_loader.py:381] Loading model with MODEL_IMPL_TYPE=auto\n"
     report = analyze_bytes(CONFIG + line)
     assert report.state == "load-weights"
+
+
+def test_a_worker_tagged_by_its_pid_then_by_its_rank_is_one_rank() -> None:
+    """GIVEN vLLM V1 workers that log their world init as "(Worker pid=N)" and their load, once they know their rank,
+    as "(Worker_TP0 pid=N)" WHEN the log is read THEN each process is one rank, named by its rank: no phase is said
+    to be missing on TP0 or on a process id."""
+    config = CONFIG.replace(b"tensor_parallel_size=2", b"tensor_parallel_size=1")
+    world = b"(Worker pid=374) INFO 04-16 11:16:30 [parallel_state.py:1400] world_size=1 rank=0 local_rank=0 distributed_init_method=tcp://127.0.0.1:1 backend=nccl\n"
+    assigned = b"(Worker pid=374) INFO 04-16 11:16:31 [parallel_state.py:1716] rank 0 in world size 1 is assigned as DP rank 0, PP rank 0, TP rank 0\n"
+    load = (
+        b"(Worker_TP0 pid=374) INFO 04-16 11:16:32 [gpu_model_runner.py:4735] Starting to load model m...\n"
+    )
+    took = b"(Worker_TP0 pid=374) INFO 04-16 11:17:54 [default_loader.py:384] Loading weights took 10.48 seconds\n"
+    report = analyze_bytes(config + world + assigned + load + took)
+    assert [(phase.name, phase.ranks) for phase in report.phases] == [
+        ("init-distributed", 1),
+        ("load-weights", 1),
+    ]
+    assert not [warning for warning in report.warnings if "not logged by" in warning], report.warnings
