@@ -362,7 +362,7 @@ def split_line(line: str) -> Iterator[Record | Bar]:
 
 def parse_record(text: str) -> Record:
     """A record from one segment (ANSI codes already removed); unknown shapes become style "plain"."""
-    if "across cluster]" in text[-40:]:
+    if text.find("across cluster]", len(text) - 40) >= 0:  # in its last 40 characters, with no copy of them
         # Ray's log deduplication marks the line it kept for several workers: the marker is Ray's, not the
         # record's words (an error would otherwise carry it), and the record is a relay (Record.relayed).
         stripped = _RAY_REPEATED_RE.sub("", text)
