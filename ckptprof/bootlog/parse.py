@@ -113,6 +113,10 @@ _WORKER_TAG_RE = re.compile(r"(?<![A-Za-z])(DP|PP|TP|EP)(\d{1,6})", re.ASCII)
 # vLLM 0.9-0.10 named each data-parallel engine core process by its DP rank alone ("EngineCore_1"; 0.11 on:
 # "EngineCore_DP1"), so four DP engines' identical records are four ranks', not one rank's said four times.
 _ENGINE_CORE_INDEX_RE = re.compile(r"EngineCore_(\d{1,6})$", re.ASCII)
+# Ray's tag for a data-parallel engine core run as an actor (--data-parallel-backend=ray; v1/engine/core.py's
+# DPEngineCoreActor): one actor per DP rank, the class name alone, so the actors are told apart by process id
+# (kuberay#4366).
+_DP_ENGINE_ACTOR = "DPEngineCoreActor"
 # tqdm frames: "desc: 40% Completed | 40/64 [00:37<00:14, 1.64it/s]" (SGLang's bar_format), "desc:  40%|####  |
 # 40/64 [...]" (tqdm's default), "desc: 40% 40/64 [...]" (no bar when tqdm is not on a terminal), "  0%|  | 0/13
 # [...]" (no description). A frame cut at the end of a pasted excerpt may lack its closing bracket.
@@ -448,7 +452,8 @@ def _names_rank(label: str) -> bool:
 def worker_rank_label(name: str, pid: str = "") -> str:
     """'VllmWorker rank=3' -> 'rank3'; 'Worker_TP3' -> 'TP3'; 'EngineCore_DP1' and 'EngineCore_1' -> 'DP1';
     'APIServer' -> '';
-    a worker with no rank in its name (V0's 'VllmWorkerProcess', Ray's 'RayWorkerWrapper') -> 'pid123'."""
+    a worker with no rank in its name (V0's 'VllmWorkerProcess', Ray's 'RayWorkerWrapper', and Ray's data-parallel
+    'DPEngineCoreActor') -> 'pid123'."""
     rank = _WORKER_RANK_RE.search(name)
     if rank is not None:
         return f"rank{int(rank.group(1))}"
@@ -458,7 +463,7 @@ def worker_rank_label(name: str, pid: str = "") -> str:
     engine_core = _ENGINE_CORE_INDEX_RE.search(name)
     if engine_core is not None:
         return f"DP{int(engine_core.group(1))}"
-    if pid and "Worker" in name:
+    if pid and ("Worker" in name or name == _DP_ENGINE_ACTOR):
         return f"{PID_LABEL}{int(pid)}"
     return ""
 

@@ -50,8 +50,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-llmsys-hw6-offline-engine",
     # batch 27: a router that failed to start after both its workers were ready
     "sglang-sglang_custom-router-two-workers-router-panic",
-    # batch 28: two DP engine cores that Ray names alike ("(DPEngineCoreActor pid=5439, ip=..)") read as one rank
-    "vllm-kuberay-4366",
 }
 
 
