@@ -50,6 +50,12 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-llmsys-hw6-offline-engine",
     # batch 27: a router that failed to start after both its workers were ready
     "sglang-sglang_custom-router-two-workers-router-panic",
+    # batch 29: phase_ranks names init-distributed by its name alone, where the README's "name/model" says nothing of a
+    # phase with no model (the one earlier answer wrote "init-distributed/None")
+    "sglang-dgx-spark-laguna-dflash-nvfp4-load-cut",
+    "sglang-for_debug-ascend-qwen3-next-80b-w8a8-tp4-ready",
+    "sglang-rdna4-qwen3-coder-next-ream-awq-tp2-load-oom",
+    "sglang-rdna4-qwen3-vl-32b-awq-tp2-fp8kv-ready",
 }
 
 
