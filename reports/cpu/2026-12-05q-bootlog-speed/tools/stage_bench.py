@@ -49,14 +49,14 @@ BootLogAnalyzer.feed_line = feed_line  # type: ignore[method-assign]
 frames = [seg for line in lines for seg in parse.strip_ansi(line).split("\r") if "%" in seg]
 if len(sys.argv) > 2:
     if os.path.exists(sys.argv[2]):
-        with open(sys.argv[2], "rb") as saved:
-            asked, frames = pickle.load(saved)
+        with open(sys.argv[2], "rb") as saved_in:
+            asked, frames = pickle.load(saved_in)
         by_name = {engine.name: engine for engine in reading.ENGINES}
         messages = [(message, tuple(by_name[name] for name in names)) for message, names in asked]
     else:
-        with open(sys.argv[2], "wb") as saved:
+        with open(sys.argv[2], "wb") as saved_out:
             asked = [(message, tuple(engine.name for engine in engines)) for message, engines in messages]
-            pickle.dump((asked, frames), saved)
+            pickle.dump((asked, frames), saved_out)
 
 
 def best(name: str, call, items) -> None:  # type: ignore[no-untyped-def]
