@@ -28,7 +28,7 @@ def _collect(message: str, engines: tuple[reading.EngineLog, ...]) -> reading.Re
     return original(message, engines)
 
 
-phases.read_message = _collect  # type: ignore[assignment]
+phases.read_message = _collect
 with open(path, "rb") as stream:
     blocks = list(iter_blocks(stream))
 analyzer = BootLogAnalyzer()
