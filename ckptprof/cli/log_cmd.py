@@ -59,7 +59,7 @@ what it reads:
   A file holding several boots (a restart, a retry loop) is reported on its last one; --boot picks another.
 
 speed:
-  CPU time on a 2-core VM: about 16-18 MB/s of boot records (the 405-log real corpus repeated to 64 MiB, 2026-12-05),
+  CPU time on a 2-core VM: about 16-18 MB/s of boot records (the real corpus of about 400 logs repeated to 64 MiB, 2026-12-05),
   115 MB/s of a serving log (2026-12-01); compiled, about 22 MB/s of that corpus (52 of the earlier, plainer
   51-log one): pip install mypy && CKPTPROF_COMPILE=1 pip install --no-build-isolation .
 
