@@ -59,9 +59,9 @@ what it reads:
   A file holding several boots (a restart, a retry loop) is reported on its last one; --boot picks another.
 
 speed:
-  CPU time on a 2-core VM: about 16-18 MB/s of boot records (the real corpus of about 400 logs repeated to 64 MiB, 2026-12-05),
-  115 MB/s of a serving log (2026-12-01); compiled, about 22 MB/s of that corpus (52 of the earlier, plainer
-  51-log one): pip install mypy && CKPTPROF_COMPILE=1 pip install --no-build-isolation .
+  CPU time on a 2-core VM: about 16-18 MB/s of boot records (the real corpus of about 400 logs repeated to 64 MiB,
+  2026-12-05), 115 MB/s of a serving log (2026-12-01); compiled, about 22 MB/s of that corpus (52 of the earlier,
+  plainer 51-log one): pip install mypy && CKPTPROF_COMPILE=1 pip install --no-build-isolation .
 
 exit status:
   0 the boot is going on or the server is ready; 1 the boot failed (with --follow also: timed out, or the
