@@ -5,7 +5,8 @@ Two runs in a row: the first probes (storage, page cache, memcpy), the second re
 default; ckptprof.probe.reuse). Each share is the probe's wall (``session.extra["stages_s"]["probe"]``) over the
 whole command's wall, measured in the same run: a ratio, not an absolute time, so a noisy machine moves both.
 Before the probe was bounded by the checkpoint and reused, it was about half of this run. `pytest benchmarks
---benchmark-disable` uses a 16 MB checkpoint once, and holds the same bounds.
+--benchmark-disable` uses a 16 MB checkpoint once: it holds the reused bound, and a looser fresh one (the probe's own
+floor is a larger share of a run that loads 16 MB; SMOKE_FRESH_SHARE_MAX).
 
 Counted, always: each run records its probe stage (a run that recorded none would pass any bound on its share),
 the first of a pair measured its ceilings, and the second reused exactly those.
@@ -29,6 +30,10 @@ SMOKE_SIZE = "16MB"
 # A fresh probe must never be the bulk of the default run; a reused one costs nearly nothing.
 FRESH_SHARE_MAX = 0.5
 REUSED_SHARE_MAX = 0.05
+# The smoke run's fresh bound. The probe takes about as long for 16 MB as for 512 MB: 2.4-3.9 s against 4.1-5.7 s on
+# the 2-core VM on a slow hour (2026-12-05), while the 16 MB load takes 2 s. So its share of the smoke run (0.34-0.57
+# measured that hour) says little about the default run's. A probe that became most of even the smoke run still fails.
+SMOKE_FRESH_SHARE_MAX = 0.75
 
 
 @pytest.fixture(scope="module")
@@ -82,5 +87,6 @@ def test_the_probe_is_never_the_bulk_of_a_default_run(
     benchmark.extra_info.update(
         {"fresh_probe_share": round(fresh, 3), "reused_probe_share": round(reused, 3)}
     )
-    assert fresh < FRESH_SHARE_MAX, shares
+    smoke = environment["BENCH_SYNTH_SIZE"] == SMOKE_SIZE
+    assert fresh < (SMOKE_FRESH_SHARE_MAX if smoke else FRESH_SHARE_MAX), shares
     assert reused < REUSED_SHARE_MAX, shares
