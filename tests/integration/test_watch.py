@@ -103,7 +103,10 @@ def assert_loaded_everything(data: dict[str, Any], ckpt: Path, from_start: bool)
 def test_a_server_started_under_watch_is_followed_from_its_first_instant(ckpt: Path, tmp_path: Path) -> None:
     cold(ckpt)
     out = tmp_path / "w"
-    done = watch("-o", str(out), "--", *standin_cmd(ckpt))
+    # 40 ms a tensor: rank 0's first shard (17 tensors, a quarter of its bytes) then takes about 0.7 s, three of
+    # watch's 0.2 s polls. At the stand-in's default 20 ms, 0.34 s left one poll's margin, and a busy CI host saw rank
+    # 0 first at 25.6% of its bytes (2026-12-05): a race with the bound below, not a late watcher.
+    done = watch("-o", str(out), "--", *standin_cmd(ckpt, "--delay-s", "0.04"))
     assert done.returncode == 0, done.stderr
     # the server's output passed through, the view named both ranks, the closing lines say where the session is
     assert "The server is fired up and ready to roll!" in done.stdout
