@@ -396,30 +396,32 @@ def parse_record(text: str) -> Record:
                 first = text[:1]
                 match = _SGLANG_PREFIX_RE.match(text) if first == "[" else None
         if match is not None:
-            return Record(match.group(1), match.group(2).strip(), text[match.end() :], "sglang")
+            stamp, tags = match.groups()
+            return Record(stamp, tags.strip(), text[match.end() :], "sglang")
         untimed = _SGLANG_UNTIMED_PREFIX_RE.match(text)
         if untimed is not None:
             return Record(None, untimed.group(1), text[untimed.end() :], "sglang")
     rank = ""
     pid = ""
-    worker = _WORKER_PREFIX_RE.match(text) if first == "(" else None
+    worker = worker_tag(text) if first == "(" else None
     if worker is not None:
         # Launchers nest process tags (Ray's task, then vLLM's engine core): the innermost names the process.
-        text = text[worker.end() :]
-        rank = worker_rank_label(worker.group(1), worker.group(2))
-        pid = worker.group(2)
+        end, name, pid = worker
+        text = text[end:]
+        rank = worker_rank_label(name, pid)
         while text[:1] == "(":
-            inner = _WORKER_PREFIX_RE.match(text)
+            inner = worker_tag(text)
             if inner is None:
                 break
-            text = text[inner.end() :]
+            end, name, inner_pid = inner
+            text = text[end:]
             # ...unless it is vLLM V1's lone "Worker" (multiproc_executor.py names a worker so when every parallel
             # size is 1) inside a process that names a rank: `(EngineCore_DP0 pid=..) (Worker pid=..)` is DP0's one
             # rank, and the bars it draws untagged are that rank's (vllm-ascend#4037). Ray's workers inside an engine
             # core are several, told apart by their process ids (dynamo#4941).
-            if inner.group(1) != "Worker" or not _names_rank(rank):
-                rank = worker_rank_label(inner.group(1), inner.group(2))
-                pid = inner.group(2)
+            if name != "Worker" or not _names_rank(rank):
+                rank = worker_rank_label(name, inner_pid)
+                pid = inner_pid
     elif text.startswith("[rank"):
         # torch.distributed's own prefix on every line a rank prints while it dies: "[rank3]: Traceback ..."
         torch_rank = _TORCH_RANK_RE.match(text)
@@ -441,6 +443,32 @@ def parse_record(text: str) -> Record:
 
 # A worker whose name holds no rank is labelled by its process id: rank 0 is then the untagged driver.
 PID_LABEL = "pid"
+# The process tags read so far, as written ("(VllmWorker rank=3 pid=123) "), with their name and process id: a worker
+# writes its tag on every line, and a dictionary finds it again in a third of what the pattern takes to read it.
+_WORKER_TAGS: dict[str, tuple[str, str]] = {}
+_WORKER_TAGS_KEPT = 4096
+
+
+def worker_tag(text: str) -> tuple[int, str, str] | None:
+    """The process tag that opens ``text`` (_WORKER_PREFIX_RE's match): where it ends, the process's name and id.
+
+    A tag read before is looked up by ``text`` up to its first ") ". Only whole tags are kept, and a tag whose first
+    ") " ends it is the pattern's match on any text that opens with it: every attempt the pattern makes before its
+    match (a shorter name) reads no further than that ") " (no name, digit or address class takes a ")" but a nested
+    name's, which would be a longer name than the match's)."""
+    close = text.find(") ")
+    if close > 0:
+        seen = _WORKER_TAGS.get(text[: close + 2])
+        if seen is not None:
+            return close + 2, seen[0], seen[1]
+    match = _WORKER_PREFIX_RE.match(text)
+    if match is None:
+        return None
+    name, pid = match.groups()
+    if len(_WORKER_TAGS) >= _WORKER_TAGS_KEPT:
+        _WORKER_TAGS.clear()
+    _WORKER_TAGS[match.group()] = (name, pid)
+    return match.end(), name, pid
 
 
 def _names_rank(label: str) -> bool:
@@ -472,10 +500,10 @@ def parse_bar(text: str) -> tuple[Bar, int] | None:
     """A tqdm frame at the start of ``text`` (after an optional worker prefix) and where it ends."""
     rank = ""
     offset = 0
-    worker = _WORKER_PREFIX_RE.match(text) if text.startswith("(") else None
+    worker = worker_tag(text) if text.startswith("(") else None
     if worker is not None:
-        rank = worker_rank_label(worker.group(1), worker.group(2))
-        offset = worker.end()
+        offset, name, pid = worker
+        rank = worker_rank_label(name, pid)
     # _BAR_RE's lazy description, read from colon to colon: the pattern tried the rest at every character of it.
     limit = offset + _BAR_DESC_MAX + 1
     for line_break in ("\r", "\n"):

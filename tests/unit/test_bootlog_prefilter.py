@@ -222,3 +222,44 @@ def test_a_bar_frame_read_colon_by_colon_is_what_the_whole_pattern_reads(text: s
             whole["rate"] or "",
         )
         assert (whole["desc"] or "").strip().endswith(bar.desc.strip())
+
+
+TAG_PIECES = st.sampled_from(
+    [
+        "(",
+        ")",
+        ") ",
+        " ",
+        "pid=",
+        "12",
+        "3",
+        ", ip=",
+        "10.0.0.1",
+        "Worker",
+        "_TP",
+        "rank=",
+        "Map(",
+        "x",
+        "\n",
+        "INFO",
+    ]
+)
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.lists(TAG_PIECES, max_size=12).map("".join), min_size=1, max_size=6))
+@example(["(Worker pid=12) INFO", "(Worker pid=12) (Worker pid=3) x"])
+@example(["(A(b pid=1) x", "(A(b pid=1) pid=2) x"])  # a name that opens a bracket it closes after its ") "
+@example(["(Map(B(c)) pid=7) x", "(Map(B(c)) pid=7) y"])  # Ray Data's nested stage names
+def test_a_process_tag_looked_up_again_is_what_the_pattern_reads(texts: list[str]) -> None:
+    """worker_tag's dictionary of tags read before gives the pattern's own answer on every text, whichever tags
+    earlier texts left in it."""
+    parse._WORKER_TAGS.clear()
+    for text in texts:
+        for start in range(len(text)):
+            piece = text[start:]
+            match = parse._WORKER_PREFIX_RE.match(piece)
+            expected = None if match is None else (match.end(), match.group(1), match.group(2))
+            assert parse.worker_tag(piece) == expected, (piece, texts)
+            # again: from the dictionary now, when it was a tag
+            assert parse.worker_tag(piece) == expected, (piece, texts)
