@@ -78,7 +78,7 @@ def _begin(boot: Boot, action: Begin, record: Record) -> None:
     key = (action.phase, boot.model_for(rank, slot, action.phase, action.model), action.variant)
     start = (rank.last_end or record.timestamp) if action.from_last_end else record.timestamp
     boot.record_phases += 1
-    boot.begin(record.rank, slot, key, start, rank=rank, begun_at=record.timestamp)
+    boot.begin(record.rank, slot, key, start, rank=rank, begun_at=record.timestamp, awaits=action.awaits)
 
 
 def _before_last_end(stamp: str | None, last_end: str | None) -> bool:

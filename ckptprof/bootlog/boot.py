@@ -234,8 +234,10 @@ class Boot:
         rank: RankState | None = None,
         begun_at: str | None = None,
         progress: bool = True,
+        awaits: str | None = None,
     ) -> None:
-        """Open ``key`` in ``slot`` on rank ``label`` (``rank``: its state, when the caller holds it already).
+        """Open ``key`` in ``slot`` on rank ``label`` (``rank``: its state, when the caller holds it already);
+        ``awaits``: the end line this begin names, where it is not the slot's usual one (Begin.awaits).
 
         A rank does one boot phase at a time: a phase still open on it ends where this one is known to have
         begun (``begun_at``, else ``start``), so a release that logs no end line for it (no `Init torch
@@ -249,7 +251,10 @@ class Boot:
                 # The same step of another model in the slot (the V2 runner's target capture, then its
                 # speculator's): the first ran until the second began, as a phase of another name would.
                 self._end_span(label, replaced, begun_at or start)
-        self.track(key, slot, provisional, begins=True).spans[label] = RankSpan(start=start)
+        track = self.track(key, slot, provisional, begins=True)
+        track.spans[label] = RankSpan(start=start)
+        if awaits is not None:
+            track.awaits = awaits
         rank.open[slot] = key
         rank.unfinished = None
         self.touch(rank, progress)

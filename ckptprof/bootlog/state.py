@@ -24,6 +24,7 @@ class PhaseTrack:
     spans: dict[str, RankSpan] = field(default_factory=dict)
     # Opened by a bar alone: replaced by the first phase of the same name that a record opens.
     provisional: bool = False
+    awaits: str | None = None  # the end line its begin named (Begin.awaits), else the engine's for the slot
 
     @property
     def name(self) -> str:

@@ -65,6 +65,8 @@ def is_single_process(track: PhaseTrack, expected: list[str]) -> bool:
 def end_marker(track: PhaseTrack, framework: str) -> str:
     """The log line that would close ``track``, as the user would grep for it: each engine's, when the log has not
     said which engine wrote it (a paste of loader bars, which both print alike)."""
+    if track.awaits is not None:
+        return track.awaits
     engine = next((engine for engine in ENGINES if engine.name == framework), None)
     if engine is not None:
         return engine.end_markers.get(track.slot, "its end")

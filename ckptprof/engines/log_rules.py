@@ -31,6 +31,9 @@ class Begin:
     from_last_end: bool = False
     # Begin only when the slot is not already open on the rank (a phase reported by several lines).
     unless_open: bool = False
+    # The line that ends the phase this begins, as the report names it while it is awaited, where it is not the slot's
+    # usual one (EngineLog.end_markers): a release that renamed the pair (SGLang 0.5.21's `Init parallel begin/ends`).
+    awaits: str | None = None
 
 
 @dataclass(frozen=True)

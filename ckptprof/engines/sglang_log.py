@@ -37,6 +37,10 @@ RECORDS: tuple[Rule, ...] = (
     Rule("Init torch distributed begin", Begin("init", "init-distributed", None)),
     Rule("Init nccl begin", Begin("init", "init-distributed", None)),  # 0.3's name for it
     Rule("Init torch distributed ends", End("init", "init-distributed", None)),
+    # 0.5.21 on: the process groups are built in distributed/bootstrap.py's init_parallel_runtime, which logs these
+    # instead ("Init parallel ends. elapsed=0.52 s"); 0.5.20 still logs the two above.
+    Rule("Init parallel begin", Begin("init", "init-distributed", None, awaits="`Init parallel ends`")),
+    Rule("Init parallel ends", End("init", "init-distributed", None)),
     # pynccl's version line, printed inside init-distributed: the phase's evidence in an excerpt or a release whose
     # begin record is not there (sglang-sglang-12496).
     Rule("sglang is using nccl", Begin("init", "init-distributed", None, unless_open=True)),

@@ -1,7 +1,11 @@
 """The lines current releases write, built from their own format strings (read in the released wheels:
-sglang 0.5.23 `model_executor/model_runner.py`, `model_runner_components/cuda_graph_setup.py`,
+sglang 0.5.23 `distributed/bootstrap.py`, `model_executor/model_runner.py`, `model_runner_components/cuda_graph_setup.py`,
 `speculative/eagle_worker_v2.py`, `model_loader/weight_utils.py`; vllm 0.33.0 `model_loader/weight_utils.py`,
-`v1/worker/gpu_model_runner.py`). The real-log corpus holds no boot of these exact releases yet."""
+`v1/worker/gpu_model_runner.py`). The real-log corpus holds no boot of these exact releases yet.
+
+SGLang 0.5.21 on logs its process groups' start as `Init parallel begin.` / `Init parallel ends. elapsed=...`
+(bootstrap.py's init_parallel_runtime); 0.5.20 and before, `Init torch distributed begin.` / `... ends.` from
+model_runner.py (checked in the 0.5.20, 0.5.21, 0.5.22 and 0.5.23 wheels)."""
 
 from __future__ import annotations
 
@@ -25,8 +29,9 @@ SGLANG_0_5_23_EAGLE3_TP2 = [
         "",
         "server_args=ServerArgs(model_path='/m', tp_size=2, speculative_algorithm='EAGLE3', attn_tp_size=1)",
     ),
-    *_both("Init torch distributed begin."),
-    *_both("Init torch distributed ends. elapsed=0.41 s, mem usage=0.09 GB"),
+    *_both("Init parallel begin."),
+    *_both("Init parallel ends. elapsed=0.41 s"),
+    *_both("Memory baseline taken. mem usage=0.09 GB"),
     *_both("Load weight begin. avail mem=78.10 GB"),
     *_both(
         "Load weight end. elapsed=20.02 s, type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=60.0 GB, "
@@ -66,6 +71,7 @@ def test_sglang_0_5_eagle3_boot_is_read_phase_by_phase() -> None:
         ("cuda-graph", "draft", "extend", 2),
     ]
     assert report.phases[5].seconds == 2.6  # the logged elapsed, which the whole-second stamps agree with
+    assert (report.phases[0].seconds, report.phases[0].stated) == (0.41, True)  # `Init parallel ends. elapsed=`
     assert report.summary.startswith(
         "capturing draft extend CUDA graphs: `Capture draft extend cuda graph end`"
     )
@@ -218,3 +224,20 @@ def test_older_and_platform_records_open_their_phases() -> None:
     report = analyze_bytes(tpu)
     assert (report.framework, report.state) == ("vllm", "load-weights")
     assert [(phase.name, phase.ranks) for phase in report.phases] == [("load-weights", 1)]
+
+
+def test_sglang_0_5_21_on_hung_in_its_process_groups_names_the_line_it_awaits() -> None:
+    # GIVEN a 0.5.21+ boot whose TP1 never finished building its process groups (NCCL hung after
+    # `Init parallel begin.`: the hang users report on two ranks whose peer-to-peer path is broken)
+    report = analyze_bytes(
+        _sglang(
+            [
+                ("", "server_args=ServerArgs(model_path='/m', tp_size=2)"),
+                *_both("Init parallel begin."),
+                (" TP0", "Init parallel ends. elapsed=0.88 s"),
+            ]
+        )
+    )
+    # THEN the boot is in init-distributed, waiting for the end line this release writes, not an older one's
+    assert report.state == "init-distributed"
+    assert "`Init parallel ends` not yet logged on 1 of 2 ranks" in report.summary, report.summary
