@@ -68,6 +68,13 @@ def apply_reading(boot: Boot, reading: Reading, record: Record) -> None:
 def _begin(boot: Boot, action: Begin, record: Record) -> None:
     rank = boot.rank_state(record.rank)
     slot = action.slot
+    if action.in_background and slot in rank.open:
+        # The load carries on behind the next steps: those begin from here, and do not end it.
+        rank.background.add(slot)
+        boot.phases[rank.open[slot]].background = True
+        if record.timestamp is not None:
+            rank.last_end = record.timestamp
+        return
     if action.unless_open and slot in rank.open:
         return
     if record.relayed and _before_last_end(record.timestamp, rank.last_end):
@@ -79,6 +86,9 @@ def _begin(boot: Boot, action: Begin, record: Record) -> None:
     start = (rank.last_end or record.timestamp) if action.from_last_end else record.timestamp
     boot.record_phases += 1
     boot.begin(record.rank, slot, key, start, rank=rank, begun_at=record.timestamp, awaits=action.awaits)
+    if action.in_background:
+        rank.background.add(slot)
+        boot.phases[key].background = True
 
 
 def _before_last_end(stamp: str | None, last_end: str | None) -> bool:

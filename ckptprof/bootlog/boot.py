@@ -263,7 +263,7 @@ class Boot:
         """End the rank's open phases of other names at ``at`` (variants of one phase, SGLang's decode and
         prefill graphs, may run at once); the end is inferred, and said so."""
         for other_slot, other_key in list(rank.open.items()):
-            if other_key[0] == phase:
+            if other_key[0] == phase or other_slot in rank.background:
                 continue
             del rank.open[other_slot]
             self._end_span(label, other_key, at)
@@ -289,6 +289,7 @@ class Boot:
         """Close ``slot`` on the record's rank (``rank``: its state); when its begin was never logged, open it
         implicitly: ``phase`` of ``model`` (as ``model_for`` reads it), ``variant``. Returns the phase closed."""
         opened = rank.open.pop(slot, None)
+        rank.background.discard(slot)
         span = None
         key: PhaseKey
         if opened is not None:
@@ -361,9 +362,17 @@ class Boot:
     # ------------------------------------------------------------------------------------- where it stands
 
     def current_key(self) -> PhaseKey | None:
-        """The newest phase of the boot (ready aside)."""
+        """The newest phase of the boot (ready aside); once it has ended everywhere, a phase still running in the
+        background (Begin.in_background), which the boot then waits for."""
         tracks = [track for track in self.phases.values() if track.name != "ready"]
-        return max(tracks, key=lambda track: track.order).key if tracks else None
+        if not tracks:
+            return None
+        newest = max(tracks, key=lambda track: track.order)
+        if not newest.running():
+            waited = [track for track in tracks if track.background and track.running()]
+            if waited:
+                return max(waited, key=lambda track: track.order).key
+        return newest.key
 
     def phase_still_open(self, key: PhaseKey | None) -> bool:
         if key is None:

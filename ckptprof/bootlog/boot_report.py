@@ -7,6 +7,7 @@ on a finished boot kept from earlier in the log. The sentences come from summary
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import TypeAlias
 
 from ckptprof.bootlog.boot import MAX_RANKS, READY_KEY, Boot
@@ -141,7 +142,7 @@ def _one_label_a_process(track: PhaseTrack, aliases: dict[str, str]) -> PhaseTra
             spans.setdefault(label, span)
         elif named not in track.spans:
             spans[named] = span
-    return PhaseTrack(track.key, track.order, track.slot, spans, track.provisional)
+    return replace(track, spans=spans)
 
 
 def _ranks_counted(boot: Boot, track: PhaseTrack) -> PhaseTrack:
@@ -157,7 +158,7 @@ def _ranks_counted(boot: Boot, track: PhaseTrack) -> PhaseTrack:
     tagged = {label: span for label, span in spans.items() if label}
     if any(label.startswith(PID_LABEL) for label in tagged):
         return track
-    return PhaseTrack(track.key, track.order, track.slot, tagged, track.provisional)
+    return replace(track, spans=tagged)
 
 
 def _state(boot: Boot, fatal: Failure | None, up: HttpUp | None, current: PhaseKey | None) -> str:
@@ -355,7 +356,7 @@ def _warnings(boot: Boot, expected: list[str], context: SummaryContext) -> tuple
             f"(e.g. {shown})",
         )
     tracks = _tracks(boot)
-    warnings += missing_rank_warnings(tracks, expected, boot.framework())
+    warnings += missing_rank_warnings(tracks, expected, boot.framework(), boot.ready)
     if (tracks or boot.bars) and boot.framework() == "unknown":
         warnings.append(UNKNOWN_ENGINE_WARNING)
     if len(warnings) > MAX_WARNINGS:

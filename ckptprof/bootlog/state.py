@@ -25,6 +25,11 @@ class PhaseTrack:
     # Opened by a bar alone: replaced by the first phase of the same name that a record opens.
     provisional: bool = False
     awaits: str | None = None  # the end line its begin named (Begin.awaits), else the engine's for the slot
+    background: bool = False  # it went on in the background beside the next phases (Begin.in_background)
+
+    def running(self) -> bool:
+        """Whether some rank's span of it has not ended."""
+        return any(span.end is None for span in self.spans.values())
 
     @property
     def name(self) -> str:
@@ -35,6 +40,8 @@ class PhaseTrack:
 class RankState:
     begun: dict[str, int] = field(default_factory=dict)  # how many begins per slot, for the n-th rule
     open: dict[str, PhaseKey] = field(default_factory=dict)  # slot -> phase currently open on this rank
+    # Slots whose open phase goes on in the background (Begin.in_background): the rank's next phases do not end it.
+    background: set[str] = field(default_factory=set)
     phases_seen: set[str] = field(default_factory=set)  # names of the phases this rank has begun
     models_loaded: set[str] = field(default_factory=set)  # whose weights this rank has begun loading
     last_end: str | None = None

@@ -197,10 +197,12 @@ def _phase_summary(track: PhaseTrack, context: SummaryContext) -> str:
     ended = [rank for rank in expected if rank in track.spans and track.spans[rank].end is not None]
     graph_models = [other.key[1] for other in context.tracks if other.name == "cuda-graph"]
     note = next_step_note(track.name, track.key[1], graph_models, context.speculative)
+    behind = _in_the_background(track, context)
     if len(ended) == len(expected):
         report = phase_report(track, context.now_s)
         took = f" in {format_duration(report.seconds)}" if report.seconds is not None else ""
         text = f"{done_words(track.key)} on {len(ended)} of {len(expected)} ranks{took}; nothing newer logged yet"
+        text += behind
         return f"{text} - {note}" if note else text
     details = []
     bar = context.latest_bars.get(track.key)
@@ -214,11 +216,24 @@ def _phase_summary(track: PhaseTrack, context: SummaryContext) -> str:
         if len(expected) > 1
         else f"{marker} not yet logged"
     )
-    text = f"{doing_words(track.key)}: {', '.join(details)}"
+    text = f"{doing_words(track.key)}{' in the background' if track.background else ''}: {', '.join(details)}"
     stuck = next((stuck_s for stalled, stuck_s in context.stalls if stalled.phase == track.key), None)
     if stuck is not None:
         text += f"; the bar has not moved for {format_duration(stuck)}"
+    text += behind
     return f"{text} - {note}" if note else text
+
+
+def _in_the_background(track: PhaseTrack, context: SummaryContext) -> str:
+    """What still runs in the background beside ``track`` (Begin.in_background: SGLang's weights read while its
+    graphs are captured), as a clause of the summary: the boot is not past it until its end line."""
+    running = [
+        other for other in context.tracks if other is not track and other.background and other.running()
+    ]
+    return "".join(
+        f"; {doing_words(other.key)} in the background: {end_marker(other, context.framework)} not yet logged"
+        for other in running
+    )
 
 
 def failure_warnings(failures: list[Failure], is_fatal: Callable[[Failure], bool]) -> list[str]:
@@ -251,8 +266,11 @@ def failure_warnings(failures: list[Failure], is_fatal: Callable[[Failure], bool
     return warnings
 
 
-def missing_rank_warnings(tracks: list[PhaseTrack], expected: list[str], framework: str) -> list[str]:
-    """Ranks that logged nothing, and finished phases that some rank never logged or never ended."""
+def missing_rank_warnings(
+    tracks: list[PhaseTrack], expected: list[str], framework: str, ready: bool = False
+) -> list[str]:
+    """Ranks that logged nothing, and finished phases that some rank never logged or never ended (a phase that runs
+    in the background is still running until the boot is ready: the summary says so)."""
     boot_tracks = [track for track in tracks if track.name != "ready"]
     seen = {rank for track in boot_tracks for rank in track.spans}
     silent = [rank for rank in expected if rank not in seen]
@@ -268,6 +286,8 @@ def missing_rank_warnings(tracks: list[PhaseTrack], expected: list[str], framewo
             continue  # the current phase is described by the summary, not warned about
         absent = [rank for rank in expected if rank not in track.spans and rank not in silent]
         unfinished = [rank for rank, span in track.spans.items() if span.end is None or span.end_inferred]
+        if track.background and not ready:
+            unfinished = [rank for rank in unfinished if track.spans[rank].end is not None]
         label = phase_label(track.key)
         if absent:
             warnings.append(

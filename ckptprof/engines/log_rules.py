@@ -31,6 +31,11 @@ class Begin:
     from_last_end: bool = False
     # Begin only when the slot is not already open on the rank (a phase reported by several lines).
     unless_open: bool = False
+    # The phase open in the slot goes on in the background from here, beside the phases that begin after it, until its
+    # own end record (SGLang 0.5.23's --startup-weight-load-mode=overlap: the checkpoint is read while the KV pool is
+    # built and the CUDA graphs are captured, and `Load weight end. Committed real weights after CUDA graph capture`
+    # ends the load). Opens the phase when it is not open (an excerpt that starts here).
+    in_background: bool = False
     # The line that ends the phase this begins, as the report names it while it is awaited, where it is not the slot's
     # usual one (EngineLog.end_markers): a release that renamed the pair (SGLang 0.5.21's `Init parallel begin/ends`).
     awaits: str | None = None

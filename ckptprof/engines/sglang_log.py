@@ -45,6 +45,11 @@ RECORDS: tuple[Rule, ...] = (
     # begin record is not there (sglang-sglang-12496).
     Rule("sglang is using nccl", Begin("init", "init-distributed", None, unless_open=True)),
     Rule("Load weight begin", Begin("load", "load-weights", "nth")),
+    # 0.5.23's --startup-weight-load-mode=overlap (startup_weight_load.py; TP1 and TP2, no speculative decoding): a
+    # capture-safe model is built, the checkpoint is then read in the background while the KV pool is built and the
+    # CUDA graphs are captured, and `Load weight end. Committed real weights after CUDA graph capture in ...` ends the
+    # load (the usual `Load weight end. elapsed=` is not logged).
+    Rule("Started checkpoint prefetching", Begin("load", "load-weights", "nth", in_background=True)),
     Rule("Load weight end", End("load", "load-weights", "nth")),
     Rule("KV Cache is allocated", Begin("kv", "kv-cache", "nth", from_last_end=True, unless_open=True)),
     # Pools that log their own line instead (DeepSeek V4's, hybrid models' Mamba state): the same phase.

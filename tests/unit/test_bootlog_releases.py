@@ -71,7 +71,10 @@ def test_sglang_0_5_eagle3_boot_is_read_phase_by_phase() -> None:
         ("cuda-graph", "draft", "extend", 2),
     ]
     assert report.phases[5].seconds == 2.6  # the logged elapsed, which the whole-second stamps agree with
-    assert (report.phases[0].seconds, report.phases[0].stated) == (0.41, True)  # `Init parallel ends. elapsed=`
+    assert (report.phases[0].seconds, report.phases[0].stated) == (
+        0.41,
+        True,
+    )  # `Init parallel ends. elapsed=`
     assert report.summary.startswith(
         "capturing draft extend CUDA graphs: `Capture draft extend cuda graph end`"
     )
@@ -241,3 +244,68 @@ def test_sglang_0_5_21_on_hung_in_its_process_groups_names_the_line_it_awaits() 
     # THEN the boot is in init-distributed, waiting for the end line this release writes, not an older one's
     assert report.state == "init-distributed"
     assert "`Init parallel ends` not yet logged on 1 of 2 ranks" in report.summary, report.summary
+
+
+# sglang 0.5.23 `--startup-weight-load-mode=overlap` (model_runner_components/startup_weight_load.py, managers/
+# scheduler.py's init_model_worker; TP1 and TP2 without speculative decoding): a capture-safe model is built, the
+# checkpoint is read in the background while the KV pool is built and the CUDA graphs are captured, and the load ends
+# at `Load weight end. Committed real weights after CUDA graph capture` (the usual `Load weight end. elapsed=` is not
+# logged). Stamped by the second.
+SGLANG_0_5_23_OVERLAP = [
+    (0, "server_args=ServerArgs(model_path='/m', tp_size=1, startup_weight_load_mode='overlap')"),
+    (0, "Init parallel begin."),
+    (1, "Init parallel ends. elapsed=0.40 s"),
+    (2, "Load weight begin. avail mem=78.10 GB"),
+    (3, "Prepared capture-safe model in 1.20 s"),
+    (3, "Started checkpoint prefetching 0.01 s after capture-safe model prep"),
+    (4, "KV Cache is allocated. #tokens: 400000, K size: 20.00 GB, V size: 20.00 GB"),
+    (5, "Memory pool end. avail mem=19.00 GB"),
+    (
+        6,
+        "Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs=[1, 2, 4, 8], avail mem=18.00 GB",
+    ),
+    (26, "Capture target decode CUDA graph end. elapsed=20.00 s, mem usage=1.00 GB, avail mem=17.00 GB."),
+    (
+        56,
+        "Load weight end. Committed real weights after CUDA graph capture in 30.00 s (capture overlap window "
+        "25.00 s, startup overlap total 56.00 s)",
+    ),
+    (58, "The server is fired up and ready to roll!"),
+]
+
+
+def _overlap_log(lines: int) -> bytes:
+    return "".join(
+        f"[2026-11-30 10:00:{second:02d}] {text}\n" for second, text in SGLANG_0_5_23_OVERLAP[:lines]
+    ).encode()
+
+
+def test_sglang_weights_read_while_graphs_are_captured_are_one_load_of_the_target() -> None:
+    report = analyze_bytes(_overlap_log(len(SGLANG_0_5_23_OVERLAP)))
+    assert report.state == "ready"
+    # THEN the load runs from its begin to the commit, beside the KV pool and the graphs: no draft load is invented
+    # for the second `Load weight end`, and the KV step begins when the load went into the background
+    assert [(phase.name, phase.model, phase.start[-2:], phase.end[-2:]) for phase in report.phases] == [
+        ("init-distributed", None, "00", "01"),
+        ("load-weights", "target", "02", "56"),
+        ("kv-cache", "target", "03", "05"),
+        ("cuda-graph", "target", "06", "26"),
+        ("ready", None, "56", "58"),
+    ]
+    assert report.warnings == ()
+
+
+def test_graphs_captured_while_the_weights_still_load_are_not_a_loaded_server() -> None:
+    # GIVEN the same boot cut right after its graphs were captured, and again during the capture
+    after_capture = analyze_bytes(_overlap_log(10))
+    during_capture = analyze_bytes(_overlap_log(9))
+    # THEN the boot waits for its weights (the guess "weights loaded, it must be building CUDA graphs" is the wrong one)
+    assert after_capture.state == "load-weights"
+    assert (
+        after_capture.summary == "loading target weights in the background: `Load weight end` not yet logged"
+    )
+    assert after_capture.warnings == ()  # still running: nothing was skipped
+    assert during_capture.state == "cuda-graph"
+    assert during_capture.summary.endswith(
+        "; loading target weights in the background: `Load weight end` not yet logged"
+    ), during_capture.summary
