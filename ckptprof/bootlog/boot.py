@@ -253,6 +253,7 @@ class Boot:
                 self._end_span(label, replaced, begun_at or start)
         track = self.track(key, slot, provisional, begins=True)
         track.spans[label] = RankSpan(start=start)
+        track.begun_seq = self.clock.seq
         if awaits is not None:
             track.awaits = awaits
         rank.open[slot] = key
@@ -300,7 +301,9 @@ class Boot:
         if span is None:
             span = RankSpan(start=self._implicit_start(record, rank, elapsed_s))
             key = (phase, self.model_for(rank, slot, phase, model), variant)
-            self.track(key, slot).spans[record.rank] = span
+            track = self.track(key, slot)
+            track.spans[record.rank] = span
+            track.begun_seq = self.clock.seq
         span.end = record.timestamp
         span.elapsed_s = elapsed_s
         if record.timestamp is not None:
@@ -367,11 +370,11 @@ class Boot:
         tracks = [track for track in self.phases.values() if track.name != "ready"]
         if not tracks:
             return None
-        newest = max(tracks, key=lambda track: track.order)
+        newest = max(tracks, key=lambda track: track.newness)
         if not newest.running():
             waited = [track for track in tracks if track.background and track.running()]
             if waited:
-                return max(waited, key=lambda track: track.order).key
+                return max(waited, key=lambda track: track.newness).key
         return newest.key
 
     def phase_still_open(self, key: PhaseKey | None) -> bool:
@@ -385,7 +388,7 @@ class Boot:
         open_keys = list(rank.open.values()) if rank else []
         clock = self.clock
         if open_keys:
-            newest = max(open_keys, key=lambda key: self.phases[key].order)
+            newest = max(open_keys, key=lambda key: self.phases[key].newness)
             return Where(newest, False, clock.now, clock.seq, self.ready)
         if rank is not None and rank.unfinished is not None:
             # Its records had ended the phase, but not the engine's step (End.step_goes_on): still in it.

@@ -26,6 +26,14 @@ class PhaseTrack:
     provisional: bool = False
     awaits: str | None = None  # the end line its begin named (Begin.awaits), else the engine's for the slot
     background: bool = False  # it went on in the background beside the next phases (Begin.in_background)
+    # The boot's event count when a rank last began it: a phase begun again after later ones (vLLM's V2 runner
+    # captures its graphs to profile their memory, sizes the KV cache, then captures them again) is the newest again.
+    begun_seq: int = 0
+
+    @property
+    def newness(self) -> tuple[int, int]:
+        """Which phase is the boot's newest: the one begun last, then the one created last."""
+        return self.begun_seq, self.order
 
     def running(self) -> bool:
         """Whether some rank's span of it has not ended."""

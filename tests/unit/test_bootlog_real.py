@@ -50,9 +50,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-llmsys-hw6-offline-engine",
     # batch 27: a router that failed to start after both its workers were ready
     "sglang-sglang_custom-router-two-workers-router-panic",
-    # batch 32: graphs captured again after the KV cache (vLLM's V2 runner captures them to profile their memory, sizes
-    # the cache, then captures them for serving): the boot's newest phase was taken to be the one created last
-    "vllm-entail-research-rope-override-two-graph-captures",
 }
 
 

@@ -309,3 +309,34 @@ def test_graphs_captured_while_the_weights_still_load_are_not_a_loaded_server() 
     assert during_capture.summary.endswith(
         "; loading target weights in the background: `Load weight end` not yet logged"
     ), during_capture.summary
+
+
+# vLLM 0.30's V2 model runner (batch 32's vllm-entail-research-rope-override-two-graph-captures, cut down): the graphs
+# are captured once to profile their memory, the KV cache is sized, and they are captured again for serving.
+VLLM_0_30_CAPTURES_AROUND_KV = b"""INFO 09-23 11:00:26 [core.py:123] Initializing a V1 LLM engine (v0.30.0) with config: model='/m', speculative_config=None, tensor_parallel_size=1
+INFO 09-23 11:00:27 [model_runner.py:396] Loading model from scratch...
+INFO 09-23 11:00:30 [model_runner.py:428] Model loading took 7.56 GiB memory and 2.805453 seconds
+Capturing CUDA graphs (PIECEWISE): 100%|##########| 11/11 [00:00<00:00, 16.73it/s]
+INFO 09-23 11:00:55 [model_runner.py:1066] Graph capturing finished in 1 secs, took 0.11 GiB
+INFO 09-23 11:00:55 [gpu_worker.py:640] Available KV cache memory: 1.67 GiB
+INFO 09-23 11:00:55 [kv_cache_utils.py:2395] GPU KV cache size: 12,176 tokens, Maximum concurrency for 3,072 tokens per request: 3.96x
+Capturing CUDA graphs (PIECEWISE): 100%|##########| 11/11 [00:00<00:00, 17.20it/s]
+INFO 09-23 11:00:59 [model_runner.py:1066] Graph capturing finished in 2 secs, took 0.09 GiB
+"""
+
+
+def test_graphs_captured_again_after_the_kv_cache_are_the_boots_newest_step() -> None:
+    report = analyze_bytes(VLLM_0_30_CAPTURES_AROUND_KV)
+    assert report.state == "cuda-graph"
+    assert report.summary.startswith("target CUDA graphs captured on 1 of 1 ranks"), report.summary
+    # AND a crash after it happened after the second capture, not after the KV cache
+    crashed = analyze_bytes(
+        VLLM_0_30_CAPTURES_AROUND_KV
+        + b"""ERROR 09-23 11:01:00 [core.py:1366] EngineCore failed to start.
+ERROR 09-23 11:01:00 [core.py:1366] Traceback (most recent call last):
+ERROR 09-23 11:01:00 [core.py:1366]   File "/x/harness.py", line 12, in run
+ERROR 09-23 11:01:00 [core.py:1366]     check()
+ERROR 09-23 11:01:00 [core.py:1366] RuntimeError: injected
+"""
+    )
+    assert crashed.summary.startswith("failed after target CUDA graphs captured"), crashed.summary
