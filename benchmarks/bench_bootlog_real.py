@@ -110,9 +110,14 @@ def test_bootlog_reads_the_real_corpus(benchmark: BenchmarkFixture, corpus_file:
 
 
 def test_bootlog_memory_is_flat_on_the_real_corpus(tmp_path: Path) -> None:
-    """Reading twice the bytes takes no more memory: nothing grows with the log."""
+    """Reading the corpus twice over takes no more memory than reading it once: nothing grows with the log.
+
+    Whole copies, not a prefix and twice that prefix: a block's transient peak (its unwrapped copies) depends on what it
+    holds, and the corpus's heaviest block need not lie in its first megabytes (after blind batch 34 the first 2 MB
+    peaked at 6.5 MB and the first 4 MB at 10.5 MB, while 8 and 16 MB stayed at 10.8 and 11.1)."""
+    once = len(real_corpus())
     peaks = []
-    for size in (SMOKE_BYTES, 2 * SMOKE_BYTES):
+    for size in (once, 2 * once):
         log = write_corpus_file(tmp_path / f"{size}.log", size)
         tracemalloc.start()
         analyze_path(str(log))
