@@ -73,6 +73,12 @@ RECORDS: tuple[Rule, ...] = (
     Rule("Capture piecewise CUDA graph end", End("graph-piecewise", "cuda-graph", "nth", "piecewise")),
     Rule("Capture cuda graph begin", Begin("graph", "cuda-graph", "nth")),
     Rule("Capture cuda graph end", End("graph", "cuda-graph", "nth")),
+    # The same step on other devices: model_runner.py names it after the device's graph kind (0.5.9's graph_backend:
+    # `Capture npu graph begin.` on Ascend, `cpu graph` on CPU).
+    Rule("Capture npu graph begin", Begin("graph", "cuda-graph", "nth", awaits="`Capture npu graph end`")),
+    Rule("Capture npu graph end", End("graph", "cuda-graph", "nth")),
+    Rule("Capture cpu graph begin", Begin("graph", "cuda-graph", "nth", awaits="`Capture cpu graph end`")),
+    Rule("Capture cpu graph end", End("graph", "cuda-graph", "nth")),
     # 0.5.x: one graph set per model and pass, named by the device's graph kind (`Capture target decode CUDA
     # graph begin.`, `Capture target verify NPU graph end.`, `Capture draft extend CUDA graph begin.`).
     Rule("Capture target ", Begin("graph-target", "cuda-graph", "target"), pattern=_GRAPH_BEGIN["target"]),

@@ -340,3 +340,26 @@ ERROR 09-23 11:01:00 [core.py:1366] RuntimeError: injected
 """
     )
     assert crashed.summary.startswith("failed after target CUDA graphs captured"), crashed.summary
+
+
+def test_a_graph_capture_named_after_another_device_is_the_same_step() -> None:
+    # sglang 0.5.9's model_runner.py names the capture after the device's graph kind (graph_backend: "npu graph",
+    # "cpu graph", else "cuda graph")
+    for device in ("npu", "cpu"):
+        lines = [
+            *_both("Load weight begin. avail mem=30.00 GB"),
+            *_both(
+                "Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=20.00 GB, mem usage=10.00 GB."
+            ),
+            *_both(f"Capture {device} graph begin. This can take up to several minutes. avail mem=11.91 GB"),
+            (
+                " TP0",
+                f"Capture {device} graph end. Time elapsed: 26.63 s. mem usage=1.98 GB. avail mem=9.93 GB.",
+            ),
+        ]
+        report = analyze_bytes(_sglang(lines))
+        graph = report.phases[-1]
+        assert (graph.name, graph.model, graph.ranks) == ("cuda-graph", "target", 2), report.phases
+        assert report.summary.endswith(f"`Capture {device} graph end` not yet logged on 1 of 2 ranks"), (
+            report.summary
+        )
