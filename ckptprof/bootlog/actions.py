@@ -70,7 +70,6 @@ def _begin(boot: Boot, action: Begin, record: Record) -> None:
     slot = action.slot
     if action.in_background and slot in rank.open:
         # The load carries on behind the next steps: those begin from here, and do not end it.
-        rank.background.add(slot)
         boot.phases[rank.open[slot]].background = True
         if record.timestamp is not None:
             rank.last_end = record.timestamp
@@ -87,7 +86,6 @@ def _begin(boot: Boot, action: Begin, record: Record) -> None:
     boot.record_phases += 1
     boot.begin(record.rank, slot, key, start, rank=rank, begun_at=record.timestamp, awaits=action.awaits)
     if action.in_background:
-        rank.background.add(slot)
         boot.phases[key].background = True
 
 

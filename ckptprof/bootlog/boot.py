@@ -264,7 +264,7 @@ class Boot:
         """End the rank's open phases of other names at ``at`` (variants of one phase, SGLang's decode and
         prefill graphs, may run at once); the end is inferred, and said so."""
         for other_slot, other_key in list(rank.open.items()):
-            if other_key[0] == phase or other_slot in rank.background:
+            if other_key[0] == phase or self.phases[other_key].background:
                 continue
             del rank.open[other_slot]
             self._end_span(label, other_key, at)
@@ -290,7 +290,6 @@ class Boot:
         """Close ``slot`` on the record's rank (``rank``: its state); when its begin was never logged, open it
         implicitly: ``phase`` of ``model`` (as ``model_for`` reads it), ``variant``. Returns the phase closed."""
         opened = rank.open.pop(slot, None)
-        rank.background.discard(slot)
         span = None
         key: PhaseKey
         if opened is not None:

@@ -25,7 +25,8 @@ class PhaseTrack:
     # Opened by a bar alone: replaced by the first phase of the same name that a record opens.
     provisional: bool = False
     awaits: str | None = None  # the end line its begin named (Begin.awaits), else the engine's for the slot
-    background: bool = False  # it went on in the background beside the next phases (Begin.in_background)
+    # It went on in the background beside the next phases (Begin.in_background): a rank's next phase does not end it.
+    background: bool = False
     # The boot's event count when a rank last began it: a phase begun again after later ones (vLLM's V2 runner
     # captures its graphs to profile their memory, sizes the KV cache, then captures them again) is the newest again.
     begun_seq: int = 0
@@ -48,8 +49,6 @@ class PhaseTrack:
 class RankState:
     begun: dict[str, int] = field(default_factory=dict)  # how many begins per slot, for the n-th rule
     open: dict[str, PhaseKey] = field(default_factory=dict)  # slot -> phase currently open on this rank
-    # Slots whose open phase goes on in the background (Begin.in_background): the rank's next phases do not end it.
-    background: set[str] = field(default_factory=set)
     phases_seen: set[str] = field(default_factory=set)  # names of the phases this rank has begun
     models_loaded: set[str] = field(default_factory=set)  # whose weights this rank has begun loading
     last_end: str | None = None
