@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ckptprof.bootlog.clock import LogClock
 from ckptprof.bootlog.failures import FailureTracker, Where
-from ckptprof.bootlog.parse import Record
+from ckptprof.bootlog.parse import WORLD_RANK_LABEL, Record
 from ckptprof.bootlog.reading import ENGINE_NAMES
 from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan, RankState
 from ckptprof.bootlog.timestamps import shift_timestamp
@@ -52,6 +52,11 @@ class Boot:
     # A worker's process id -> the rank its tag named once it knew it ("(Worker_TP0 pid=374)"): before that, vLLM V1
     # tagged it "(Worker pid=374)", read as rank pid374. The report counts the two as one rank (boot_report.py).
     named_pids: dict[str, str] = field(default_factory=dict)
+    # A global rank -> the group ranks a record stated for it ((("DP", 0), ("PP", 0), ("TP", 1)): vLLM's `rank 1 in
+    # world size 2 is assigned as ...`): the report names a rank read from an untagged record by these.
+    assigned_ranks: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    # The ranks read from untagged records' words (WORLD_RANK_LABEL), in the order they came.
+    world_labels: list[str] = field(default_factory=list)
     order: int = 0  # phases opened so far: orders them
     record_phases: int = 0  # phases opened or closed by a boot record (not by a bar alone)
     last_phase_end: str | None = None
@@ -244,6 +249,13 @@ class Boot:
         distributed ends`) does not leave it running to the end of the log."""
         if rank is None:
             rank = self.rank_state(label)
+        if not label and self.world_labels:
+            # Until a tag names them, ranks read from untagged records' words may be the untagged process itself (a
+            # single process, whose world is larger than the log): their step ends where its next one begins.
+            for world_label in self.world_labels:
+                world_rank = self.ranks.get(world_label)
+                if world_rank is not None and world_rank.open:
+                    self._end_previous(world_label, world_rank, key[0], begun_at or start)
         if rank.open:
             self._end_previous(label, rank, key[0], begun_at or start)
             replaced = rank.open.get(slot)
@@ -398,7 +410,8 @@ class Boot:
 
 
 def _is_lead_label(label: str) -> bool:
-    return all(number == 0 for number in rank_sort_key(label)[0])
+    # Not a rank read from an untagged record's words (the report names it): the tag of the rank that draws the bars.
+    return all(number == 0 for number in rank_sort_key(label)[0]) and not label.startswith(WORLD_RANK_LABEL)
 
 
 def _other_models(guessed: PhaseKey, named: PhaseKey) -> bool:

@@ -12,7 +12,7 @@ from typing import TypeAlias
 
 from ckptprof.bootlog.boot import MAX_RANKS, READY_KEY, Boot
 from ckptprof.bootlog.failures import Failure
-from ckptprof.bootlog.parse import PID_LABEL
+from ckptprof.bootlog.parse import PID_LABEL, WORLD_RANK_LABEL
 from ckptprof.bootlog.reading import ENGINES
 from ckptprof.bootlog.report import BootReport, FailureReport
 from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan
@@ -117,16 +117,61 @@ def _phases_end_by(boot: Boot, up: HttpUp | None, now_s: float | None) -> float 
 def _tracks(boot: Boot) -> list[PhaseTrack]:
     """The boot's phases in the order they began, each with the ranks it counts (``_ranks_counted``) and each worker
     named by its rank where its tag came to name one (``_one_label_a_process``)."""
-    aliases = _pid_aliases(boot)
+    aliases = _rank_aliases(boot)
     return sorted(
         (_one_label_a_process(_ranks_counted(boot, track), aliases) for track in boot.phases.values()),
         key=lambda track: track.order,
     )
 
 
-def _pid_aliases(boot: Boot) -> dict[str, str]:
-    """The rank label of each worker first tagged by its process id alone -> the rank its tag came to name."""
-    return {f"{PID_LABEL}{int(pid)}": label for pid, label in boot.named_pids.items()}
+def _rank_aliases(boot: Boot) -> dict[str, str]:
+    """The labels the report gives ranks read under another: each worker first tagged by its process id alone -> the
+    rank its tag came to name; each rank read from an untagged record's words -> its tag (``_world_rank_aliases``)."""
+    aliases = {f"{PID_LABEL}{int(pid)}": label for pid, label in boot.named_pids.items()}
+    aliases.update(_world_rank_aliases(boot))
+    return aliases
+
+
+def _world_rank_aliases(boot: Boot) -> dict[str, str]:
+    """Each rank read from an untagged record that names it (WORLD_RANK_LABEL: vLLM's `world_size=2 rank=1`) -> the
+    label the workers' tags give that rank: `rank1` where they name global ranks (`VllmWorker rank=1`); the tag whose
+    group ranks are those a record stated for it (`... is assigned as DP rank 0, PP rank 0, TP rank 1`), or that those
+    group ranks would make in the tags' form; TP<n> where the workers are tagged by TP rank alone and the world is
+    the TP size. Where nothing says, the untagged process, as the record's line said."""
+    worlds = [label for label in boot.ranks if label.startswith(WORLD_RANK_LABEL)]
+    if not worlds:
+        return {}
+    labels = [
+        label
+        for label in boot.ranks
+        if label and label != "?" and not label.startswith((WORLD_RANK_LABEL, PID_LABEL))
+    ]
+    workers = set(labels) - engine_core_labels(labels)
+    parsed = {label: _PLAIN_LABEL_RE.findall(label) for label in workers}
+    forms = {tuple(kind for kind, _ in parts) for parts in parsed.values()}
+    only_form = forms.pop() if len(forms) == 1 else None
+    tp_world = _declared_world(boot) == _size(boot, "tp")
+    aliases = {}
+    for label in worlds:
+        rank = int(label[len(WORLD_RANK_LABEL) :])
+        groups = dict(boot.assigned_ranks.get(rank, ()))
+        named = ""
+        if f"rank{rank}" in workers:
+            named = f"rank{rank}"
+        elif groups:
+            matching = [
+                worker
+                for worker, parts in parsed.items()
+                if parts and all(groups.get(kind) == int(number) for kind, number in parts)
+            ]
+            if len(matching) == 1:
+                named = matching[0]
+            elif not matching and only_form and all(kind in groups for kind in only_form):
+                named = " ".join(f"{kind}{groups[kind]}" for kind in only_form)
+        elif only_form == ("TP",) and tp_world:
+            named = f"TP{rank}"
+        aliases[label] = named
+    return aliases
 
 
 def _one_label_a_process(track: PhaseTrack, aliases: dict[str, str]) -> PhaseTrack:
@@ -278,7 +323,7 @@ def _drafts(boot: Boot) -> bool:
 def _expected_ranks(boot: Boot) -> list[str]:
     """The ranks that should log each phase: those seen (a worker under the rank its tag came to name), plus those
     server_args says exist."""
-    aliases = _pid_aliases(boot)
+    aliases = _rank_aliases(boot)
     seen = {
         aliases.get(rank, rank)
         for track in boot.phases.values()

@@ -443,6 +443,9 @@ def parse_record(text: str) -> Record:
 
 # A worker whose name holds no rank is labelled by its process id: rank 0 is then the untagged driver.
 PID_LABEL = "pid"
+# An untagged record that names its own global rank in a world of several (vLLM's workers print `world_size=2 rank=1
+# ...` before their line tags are set up) is labelled by that rank: the report names it as the rank's tag does.
+WORLD_RANK_LABEL = "global"
 # The process tags read so far, as written ("(VllmWorker rank=3 pid=123) "), with their name and process id: a worker
 # writes its tag on every line, and a dictionary finds it again in a third of what the pattern takes to read it.
 _WORKER_TAGS: dict[str, tuple[str, str]] = {}

@@ -32,6 +32,7 @@ from ckptprof.bootlog.failures import TRACEBACK_START
 from ckptprof.bootlog.parse import (
     MAX_LINE_BYTES,
     PID_LABEL,
+    WORLD_RANK_LABEL,
     Bar,
     LineSplitter,
     LogInputError,
@@ -61,6 +62,7 @@ from ckptprof.bootlog.reading import (
     FRAMES_READ_BY,
     MODULE_PATHS,
     TABLES_FOR_STYLE,
+    NamedRank,
     Reading,
     read_message,
 )
@@ -436,6 +438,20 @@ class BootLogAnalyzer:
             if len(readings) >= READINGS_KEPT:
                 readings.clear()
             reading = readings[key] = read_message(message, TABLES_FOR_STYLE[key[0]])
+        named = reading.named_rank
+        if named is not None:
+            self._on_named_rank(named)
+            if not rank and named.world > 1:
+                # A worker's record that lost its tag (vLLM's workers log their world before their tags are set up):
+                # its rank's, not the untagged process's, under a label the report gives the rank's tag.
+                label = f"{WORLD_RANK_LABEL}{named.rank}"
+                known = label in boot.world_labels
+                if not known and len(boot.ranks) < MAX_RANKS and len(boot.world_labels) < MAX_RANKS:
+                    boot.world_labels.append(label)
+                    known = True
+                if known:
+                    rank = label
+                    record = record._replace(rank=label)
         if reading.frame:
             self._on_frame(record)
             return
@@ -471,6 +487,12 @@ class BootLogAnalyzer:
                 self._line_before,
                 lambda: FRAMES_READ_BY[boot.framework()],
             )
+
+    def _on_named_rank(self, named: NamedRank) -> None:
+        """A record naming its global rank's group ranks: kept so the report can name that rank as its tag does."""
+        assigned = self._boot.assigned_ranks
+        if named.groups and (named.rank in assigned or len(assigned) < MAX_RANKS):
+            assigned[named.rank] = named.groups
 
     def _announced(self, record: Record) -> Record:
         """An untagged traceback whose line before is a rank's record announcing it (SGLang 0.3's

@@ -29,6 +29,17 @@ _ELAPSED_RE = re.compile(
 )
 
 
+# What a record that names its own rank says of it ("rank 1 in world size 2 is assigned as DP rank 0, PP rank 0, PCP
+# rank 0, TP rank 1, EP rank 1"): the global rank, the world's size, and the group ranks it states.
+_GROUP_RANK_RE = re.compile(r"\b([A-Z]{2,3}) rank (\d{1,6})\b", re.ASCII)
+
+
+class NamedRank(NamedTuple):
+    rank: int
+    world: int
+    groups: tuple[tuple[str, int], ...]  # ("TP", 1), ("PP", 0), ...: empty where the record states none
+
+
 class Reading(NamedTuple):
     frame: bool  # a traceback's "File ..." line
     engine: EngineLog | None
@@ -37,6 +48,7 @@ class Reading(NamedTuple):
     model: Model  # an End's model, "draft" when the message names a draft architecture
     elapsed_s: float | None  # the time an End's message reports
     may_fail: bool  # one of the failure checks' words is in it (the level is the caller's to add)
+    named_rank: NamedRank | None = None  # the global rank the record names as its own (Rule.pattern's groups)
 
 
 def read_message(message: str, engines: tuple[EngineLog, ...]) -> Reading:
@@ -49,8 +61,11 @@ def read_message(message: str, engines: tuple[EngineLog, ...]) -> Reading:
         if rule is None:
             continue
         action = rule.action
+        named_rank = None
         if rule.pattern is not None and isinstance(action, (Begin, End)):
             action = _with_variant(action, rule, message)
+            if "rank" in rule.pattern.groupindex:
+                named_rank = _named_rank(rule, message)
         model: Model = None
         elapsed_s = None
         if isinstance(action, End):
@@ -58,8 +73,18 @@ def read_message(message: str, engines: tuple[EngineLog, ...]) -> Reading:
             if engine.draft_pattern is not None and action.phase == "load-weights":
                 model = "draft" if engine.draft_pattern.search(message) else model
             elapsed_s = stated_seconds(message)
-        return Reading(False, engine, rule, action, model, elapsed_s, may_fail)
+        return Reading(False, engine, rule, action, model, elapsed_s, may_fail, named_rank)
     return Reading(False, None, None, None, None, None, may_fail)
+
+
+def _named_rank(rule: Rule, message: str) -> NamedRank | None:
+    """The global rank a record names as its own, and the group ranks it states after it."""
+    match = rule.pattern.search(message) if rule.pattern is not None else None
+    if match is None or match.group("rank") is None:
+        return None
+    world = match.groupdict().get("world")
+    groups = tuple((kind, int(number)) for kind, number in _GROUP_RANK_RE.findall(message, match.end()))
+    return NamedRank(int(match.group("rank")), int(world) if world else 0, groups)
 
 
 class _WordGate:

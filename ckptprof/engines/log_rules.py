@@ -120,7 +120,9 @@ class Rule:
     weight: int = 1
     # For a line whose words vary (SGLang 0.5.x's "Capture target decode CUDA graph begin", "... verify NPU graph
     # ..."): the rule applies only when this matches too, and a ``variant`` group names the phase's variant
-    # (the slot becomes "<slot>-<variant>", so each variant has its own begin/end pair).
+    # (the slot becomes "<slot>-<variant>", so each variant has its own begin/end pair). ``rank`` and ``world`` groups
+    # say the record names its own global rank in a world of that size (vLLM's `world_size=2 rank=1 ...`): an untagged
+    # record of a world of several ranks is that rank's, not the untagged process's (reading.NamedRank).
     pattern: re.Pattern[str] | None = None
 
 

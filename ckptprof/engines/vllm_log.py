@@ -47,7 +47,9 @@ RECORDS: tuple[Rule, ...] = (
     Rule(
         "world_size=",
         Begin("init", "init-distributed", None, unless_open=True),
-        pattern=re.compile(r"^(?:Adjusting )?world_size=\d+ rank=\d+ ", re.ASCII),
+        pattern=re.compile(
+            r"^(?:Adjusting )?world_size=(?P<world>\d{1,6}) rank=(?P<rank>\d{1,6}) ", re.ASCII
+        ),
     ),
     # initialize_model_parallel's last word once its groups exist ("rank 0 in world size 4 is assigned as DP rank 0,
     # PP rank 0, ...", 0.11 to 0.34): ends the step begun above. 0.11 logs no begin at INFO, so none is made up here.
@@ -56,7 +58,9 @@ RECORDS: tuple[Rule, ...] = (
     Rule(
         "world size",
         End("init", "init-distributed", None, only_if_open=True, by_one_for_all=True),
-        pattern=re.compile(r"^rank \d+ in world size \d+ is assigned as", re.ASCII),
+        pattern=re.compile(
+            r"^rank (?P<rank>\d{1,6}) in world size (?P<world>\d{1,6}) is assigned as", re.ASCII
+        ),
     ),
     Rule("Loading drafter model", Begin("load", "load-weights", "draft"), weight=2),
     # The drafter's load_model, once its weights are in, shares the target's embedding or lm_head (0.33's

@@ -50,8 +50,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-llmsys-hw6-offline-engine",
     # batch 27: a router that failed to start after both its workers were ready
     "sglang-sglang_custom-router-two-workers-router-panic",
-    # batch 35: two workers' untagged `world_size=2 rank=0/1` lines, read as one untagged rank's
-    "vllm-kagaho-llama3-70b-awq-l40s-tp2",
 }
 
 

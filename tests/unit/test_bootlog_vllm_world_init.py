@@ -91,3 +91,67 @@ def test_a_worker_tagged_by_its_pid_then_by_its_rank_is_one_rank() -> None:
         ("load-weights", 1),
     ]
     assert not [warning for warning in report.warnings if "not logged by" in warning], report.warnings
+
+
+def _untagged(line: bytes) -> bytes:
+    """The record as a collector that lost the worker's tag keeps it (podman's stream of vLLM 0.16, batch 35)."""
+    return line[line.index(b") ") + 2 :]
+
+
+def test_untagged_world_records_are_each_their_workers() -> None:
+    """GIVEN two workers' world records with no tag (vLLM's workers log them before their tags are set up), the first
+    rank's assignment line (info_once) and TP0's tagged load WHEN the log is read THEN init-distributed is two ranks,
+    named TP0 and TP1 as the tags name them (the world is the TP size), not one untagged process."""
+    log = CONFIG + b"".join(_untagged(line) for line in (_world(0, 36), _world(1, 37), _assigned(0, 40)))
+    report = analyze_bytes(log + LOAD)
+    assert [(phase.name, phase.ranks) for phase in report.phases] == [
+        ("init-distributed", 2),
+        ("load-weights", 1),
+    ]
+    # TP1 logged the step under its own name (the tags' form): no rank is said to be silent.
+    assert report.warnings == (), report.warnings
+
+
+def test_untagged_world_records_take_the_tag_the_assignment_names() -> None:
+    """GIVEN a data-parallel world whose workers are tagged by DP and TP rank, and an untagged world record of global
+    rank 3 with an assignment line that says it is DP rank 1, TP rank 1 WHEN the log is read THEN the record is that
+    worker's: one rank, "DP1 TP1", and no rank is made up."""
+    config = CONFIG.replace(b"tensor_parallel_size=2", b"tensor_parallel_size=2, data_parallel_size=2")
+    world = b"INFO 03-08 20:37:36 [parallel_state.py:1234] world_size=4 rank=3 local_rank=1 distributed_init_method=tcp://h:1 backend=nccl\n"
+    assigned = b"INFO 03-08 20:37:38 [parallel_state.py:1445] rank 3 in world size 4 is assigned as DP rank 1, PP rank 0, PCP rank 0, TP rank 1, EP rank 3\n"
+    tagged = b"(Worker_DP1_TP1 pid=9) INFO 03-08 20:37:39 [parallel_state.py:1234] world_size=4 rank=3 local_rank=1 distributed_init_method=tcp://h:1 backend=nccl\n"
+    other = b"(Worker_DP0_TP0 pid=8) INFO 03-08 20:37:36 [parallel_state.py:1234] world_size=4 rank=0 local_rank=0 distributed_init_method=tcp://h:1 backend=nccl\n"
+    report = analyze_bytes(config + other + world + assigned + tagged)
+    init = next(phase for phase in report.phases if phase.name == "init-distributed")
+    assert init.ranks == 2
+
+
+def test_an_untagged_world_record_with_no_tags_is_the_untagged_process() -> None:
+    """GIVEN a single process that logs everything untagged (a node's log of a world of two, its rank 1)
+    WHEN the log is read THEN its world record stays the untagged process's: the step ends at its next phase."""
+    world = b"INFO 03-08 20:37:36 [parallel_state.py:1234] world_size=2 rank=1 local_rank=0 distributed_init_method=tcp://h:1 backend=nccl\n"
+    load = b"INFO 03-08 20:37:41 [gpu_model_runner.py:4124] Starting to load model /m...\n"
+    took = b"INFO 03-08 20:37:50 [default_loader.py:384] Loading weights took 9.00 seconds\n"
+    report = analyze_bytes(CONFIG + world + load + took)
+    assert [(phase.name, phase.ranks, phase.seconds) for phase in report.phases] == [
+        ("init-distributed", 1, 5.0),
+        ("load-weights", 1, 9.0),
+    ]
+    # As the untagged process's step it was: ended by inference at the load, which the report says.
+    assert report.warnings == (
+        "init-distributed: its end never logged by the main process although the boot moved on",
+    )
+
+
+def test_untagged_world_records_take_global_rank_tags() -> None:
+    """GIVEN workers tagged by global rank (`VllmWorker rank=1`, V1 before 0.10) whose world records lost their tags
+    WHEN the log is read THEN each record is its rank's: init-distributed is two ranks, as the load is."""
+    loads = b"".join(
+        f"(VllmWorker rank={rank} pid={7 + rank}) INFO 03-08 20:37:41 [gpu_model_runner.py:1] Starting to load model /m...\n".encode()
+        for rank in (0, 1)
+    )
+    log = CONFIG + _untagged(_world(0, 36)) + _untagged(_world(1, 37)) + loads
+    assert [(phase.name, phase.ranks) for phase in analyze_bytes(log).phases] == [
+        ("init-distributed", 2),
+        ("load-weights", 2),
+    ]
