@@ -82,6 +82,8 @@ def _begin(boot: Boot, action: Begin, record: Record) -> None:
         # weights took`), and opens no second phase.
         return
     key = (action.phase, boot.model_for(rank, slot, action.phase, action.model), action.variant)
+    if action.again_variant is not None and rank.begun[slot] > 1 and boot.speculative is not False:
+        key = (action.phase, key[1], action.again_variant)
     start = (rank.last_end or record.timestamp) if action.from_last_end else record.timestamp
     boot.record_phases += 1
     boot.begin(record.rank, slot, key, start, rank=rank, begun_at=record.timestamp, awaits=action.awaits)

@@ -39,6 +39,10 @@ class Begin:
     # The line that ends the phase this begins, as the report names it while it is awaited, where it is not the slot's
     # usual one (EngineLog.end_markers): a release that renamed the pair (SGLang 0.5.21's `Init parallel begin/ends`).
     awaits: str | None = None
+    # A rank's second begin of the slot, in a server that may run a draft, is this variant's phase, not the first one
+    # begun again: SGLang before 0.5.21 logs `Init torch distributed begin/ends` once more for the draft's model runner
+    # (a step of its own, after the target's graphs), which would otherwise overwrite the target's step on each rank.
+    again_variant: str | None = None
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,9 @@ _GRAPH_END = {
 
 RECORDS: tuple[Rule, ...] = (
     Rule("ServerArgs(", Configure(), weight=5),
-    Rule("Init torch distributed begin", Begin("init", "init-distributed", None)),
+    # Logged again by the draft's model runner (model_runner.py's init_torch_distributed, whose group set-up the draft
+    # skips): that rank's second is the draft's.
+    Rule("Init torch distributed begin", Begin("init", "init-distributed", None, again_variant="draft")),
     Rule("Init nccl begin", Begin("init", "init-distributed", None)),  # 0.3's name for it
     Rule("Init torch distributed ends", End("init", "init-distributed", None)),
     # 0.5.21 on: the process groups are built in distributed/bootstrap.py's init_parallel_runtime, which logs these
