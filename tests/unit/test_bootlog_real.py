@@ -50,8 +50,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-llmsys-hw6-offline-engine",
     # batch 27: a router that failed to start after both its workers were ready
     "sglang-sglang_custom-router-two-workers-router-panic",
-    # batch 37: the main process's traceback carries torch's `[rank0]:` tag, read as rank0; the answer says untagged
-    "vllm-dongryeollee-gemma2-27b-tp2-mp-profile-crash",
 }
 
 
