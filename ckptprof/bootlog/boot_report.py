@@ -335,9 +335,11 @@ def _expected_ranks(boot: Boot) -> list[str]:
     world = _declared_world(boot)
     plain = [_PLAIN_LABEL_RE.fullmatch(rank) for rank in tagged]
     prefixes = {match.group(1) for match in plain if match is not None}
-    # Name the missing ranks only when the labels are simple (TPn / rankn) and the log covers one node.
+    # Name the missing ranks only when the labels are simple (TPn / rankn) and the log covers one node. A process id
+    # (pid22543: V0's and Ray's workers) numbers no rank: pid0 to pid7 are no workers of a TP8 server.
     single_node = boot.sizes.get("nnodes", 1) == 1
-    if world and world <= MAX_RANKS and len(prefixes) == 1 and all(plain) and single_node:
+    numbered = prefixes != {PID_LABEL}
+    if world and world <= MAX_RANKS and len(prefixes) == 1 and all(plain) and single_node and numbered:
         prefix = prefixes.pop()
         expected |= {f"{prefix}{index}" for index in range(world)}
     return sorted(expected, key=rank_sort_key)

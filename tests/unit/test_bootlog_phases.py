@@ -480,6 +480,24 @@ def test_an_untagged_bar_is_the_drivers_where_workers_are_tagged_by_process_id()
     assert (load.name, load.ranks) == ("load-weights", 2)
 
 
+def test_workers_tagged_by_process_id_are_not_numbered_ranks() -> None:
+    """GIVEN a vLLM V0 TP2 boot (the driver untagged, its worker `(VllmWorkerProcess pid=185224)`) WHEN it is read
+    THEN no rank is said to be silent: a process id numbers no rank, so the configuration's world of 2 does not make
+    ranks pid0 and pid1 up (batch 37's Ray and multiprocessing boots each warned of pid0 to pid7)."""
+    v0 = (
+        b"INFO 03-02 17:55:50 llm_engine.py:232] Initializing an LLM engine (v0.6.6.post1) with config: model='m', "
+        b"tensor_parallel_size=2, pipeline_parallel_size=1\n"
+        b"INFO 03-02 17:55:57 model_runner.py:1092] Starting to load model m...\n"
+        b"(VllmWorkerProcess pid=185224) INFO 03-02 17:55:57 model_runner.py:1092] Starting to load model m...\n"
+        b"INFO 03-02 17:57:18 model_runner.py:1117] Loading model weights took 8.4050 GB and 81.775431 seconds\n"
+        b"(VllmWorkerProcess pid=185224) INFO 03-02 17:57:18 model_runner.py:1117] Loading model weights took "
+        b"8.4050 GB and 81.775431 seconds\n"
+    )
+    report = analyze_bytes(v0)
+    assert [(phase.name, phase.ranks) for phase in report.phases] == [("load-weights", 2)]
+    assert report.warnings == (), report.warnings
+
+
 def test_a_boot_that_the_next_servers_start_ends_runs_until_its_own_last_line() -> None:
     """GIVEN a vLLM boot cut while loading, its last line one no rule reads (`Using model weights format`, 3 s
     after the load began), then an SGLang server's start (dated lines before its ServerArgs) THEN the first
