@@ -236,6 +236,22 @@ def _in_the_background(track: PhaseTrack, context: SummaryContext) -> str:
     )
 
 
+def _failure_step_words(failure: Failure) -> str:
+    """ " during <step>" (or " after <step>") as the failure's report places it: the step the traceback's frames name
+    where they name one (the records may not have reached it: a memory profile after a load whose end line never
+    came), else the step its records had reached."""
+    recorded = failure.phase
+    if failure.after_phase:
+        return f" after {phase_label(recorded)}"
+    framed = failure.frame_phase
+    if framed is not None:
+        if recorded is None or recorded[0] != framed:
+            return f" during {phase_label((framed, failure.frame_model, None))}"
+        if failure.frame_model is not None and failure.frame_model != recorded[1]:
+            return f" during {phase_label((framed, failure.frame_model, None))}"
+    return f" during {phase_label(recorded)}" if recorded else ""
+
+
 def failure_warnings(failures: list[Failure], is_fatal: Callable[[Failure], bool]) -> list[str]:
     """One warning per distinct error, naming every rank that logged it."""
     grouped: dict[str, list[Failure]] = {}
@@ -247,9 +263,7 @@ def failure_warnings(failures: list[Failure], is_fatal: Callable[[Failure], bool
         ranks = format_ranks(sorted({failure.rank for failure in same}, key=rank_sort_key))
         # As the failure's own line says it: a phase that had ended everywhere was not running (a crash right
         # after `Loading model weights took`, in the same second).
-        where = (
-            f" {'after' if first.after_phase else 'during'} {phase_label(first.phase)}" if first.phase else ""
-        )
+        where = _failure_step_words(first)
         when = f" at {first.timestamp}" if first.timestamp else ""
         if any(is_fatal(failure) for failure in same):
             warnings.append(f"failed: {ranks}{when}{where}: {error}")

@@ -168,3 +168,20 @@ def test_a_traceback_of_pythons_resource_tracker_is_not_the_servers_failure() ->
     )
     server = tracker.replace(b"multiprocessing/resource_tracker.py", b"sglang/srt/managers/scheduler.py")
     assert analyze_bytes(boot + server).state == "failed"
+
+
+def test_the_failures_warning_names_the_step_its_frames_name() -> None:
+    """GIVEN a V0 boot whose records reached the load (no end line) and whose traceback's frames are the memory profile
+    (batch 37's gemma crash) WHEN it is read THEN the warning places the failure where the report does: in the KV
+    cache's step, not "during load-weights"."""
+    log = b"""INFO 11-15 04:16:07 model_runner.py:1072] Starting to load model google/gemma-2-27b-it...
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "/x/vllm/worker/worker.py", line 202, in determine_num_available_blocks
+[rank0]:     self.model_runner.profile_run()
+[rank0]: ValueError: Please use Flashinfer backend for models with logits_soft_cap
+"""
+    report = analyze_bytes(log)
+    assert report.failure is not None and report.failure.phase == "kv-cache"
+    assert report.warnings[0].startswith("failed: rank0 at 11-15 04:16:07 during kv-cache: ValueError"), (
+        report.warnings
+    )
