@@ -117,6 +117,8 @@ def _end(boot: Boot, action: End, reading: Reading, record: Record) -> None:
     ended = boot.end(
         record, rank, action.slot, action.phase, reading.model, action.variant, reading.elapsed_s
     )
+    if record.relayed:
+        boot.phases[ended].folded_ends += record.relayed
     if action.step_goes_on:
         rank.unfinished = ended
 

@@ -391,7 +391,7 @@ class Boot:
     def phase_still_open(self, key: PhaseKey | None) -> bool:
         if key is None:
             return True
-        return any(span.end is None for span in self.phases[key].spans.values())
+        return self.phases[key].running()
 
     def where(self, record: Record) -> Where:
         """The phase open on the record's rank (else the boot's newest), for a failure logged there."""

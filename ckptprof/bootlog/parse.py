@@ -40,8 +40,9 @@ class Record(NamedTuple):
     style: str  # "sglang", "vllm" or "plain": which prefix it carried
     level: str = ""  # vLLM's level word (INFO, ERROR, ...), when the prefix has one
     # Ray's summary of a line other workers printed too ("... [repeated 30x across cluster]"), printed after the
-    # first copy with that copy's stamp and one worker's tag: the words count, but it is no event of that rank.
-    relayed: bool = False
+    # first copy with that copy's stamp and one worker's tag: the words count, but it is no event of that rank. The
+    # number of copies it stands for (30), 0 for any other record.
+    relayed: int = 0
     # The process id of the worker tag the rank was read from ("(Worker_TP0 pid=374) ": "374"), "" when none: vLLM V1
     # tags a worker "(Worker pid=374)" until it knows its rank, then "(Worker_TP0 pid=374)" (Boot.named_pids).
     pid: str = ""
@@ -101,7 +102,7 @@ _VLLM_PREFIX_RE = re.compile(
     r"(?:\[[^\]\n]{1,120}(?:\] ?|$)|[\w.-]{1,120}\.py:\d{1,6}\] ?)?",
     re.ASCII,
 )
-_RAY_REPEATED_RE = re.compile(r" ?\[repeated \d{1,9}x across cluster\]\s*$", re.ASCII)
+_RAY_REPEATED_RE = re.compile(r" ?\[repeated (\d{1,9})x across cluster\]\s*$", re.ASCII)
 _TORCH_RANK_RE = re.compile(r"\[rank(\d{1,6})\]: ?", re.ASCII)
 _TORCH_GLOG_RE = re.compile(
     r"(?:\[rank\d{1,6}\]: ?)?[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} {1,8}\d{1,10} [^\]\s]{1,200}:\d{1,6}\] "
@@ -369,9 +370,9 @@ def parse_record(text: str) -> Record:
     if text.find("across cluster]", len(text) - 40) >= 0:  # in its last 40 characters, with no copy of them
         # Ray's log deduplication marks the line it kept for several workers: the marker is Ray's, not the
         # record's words (an error would otherwise carry it), and the record is a relay (Record.relayed).
-        stripped = _RAY_REPEATED_RE.sub("", text)
-        if stripped != text:
-            return parse_record(stripped)._replace(relayed=True)
+        folded = _RAY_REPEATED_RE.search(text)
+        if folded is not None:
+            return parse_record(text[: folded.start()])._replace(relayed=int(folded.group(1)))
     first = text[:1]
     if first in _DECORATION_FIRST:
         text = undecorate(text)

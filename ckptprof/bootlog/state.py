@@ -30,6 +30,9 @@ class PhaseTrack:
     # The boot's event count when a rank last began it: a phase begun again after later ones (vLLM's V2 runner
     # captures its graphs to profile their memory, sizes the KV cache, then captures them again) is the newest again.
     begun_seq: int = 0
+    # End lines of other workers that Ray folded into one worker's (`... [repeated 12x across cluster]`): that many
+    # ranks may have ended it without a line of their own in the log.
+    folded_ends: int = 0
 
     @property
     def newness(self) -> tuple[int, int]:
@@ -37,8 +40,15 @@ class PhaseTrack:
         return self.begun_seq, self.order
 
     def running(self) -> bool:
-        """Whether some rank's span of it has not ended."""
-        return any(span.end is None for span in self.spans.values())
+        """Whether some rank's span of it has not ended, more of them than the end lines Ray folded away."""
+        return self.unended() > self.folded_ends
+
+    def unended(self) -> int:
+        return sum(1 for span in self.spans.values() if span.end is None)
+
+    def ends_folded(self) -> bool:
+        """Whether the ranks that show no end are accounted for by end lines Ray folded into another worker's."""
+        return 0 < self.unended() <= self.folded_ends
 
     @property
     def name(self) -> str:

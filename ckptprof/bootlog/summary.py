@@ -108,12 +108,15 @@ def _rank_seconds(span: RankSpan, now_s: float | None) -> float | None:
 def phase_report(track: PhaseTrack, now_s: float | None) -> PhaseReport:
     spans = list(track.spans.values())
     start = _earliest(span.start for span in spans)
-    finished = all(span.end is not None for span in spans)
-    end = _latest(span.end for span in spans) if finished else None
-    seconds, stated = _phase_seconds(spans, start, end, now_s, finished)
+    # Ranks whose end lines Ray folded into another worker's show no end: the phase ended where the shown ends say.
+    shown = [span for span in spans if span.end is not None] if track.ends_folded() else spans
+    finished = all(span.end is not None for span in shown)
+    end = _latest(span.end for span in shown) if finished else None
+    seconds, stated = _phase_seconds(shown, start, end, now_s, finished)
     slowest = None
     if len(track.spans) > 1:
-        durations = {rank: _rank_seconds(span, now_s) for rank, span in track.spans.items()}
+        ranks = {rank: span for rank, span in track.spans.items() if span in shown}
+        durations = {rank: _rank_seconds(span, now_s) for rank, span in ranks.items()}
         timed = {rank: value for rank, value in durations.items() if value is not None}
         # Ranks that all took the same time have no slowest one worth naming.
         if timed and max(timed.values()) > min(timed.values()):
@@ -307,6 +310,14 @@ def missing_rank_warnings(
             warnings.append(
                 f"{label}: not logged by {format_ranks(absent)} ({len(track.spans)} of {len(expected)} ranks)"
             )
+        if unfinished and track.ends_folded():
+            marker = end_marker(track, framework)
+            folded = [rank for rank in unfinished if track.spans[rank].end is None]
+            warnings.append(
+                f"{label}: {marker} of {format_ranks(sorted(folded, key=rank_sort_key))} not in the log: Ray folded "
+                f"{track.folded_ends} workers' copies of it into others' lines (`[repeated Nx across cluster]`)"
+            )
+            unfinished = [rank for rank in unfinished if rank not in folded]
         if unfinished:
             marker = end_marker(track, framework)
             warnings.append(
