@@ -96,11 +96,19 @@ def _phase_for_bar(boot: Boot, bar: Bar) -> PhaseKey | None:
         # hold the bar alone): the bar is the evidence, and its time the phase's start.
         slot = _BAR_SLOTS[name]
         label = bar.rank or boot.lead_rank or ""
-        key = (name, boot.model_for(boot.rank_state(label), slot, name, "nth"), None)
+        model = boot.model_for(boot.rank_state(label), slot, name, "nth")
         # A bar met mid-way (its first frame in the log has counted some) shows the phase was already under way:
         # not progress after a crash logged above it. tqdm draws a last frame as a crash unwinds the loader's loop
-        # (vllm#23025: a worker's KeyError in load_weights, then the bar's only frame, 7/15).
-        boot.begin(label, slot, key, boot.clock.now, provisional=True, progress=bar.done == 0)
+        # (vllm#23025: a worker's KeyError in load_weights, then the bar's only frame, 7/15). So is the bar of the
+        # step the rank's traceback above names: the step that crashed, its bar printed late (a paste of stderr
+        # after stdout: SafeAILab/EAGLE#130's draft load, its 0/1 frame after the KeyError), whose model the
+        # traceback's frames say.
+        crashed = boot.failures.traceback_of(label)
+        in_crashed = crashed is not None and crashed.frame_phase == name
+        if in_crashed and crashed is not None and crashed.frame_model is not None:
+            model = crashed.frame_model
+        key = (name, model, None)
+        boot.begin(label, slot, key, boot.clock.now, provisional=True, progress=bar.done == 0 and not in_crashed)
         if not label:
             boot.untagged_bar_phases.append(key)
         return key

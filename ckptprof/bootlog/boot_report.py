@@ -272,11 +272,21 @@ def _failure_report(boot: Boot, fatal: Failure) -> FailureReport:
     model = fatal.frame_model
     if model is None and recorded is not None and recorded[0] == name:
         model = recorded[1]
-    if model is None and name in ("load-weights", "kv-cache", "cuda-graph") and not _drafts(boot):
+    if model is None and name in ("load-weights", "kv-cache", "cuda-graph") and (
+        not _drafts(boot) or (fatal.whole and fatal.frame_phase == name and name in _draft_framed_steps(boot))
+    ):
         # The phase came from the frames alone: with nothing anywhere in the log speaking of a draft (no
-        # speculative config, no draft phase, no draft frame), the model loaded or sized is the target.
+        # speculative config, no draft phase, no draft frame), the model loaded or sized is the target. So it is
+        # where the whole traceback is in the log and no frame of it is a draft's (a draft's step runs in the
+        # speculative worker: SGLang's EAGLEWorker, vLLM's spec_decode), whatever the server runs beside it.
         model = "target"
     return FailureReport(fatal.rank, name, model, step, error, fatal.timestamp)
+
+
+def _draft_framed_steps(boot: Boot) -> tuple[str, ...]:
+    """The steps the boot's engine runs a draft's in its own worker (EngineLog.draft_framed_steps)."""
+    framework = boot.framework()
+    return next((engine.draft_framed_steps for engine in ENGINES if engine.name == framework), ())
 
 
 def _fatal_error(boot: Boot, fatal: Failure) -> tuple[str, str]:

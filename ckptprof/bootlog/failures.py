@@ -163,6 +163,9 @@ class Failure:
     exited: bool = False
     # The process said it would try again after it (SGLang's retry()): no crash.
     retried: bool = False
+    # Its `Traceback (most recent call last):` line is in the log, so all its frames are: a draft's step would show a
+    # draft's frame (the speculative worker's), so a step named without one is the target's.
+    whole: bool = False
 
     @property
     def after_phase(self) -> bool:
@@ -308,6 +311,7 @@ class FailureTracker:
                 failure = self.add(record, "traceback", _traceback_header(message, process), where())
                 failure.ignored = IGNORED_WORDS in before or before.startswith(UNRETRIEVED_FUTURE)
                 failure.exited = process is not None
+                failure.whole = True
             self._awaiting[record.rank] = failure
             self._last_traceback = failure
             called = self._methods.pop(record.rank, None)
@@ -346,6 +350,10 @@ class FailureTracker:
         ):
             # vLLM logs its fatal errors at this level; a message cut off by a paste still says one happened.
             self.add(record, "error-record", message.strip() or f"an {record.level} record", where())
+
+    def traceback_of(self, rank: str) -> Failure | None:
+        """The rank's newest traceback, ended by its error line or still awaiting it."""
+        return self._awaiting.get(rank) or self._closed.get(rank)
 
     def _retried(self, rank: str) -> None:
         """The rank's tracebacks since its last retry were a try that the process retried: no crash, and no boot of its

@@ -174,3 +174,7 @@ class EngineLog:
     # imported vLLM's modules, and vLLM's logger printed its year-less records among SGLang's): a line in one of
     # their forms may be this engine's boot's; a line in any other engine's form is another server's.
     imported_loggers: tuple[str, ...] = ()
+    # The steps a draft runs in its own worker, whose traceback frames then name it (SGLang's EAGLEWorker builds the
+    # draft's model runner, pool and graphs; vLLM's drafter loads in spec_decode/ but shares the target's KV cache and
+    # graph capture): a whole traceback of one of these steps with no draft frame is the target's.
+    draft_framed_steps: tuple[str, ...] = ()

@@ -164,6 +164,7 @@ LOG = EngineLog(
     # Older releases import vLLM's model code, whose logger writes vLLM's records in SGLang's processes
     # (sglang-MI300-testing-bench-latency: `WARNING 10-10 22:30:30 rocm.py:13] ...` above `[22:30:32 TP0]`).
     imported_loggers=("vllm",),
+    draft_framed_steps=("load-weights", "kv-cache", "cuda-graph"),
 )
 
 # In ServerArgs(...): DP attention ranks split one TP group, so the world is not tp * dp.

@@ -253,6 +253,7 @@ LOG = EngineLog(
         "dp": ("data_parallel_size", "dp_size"),
     },
     module_paths=MODULE_PATHS,
+    draft_framed_steps=("load-weights",),
     # ("ApiServer_N": the API server processes of --api-server-count, named so by vllm/v1/utils.py.)
     process_tag=re.compile(
         rb"\((?:VllmWorker|VllmWorkerProcess|Worker_[A-Z]|EngineCore|RayWorkerWrapper|RayWorkerProc|APIServer"

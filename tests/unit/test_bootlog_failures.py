@@ -55,10 +55,51 @@ def test_a_phase_read_from_frames_alone_is_the_targets_when_nothing_speaks_of_a_
     assert failure is not None and (failure.phase, failure.model) == ("load-weights", "target")
 
 
-def test_a_phase_read_from_frames_alone_names_no_model_when_the_server_runs_a_draft() -> None:
-    args = b"[2025-08-19 21:19:00] server_args=ServerArgs(tp_size=1, speculative_algorithm='EAGLE')\n"
-    failure = analyze_bytes(args + _LOAD_TRACEBACK).failure
+_EAGLE_ARGS = b"[2025-08-19 21:19:00] server_args=ServerArgs(tp_size=1, speculative_algorithm='EAGLE')\n"
+
+
+def test_a_phase_read_from_frames_cut_above_names_no_model_when_the_server_runs_a_draft() -> None:
+    """GIVEN a server that runs a draft and a traceback whose start lies above the excerpt WHEN it is read THEN the
+    load it died in is nobody's in particular: the frames that would name the draft's worker may be the ones cut."""
+    cut = _LOAD_TRACEBACK.replace(b"Traceback (most recent call last):\n", b"")
+    failure = analyze_bytes(_EAGLE_ARGS + cut).failure
     assert failure is not None and failure.phase == "load-weights" and failure.model is None
+
+
+_SCHEDULER = (
+    b'  File "/usr/lib/python3/site-packages/sglang/srt/managers/scheduler.py", line 221, in __init__\n'
+)
+_EAGLE_WORKER = (
+    b'  File "/usr/lib/python3/site-packages/sglang/srt/speculative/eagle_worker.py", line 33, in __init__\n'
+)
+_POOL = (
+    b'  File "/usr/lib/python3/site-packages/sglang/srt/model_executor/model_runner.py", line 9, in init_memory_pool\n'
+    b"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.\n"
+)
+
+
+def test_a_whole_traceback_with_no_draft_frame_is_the_targets_where_a_draft_runs() -> None:
+    """GIVEN a server that runs a draft and a whole traceback (its start in the log) through the scheduler into the
+    model runner's pool, with no frame of the speculative worker WHEN it is read THEN the pool that failed is the
+    target's (batch 38: a NextN TP4 boot's target pool out of memory); through EAGLEWorker, the draft's."""
+    start = b"Traceback (most recent call last):\n"
+    target = analyze_bytes(_EAGLE_ARGS + start + _SCHEDULER + _POOL).failure
+    draft = analyze_bytes(_EAGLE_ARGS + start + _SCHEDULER + _EAGLE_WORKER + _POOL).failure
+    assert target is not None and (target.phase, target.model) == ("kv-cache", "target")
+    assert draft is not None and (draft.phase, draft.model) == ("kv-cache", "draft")
+
+
+def test_vllms_shared_steps_name_no_model_from_a_whole_traceback() -> None:
+    """GIVEN a vLLM server with a drafter and a whole traceback in the KV cache's step, which the drafter shares with
+    the target (one model runner sizes both) WHEN it is read THEN no model is named: only the load runs apart."""
+    args = b"INFO 05-01 10:00:00 [core.py:1] Initializing a V1 LLM engine (v0.20.0) with config: model='m', speculative_config=SpeculativeConfig(method='mtp')\n"
+    traceback = (
+        b"Traceback (most recent call last):\n"
+        b'  File "/usr/lib/python3/site-packages/vllm/v1/engine/core.py", line 9, in _initialize_kv_caches\n'
+        b"RuntimeError: boom\n"
+    )
+    failure = analyze_bytes(args + traceback).failure
+    assert failure is not None and failure.phase == "kv-cache" and failure.model is None
 
 
 @pytest.mark.parametrize(
@@ -184,4 +225,28 @@ def test_the_failures_warning_names_the_step_its_frames_name() -> None:
     assert report.failure is not None and report.failure.phase == "kv-cache"
     assert report.warnings[0].startswith("failed: rank0 at 11-15 04:16:07 during kv-cache: ValueError"), (
         report.warnings
+    )
+
+
+def test_a_bar_printed_after_the_traceback_of_its_step_is_that_steps() -> None:
+    """GIVEN a rank's traceback that died loading the draft (its frames pass through EAGLEWorker), then the load's 0/1
+    bar printed after it (stderr pasted after stdout: SafeAILab/EAGLE#130) WHEN it is read THEN the bar is the draft's
+    load and no sign that the rank went on: the rank's traceback is the failure, not the launcher's sigquit line."""
+    log = (
+        b"[2025-01-20 19:10:07] Received sigquit from a child proces. It usually means the child failed.\n"
+        b"[2025-01-20 19:10:07 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        + _SCHEDULER
+        + _EAGLE_WORKER
+        + b'  File "/usr/lib/python3/site-packages/sglang/srt/model_executor/model_runner.py", line 9, in load_model\n'
+        b"KeyError: 'layers.0.self_attn.qkv_proj.weight'\n"
+        b"\n"
+        b"Loading pt checkpoint shards:   0% Completed | 0/1 [00:00<?, ?it/s]\n"
+    )
+    report = analyze_bytes(log)
+    assert [(phase.name, phase.model) for phase in report.phases] == [("load-weights", "draft")]
+    assert report.failure is not None
+    assert (report.failure.rank, report.failure.phase, report.failure.model) == (
+        "TP0",
+        "load-weights",
+        "draft",
     )

@@ -50,11 +50,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-llmsys-hw6-offline-engine",
     # batch 27: a router that failed to start after both its workers were ready
     "sglang-sglang_custom-router-two-workers-router-panic",
-    # batch 38: the draft's load (an EAGLEWorker traceback, a `.bin` bar) read as the target's, and the sigquit line
-    # above the traceback taken as the failure
-    "sglang-eagle130-qwen2-7b-tp2-draft-keyerror",
-    # batch 38: a NextN boot's KV pool failure, whose model the report leaves unsaid (the answer: the target's)
-    "sglang-jailbreakagents-qwen3next-80b-nextn-tp4-kvpool-oom",
 }
 
 
