@@ -108,7 +108,9 @@ def _phase_for_bar(boot: Boot, bar: Bar) -> PhaseKey | None:
         if in_crashed and crashed is not None and crashed.frame_model is not None:
             model = crashed.frame_model
         key = (name, model, None)
-        boot.begin(label, slot, key, boot.clock.now, provisional=True, progress=bar.done == 0 and not in_crashed)
+        boot.begin(
+            label, slot, key, boot.clock.now, provisional=True, progress=bar.done == 0 and not in_crashed
+        )
         if not label:
             boot.untagged_bar_phases.append(key)
         return key

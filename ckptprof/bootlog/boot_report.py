@@ -272,8 +272,13 @@ def _failure_report(boot: Boot, fatal: Failure) -> FailureReport:
     model = fatal.frame_model
     if model is None and recorded is not None and recorded[0] == name:
         model = recorded[1]
-    if model is None and name in ("load-weights", "kv-cache", "cuda-graph") and (
-        not _drafts(boot) or (fatal.whole and fatal.frame_phase == name and name in _draft_framed_steps(boot))
+    if (
+        model is None
+        and name in ("load-weights", "kv-cache", "cuda-graph")
+        and (
+            not _drafts(boot)
+            or (fatal.whole and fatal.frame_phase == name and name in _draft_framed_steps(boot))
+        )
     ):
         # The phase came from the frames alone: with nothing anywhere in the log speaking of a draft (no
         # speculative config, no draft phase, no draft frame), the model loaded or sized is the target. So it is
