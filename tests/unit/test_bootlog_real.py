@@ -50,6 +50,8 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-llmsys-hw6-offline-engine",
     # batch 27: a router that failed to start after both its workers were ready
     "sglang-sglang_custom-router-two-workers-router-panic",
+    # batch 40: a Ray worker's `Fatal Python error: Segmentation fault`, read as no failure
+    "vllm-rocm-5656-r9700-gptoss20b-tp2-2node-ray-segv",
 }
 
 
