@@ -226,8 +226,10 @@ def _is_fatal(boot: Boot, failure: Failure) -> bool:
         return False  # the process tried again
     if boot.ready_seq is not None and failure.seq < boot.ready_seq:
         return False  # the server came up after it
-    if failure.after_ready and failure.kind != "death":
-        return False  # a request failed; the server lives on
+    if failure.after_ready:
+        # A request failed, or the server died after it came up: the boot reached ready, and the warning says what
+        # happened after (the corpus's readers read a scheduler's abort after ready so).
+        return False
     if failure.kind == "death":
         return True
     if failure.kind == "error-record":

@@ -25,6 +25,7 @@ FAILURE_NEEDLES: tuple[str, ...] = (
     "sigquit",
     "failed",  # "unexpectedly failed", "initialization failed", "failed to start": is_death tells them apart
     "Killed",
+    "Fatal Python error",
     "CUDA error",
     "rocBLAS error",
     "ERROR ",
@@ -76,6 +77,9 @@ DEATH_WORDS: dict[str, str | None] = {
     "initialization failed": None,
     "failed to start": None,
     "Killed": "space",  # the shell's word for a SIGKILL
+    # Python's last words as a signal kills it (faulthandler, Py_FatalError): "Fatal Python error: Segmentation fault"
+    # (ROCm/ROCm#5656: a Ray worker, after its native stack).
+    "Fatal Python error": None,
 }
 # FlashAttention's CHECK_CUDA prints the first and exits the process; rocBLAS prints the second when it finds no
 # kernel library for the GPU's architecture, then aborts (tensile_host.cpp: rocblas_abort()).
@@ -103,6 +107,7 @@ FAILURE_GATE_WORDS: tuple[str, ...] = (
     "sigquit",
     "failed",
     "Killed",
+    "Fatal Python error",
     "CUDA error",
     "rocBLAS error",
     "above exception",

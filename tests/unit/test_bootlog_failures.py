@@ -18,6 +18,7 @@ from ckptprof.bootlog.failures import is_death
         ("CUDA error (/src/flash_api.cpp:42): out of memory", True),
         ("Engine core initialization failed. See root cause above.", True),
         ("WorkerProc failed to start.", True),
+        ("Fatal Python error: Segmentation fault", True),
         # The same letters inside longer names are not a death.
         ("server_args=ServerArgs(custom_sigquit_handler=None, log_level='info')", False),
         ("reason: OOMKilled (exit code 137)", False),
@@ -250,3 +251,22 @@ def test_a_bar_printed_after_the_traceback_of_its_step_is_that_steps() -> None:
         "load-weights",
         "draft",
     )
+
+
+def test_pythons_fatal_error_is_the_workers_death() -> None:
+    """GIVEN a Ray worker that loaded its weights, then printed its native stack and Python's last words as a signal
+    killed it (ROCm/ROCm#5656) WHEN the log is read THEN the boot failed there, on that worker."""
+    tag = b"(EngineCore_DP0 pid=742) (RayWorkerWrapper pid=233, ip=10.20.1.125) "
+    log = (
+        b"INFO 11-12 11:11:50 [gpu_model_runner.py:1] Starting to load model m...\n"
+        + tag
+        + b"INFO 11-12 11:12:10 [gpu_model_runner.py:1] Starting to load model m...\n"
+        + tag
+        + b"[2025-11-12 11:12:17,145 E 233 233] logging.cc:474: *** SIGSEGV received at time=1762945937 on cpu 6 ***\n"
+        + tag
+        + b"Fatal Python error: Segmentation fault\n"
+    )
+    report = analyze_bytes(log)
+    assert report.state == "failed"
+    assert report.failure is not None and report.failure.rank == "pid233"
+    assert report.error == "Fatal Python error: Segmentation fault"

@@ -48,10 +48,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-docs-cn-native-api-warning",
     # batch 24: an SGLang offline Engine whose only sign of serving is the script's own bar (no description)
     "sglang-llmsys-hw6-offline-engine",
-    # batch 27: a router that failed to start after both its workers were ready
-    "sglang-sglang_custom-router-two-workers-router-panic",
-    # batch 40: a Ray worker's `Fatal Python error: Segmentation fault`, read as no failure
-    "vllm-rocm-5656-r9700-gptoss20b-tp2-2node-ray-segv",
 }
 
 
