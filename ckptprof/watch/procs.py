@@ -183,6 +183,11 @@ def discover(root_pid: int) -> Discovery:
             engine_cores.append(RankProcess(proc.pid, role, created, ppid))
         else:
             found.helpers.append((proc.pid, role))
+    # A rank's forked child keeps the rank's title (fork copies the memory setproctitle wrote: a compile worker or a
+    # helper the engine forks while it loads): part of that rank, not one more. A real SGLang 0.5.23 engine tier run
+    # once showed a third `ckptprof:TP1` this way.
+    titles: dict[int | None, str] = {rank.pid: rank.role.title for rank in found.ranks}
+    found.ranks = [rank for rank in found.ranks if titles.get(rank.ppid) != rank.role.title]
     if not found.ranks and engine_cores:
         found.ranks = [
             RankProcess(

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from ckptprof.watch import procs
@@ -250,3 +251,28 @@ def test_a_rank_is_found_with_its_parent_the_process_that_reaps_it() -> None:
         os.killpg(tree.pid, 9)
         tree.wait()
     assert [(r.label, r.ppid) for r in found.ranks] == [("TP0", tree.pid)]
+
+
+def test_a_ranks_forked_child_with_its_title_is_no_other_rank() -> None:
+    # a process forked by a rank keeps the rank's title (fork copies what setproctitle wrote): still that one rank
+    tree = _tree(
+        "(exec -a sglang::scheduler_TP0 bash -c '(exec -a sglang::scheduler_TP0 sleep 30) & wait') & "
+        "(exec -a sglang::scheduler_TP1 sleep 30) & wait"
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            titled = [
+                child
+                for child in psutil.Process(tree.pid).children(recursive=True)
+                if procs.classify_process(*procs._describe(child)) is not None
+            ]
+            if len(titled) == 3:
+                break
+            time.sleep(0.05)
+        found = procs.discover(tree.pid)
+    finally:
+        os.killpg(tree.pid, 9)
+        tree.wait()
+    assert len(titled) == 3  # the child is there, titled as its parent
+    assert [r.label for r in found.ranks] == ["TP0", "TP1"]
