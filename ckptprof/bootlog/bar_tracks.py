@@ -104,12 +104,13 @@ def _phase_for_bar(boot: Boot, bar: Bar) -> PhaseKey | None:
         # after stdout: SafeAILab/EAGLE#130's draft load, its 0/1 frame after the KeyError), whose model the
         # traceback's frames say.
         crashed = boot.failures.traceback_of(label)
-        in_crashed = crashed is not None and crashed.frame_phase == name
-        if in_crashed and crashed is not None and crashed.frame_model is not None:
+        if crashed is not None and crashed.frame_phase != name:
+            crashed = None
+        if crashed is not None and crashed.frame_model is not None:
             model = crashed.frame_model
         key = (name, model, None)
         boot.begin(
-            label, slot, key, boot.clock.now, provisional=True, progress=bar.done == 0 and not in_crashed
+            label, slot, key, boot.clock.now, provisional=True, progress=bar.done == 0 and crashed is None
         )
         if not label:
             boot.untagged_bar_phases.append(key)

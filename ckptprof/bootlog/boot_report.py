@@ -138,8 +138,7 @@ def _world_rank_aliases(boot: Boot) -> dict[str, str]:
     group ranks are those a record stated for it (`... is assigned as DP rank 0, PP rank 0, TP rank 1`), or that those
     group ranks would make in the tags' form; TP<n> where the workers are tagged by TP rank alone and the world is
     the TP size. Where nothing says, the untagged process, as the record's line said."""
-    worlds = [label for label in boot.ranks if label.startswith(WORLD_RANK_LABEL)]
-    if not worlds:
+    if not boot.world_labels:
         return {}
     labels = [
         label
@@ -152,7 +151,7 @@ def _world_rank_aliases(boot: Boot) -> dict[str, str]:
     only_form = forms.pop() if len(forms) == 1 else None
     tp_world = _declared_world(boot) == _size(boot, "tp")
     aliases = {}
-    for label in worlds:
+    for label in boot.world_labels:
         rank = int(label[len(WORLD_RANK_LABEL) :])
         groups = dict(boot.assigned_ranks.get(rank, ()))
         named = ""

@@ -445,11 +445,12 @@ class BootLogAnalyzer:
                 # A worker's record that lost its tag (vLLM's workers log their world before their tags are set up):
                 # its rank's, not the untagged process's, under a label the report gives the rank's tag.
                 label = f"{WORLD_RANK_LABEL}{named.rank}"
-                known = label in boot.world_labels
-                if not known and len(boot.ranks) < MAX_RANKS and len(boot.world_labels) < MAX_RANKS:
+                if (
+                    label not in boot.world_labels
+                    and max(len(boot.ranks), len(boot.world_labels)) < MAX_RANKS
+                ):
                     boot.world_labels.append(label)
-                    known = True
-                if known:
+                if label in boot.world_labels:
                     rank = label
                     record = record._replace(rank=label)
         if reading.frame:

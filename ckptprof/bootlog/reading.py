@@ -63,9 +63,12 @@ def read_message(message: str, engines: tuple[EngineLog, ...]) -> Reading:
         action = rule.action
         named_rank = None
         if rule.pattern is not None and isinstance(action, (Begin, End)):
-            action = _with_variant(action, rule, message)
+            match = rule.pattern.search(
+                message
+            )  # _first_rule matched it: the variant and the rank read its groups
+            action = _with_variant(action, match)
             if "rank" in rule.pattern.groupindex:
-                named_rank = _named_rank(rule, message)
+                named_rank = _named_rank(match, message)
         model: Model = None
         elapsed_s = None
         if isinstance(action, End):
@@ -77,9 +80,8 @@ def read_message(message: str, engines: tuple[EngineLog, ...]) -> Reading:
     return Reading(False, None, None, None, None, None, may_fail)
 
 
-def _named_rank(rule: Rule, message: str) -> NamedRank | None:
-    """The global rank a record names as its own, and the group ranks it states after it."""
-    match = rule.pattern.search(message) if rule.pattern is not None else None
+def _named_rank(match: re.Match[str] | None, message: str) -> NamedRank | None:
+    """The global rank a record names as its own (its rule's match), and the group ranks it states after it."""
     if match is None or match.group("rank") is None:
         return None
     world = match.groupdict().get("world")
@@ -144,9 +146,8 @@ def _first_rule(engine: EngineLog, message: str) -> Rule | None:
     return None
 
 
-def _with_variant(action: Begin | End, rule: Rule, message: str) -> Begin | End:
-    """A patterned rule's action for this record: its variant (and so its slot) read from the record."""
-    match = rule.pattern.search(message) if rule.pattern is not None else None
+def _with_variant(action: Begin | End, match: re.Match[str] | None) -> Begin | End:
+    """A patterned rule's action for this record: its variant (and so its slot) read from the rule's match."""
     variant = match.groupdict().get("variant") if match is not None else None
     if not variant:
         return action

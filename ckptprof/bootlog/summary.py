@@ -246,12 +246,11 @@ def _failure_step_words(failure: Failure) -> str:
     recorded = failure.phase
     if failure.after_phase:
         return f" after {phase_label(recorded)}"
-    framed = failure.frame_phase
-    if framed is not None:
-        if recorded is None or recorded[0] != framed:
-            return f" during {phase_label((framed, failure.frame_model, None))}"
-        if failure.frame_model is not None and failure.frame_model != recorded[1]:
-            return f" during {phase_label((framed, failure.frame_model, None))}"
+    framed, model = failure.frame_phase, failure.frame_model
+    if framed is not None and (
+        recorded is None or recorded[0] != framed or (model is not None and model != recorded[1])
+    ):
+        return f" during {phase_label((framed, model, None))}"
     return f" during {phase_label(recorded)}" if recorded else ""
 
 

@@ -47,8 +47,8 @@ what it reads:
   SGLang's records (2024 releases to 0.5.x: Init torch distributed or, from 0.5.21, Init parallel begin/ends, Load
   weight begin/end (0.5.23's overlap mode: the weights read in the background while the graphs are captured), KV
   Cache is allocated, Capture cuda graph and its piecewise graphs, the EAGLE draft's second load and its draft graphs)
-  and vLLM's (V0 and V1: world_size=N rank=N
-  .. is assigned as, also where the worker's tag is missing, Starting to load model, Loading weights took, Loading drafter model, Available KV cache memory,
+  and vLLM's (V0 and V1: world_size=N rank=N .. is assigned as, also where the worker's tag is missing,
+  Starting to load model, Loading weights took, Loading drafter model, Available KV cache memory,
   GPU KV cache size / # GPU blocks, Graph capturing finished; the V2 runner's Capturing model for speculator, the
   drafter's graphs),
   the loaders' bars (default, Multi-thread, fastsafetensors, Run:ai Model Streamer with its GiB/s), rank tags
