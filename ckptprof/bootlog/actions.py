@@ -13,6 +13,7 @@ import re
 from ckptprof.bootlog.boot import Boot
 from ckptprof.bootlog.parse import Record
 from ckptprof.bootlog.reading import SIZE_KEYS, Reading
+from ckptprof.bootlog.state import PhaseTrack
 from ckptprof.bootlog.timestamps import timestamp_seconds
 from ckptprof.engines import sglang_log
 from ckptprof.engines.log_rules import Action, Begin, Capture, Configure, End, Evidence, Fail, Ready
@@ -20,6 +21,8 @@ from ckptprof.engines.log_rules import Action, Begin, Capture, Configure, End, E
 _UNITS_PER_GIB = {"GiB": 1.0, "GB": 1e9 / 2**30, "MiB": 1 / 1024, "MB": 1e6 / 2**30}
 _SPECULATIVE_RE = re.compile(r"speculative_(?:algorithm|config)=(None\b|'[^']*'|\"[^\"]*\"|\{|\w+)")
 _DIGITS_RE = re.compile(r"\d{1,6}\b", re.ASCII)
+# One `name=seconds` of SGLang's startup timings, or a group of them (`cuda_graph={prefill=0.00, decode=1.22}`).
+_TIMING_RE = re.compile(r"(\w{1,40})=(?:\{([^{}]{0,2000})\}|(\d{1,9}(?:\.\d{1,6})?))", re.ASCII)
 
 
 def restarts(action: Action | None, boot: Boot, engine: str = "") -> bool:
@@ -87,8 +90,17 @@ def _begin(boot: Boot, action: Begin, record: Record) -> None:
     start = (rank.last_end or record.timestamp) if action.from_last_end else record.timestamp
     boot.record_phases += 1
     boot.begin(record.rank, slot, key, start, rank=rank, begun_at=record.timestamp, awaits=action.awaits)
+    track = boot.phases[key]
+    _count_record(track, action.one_rank_per_node)
     if action.in_background:
-        boot.phases[key].background = True
+        track.background = True
+
+
+def _count_record(track: PhaseTrack, one_rank_per_node: bool) -> None:
+    if one_rank_per_node:
+        track.one_rank_records += 1
+    else:
+        track.every_rank_records += 1
 
 
 def _before_last_end(stamp: str | None, last_end: str | None) -> bool:
@@ -117,8 +129,10 @@ def _end(boot: Boot, action: End, reading: Reading, record: Record) -> None:
     ended = boot.end(
         record, rank, action.slot, action.phase, reading.model, action.variant, reading.elapsed_s
     )
+    track = boot.phases[ended]
+    _count_record(track, action.one_rank_per_node)
     if record.relayed:
-        boot.phases[ended].folded_ends += record.relayed
+        track.folded_ends += record.relayed
     if action.step_goes_on:
         rank.unfinished = ended
 
@@ -159,11 +173,27 @@ def _capture(boot: Boot, action: Capture, message: str) -> None:
         boot.filesystem = value.rstrip(".")
     elif action.field == "prefetch":
         boot.prefetch = value
+    elif action.field == "startup_timings":
+        boot.startup_timings = startup_timings(value)
     elif action.field == "throughput_GiBps":
         unit = match.group(2) if match is not None and match.lastindex == 2 else "GiB"
         boot.throughput = round(float(value) * _UNITS_PER_GIB.get(unit or "GiB", 1.0), 4)
     else:
         boot.loader = value
+
+
+def startup_timings(text: str) -> dict[str, float]:
+    """SGLang's `load_weight=14.90, ..., cuda_graph={prefill=0.00, decode=1.22}, ...` as seconds by step, in its
+    order; a group's steps under the group's name (``cuda_graph.decode``)."""
+    timings: dict[str, float] = {}
+    for name, group, seconds in _TIMING_RE.findall(text):
+        if seconds:
+            timings[name] = float(seconds)
+            continue
+        for inner, _, inner_seconds in _TIMING_RE.findall(group):
+            if inner_seconds:
+                timings[f"{name}.{inner}"] = float(inner_seconds)
+    return timings
 
 
 def int_arg(message: str, key: str) -> int | None:

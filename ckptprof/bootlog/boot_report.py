@@ -81,6 +81,7 @@ def build_report(boot: Boot, stall_after_s: float, log_ended: bool) -> BootRepor
         loaders=dict(boot.model_loaders),
         throughput_GiBps=boot.throughput,
         prefetch=boot.prefetch,
+        startup_timings=dict(boot.startup_timings),
         failure=failure,
         unparsed_records=boot.unparsed,
     )

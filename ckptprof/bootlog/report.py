@@ -118,6 +118,9 @@ class BootReport:
         None  # vLLM's checkpoint prefetch into the page cache: "started", "finished in 3.2 s", ...
     )
     failure: FailureReport | None = None
+    # The engine's own account of its steps' seconds (SGLang 0.5.2x's `Engine startup timings (s)`: load_weight,
+    # kv_cache_allocation, cuda_graph.decode, ...), as stated: a tail excerpt may hold this and no step record.
+    startup_timings: dict[str, float] = field(default_factory=dict)
     # Boot records the reader found but whose line prefix it could not read (#33 item 3).
     unparsed_records: int = 0
 
@@ -144,6 +147,7 @@ class BootReport:
             "loaders": dict(self.loaders),
             "throughput_GiBps": self.throughput_GiBps,
             "prefetch": self.prefetch,
+            "startup_timings": dict(self.startup_timings),
             "failure": self.failure.to_dict() if self.failure else None,
             "unparsed_records": self.unparsed_records,
         }

@@ -33,6 +33,10 @@ class PhaseTrack:
     # End lines of other workers that Ray folded into one worker's (`... [repeated 12x across cluster]`): that many
     # ranks may have ended it without a line of their own in the log.
     folded_ends: int = 0
+    # Begin and end records applied to it: those every rank logs, and those some releases log from one rank per node
+    # (Begin/End.one_rank_per_node). A phase only the latter showed says nothing of the ranks that did not log it.
+    every_rank_records: int = 0
+    one_rank_records: int = 0
 
     @property
     def newness(self) -> tuple[int, int]:
@@ -45,6 +49,10 @@ class PhaseTrack:
 
     def unended(self) -> int:
         return sum(1 for span in self.spans.values() if span.end is None)
+
+    def silent_ranks_expected(self) -> bool:
+        """Whether only records that some releases log from one rank per node showed this phase."""
+        return self.one_rank_records > 0 and self.every_rank_records == 0
 
     def ends_folded(self) -> bool:
         """Whether the ranks that show no end are accounted for by end lines Ray folded into another worker's."""

@@ -196,6 +196,9 @@ def _ready_summary(context: SummaryContext) -> str:
 
 def _phase_summary(track: PhaseTrack, context: SummaryContext) -> str:
     expected = context.expected if not is_single_process(track, context.expected) else list(track.spans)
+    if track.silent_ranks_expected():
+        # The others do not log it (one_rank_per_node): it is awaited on the ranks that began it.
+        expected = [rank for rank in expected if rank in track.spans]
     expected = expected or list(track.spans)
     ended = [rank for rank in expected if rank in track.spans and track.spans[rank].end is not None]
     graph_models = [other.key[1] for other in context.tracks if other.name == "cuda-graph"]
@@ -301,13 +304,16 @@ def missing_rank_warnings(
         if track.order == latest_order or is_single_process(track, expected):
             continue  # the current phase is described by the summary, not warned about
         absent = [rank for rank in expected if rank not in track.spans and rank not in silent]
+        if track.silent_ranks_expected():
+            absent = []  # the records that showed it are logged by one rank per node: the others' silence is expected
         unfinished = [rank for rank, span in track.spans.items() if span.end is None or span.end_inferred]
         if track.background and not ready:
             unfinished = [rank for rank in unfinished if track.spans[rank].end is not None]
         label = phase_label(track.key)
         if absent:
             warnings.append(
-                f"{label}: not logged by {format_ranks(absent)} ({len(track.spans)} of {len(expected)} ranks)"
+                f"{label}: not logged by {format_ranks(absent)} "
+                f"({sum(rank in track.spans for rank in expected)} of {len(expected)} ranks)"
             )
         if unfinished and track.ends_folded():
             marker = end_marker(track, framework)

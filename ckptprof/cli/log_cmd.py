@@ -165,6 +165,8 @@ def render_text(report: BootReport, source: str) -> str:
     loading = _loader_words(report)
     if loading:
         lines += [loading, ""]
+    if report.startup_timings:
+        lines += [_startup_timings_words(report.startup_timings), ""]
     lines.append(f"state: {report.state} - {report.summary}")
     if report.failure is not None:
         lines.append(_failure_words(report))
@@ -184,6 +186,27 @@ def _loader_words(report: BootReport) -> str:
     if report.prefetch:
         parts.append(f"checkpoint prefetch: {report.prefetch}")
     return "; ".join(parts)
+
+
+def _startup_timings_words(timings: dict[str, float]) -> str:
+    """SGLang's own account of its steps, as it stated them; a group's steps that took no time are left out."""
+    parts: list[str] = []
+    groups: dict[str, list[str]] = {}
+    for name, seconds in timings.items():
+        group, _, step = name.partition(".")
+        if not step:
+            parts.append(f"{name} {seconds:.2f} s")
+            continue
+        if group not in groups:
+            groups[group] = []
+            parts.append(group)  # its place in the engine's order; filled in below
+        if seconds > 0:
+            groups[group].append(f"{step} {seconds:.2f} s")
+    words = [
+        part if part not in groups else f"{part} ({', '.join(groups[part]) or 'none captured'})"
+        for part in parts
+    ]
+    return "startup timings the engine states: " + ", ".join(words)
 
 
 def _failure_words(report: BootReport) -> str:

@@ -43,6 +43,9 @@ class Begin:
     # begun again: SGLang before 0.5.21 logs `Init torch distributed begin/ends` once more for the draft's model runner
     # (a step of its own, after the target's graphs), which would otherwise overwrite the target's step on each rank.
     again_variant: str | None = None
+    # Some releases log it from one rank per node only (vLLM's info_once from 0.11.1; the engine's own process, once
+    # for all its workers): a phase only such records showed says nothing of the ranks that did not log it.
+    one_rank_per_node: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ class End:
     # are read at `Loading weights took`; its load_model returns at `Model loading took`): a crash between the two
     # is in this phase.
     step_goes_on: bool = False
+    # As Begin.one_rank_per_node.
+    one_rank_per_node: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,7 @@ class Ready:
 class Capture:
     """A fact worth reporting, read from the record with ``pattern`` (group 1): ``field`` names it."""
 
-    field: Literal["filesystem", "throughput_GiBps", "loader", "prefetch"]
+    field: Literal["filesystem", "throughput_GiBps", "loader", "prefetch", "startup_timings"]
     pattern: re.Pattern[str] | None = None
     value: str | None = None  # a fixed value (a loader's name), when the line itself is the fact
 

@@ -97,6 +97,12 @@ RECORDS: tuple[Rule, ...] = (
     # uvicorn is up; the warm-up request and its message come after (a log cut before them: up, until it fails).
     Rule("Application startup complete", Ready(when_leading=True, until_more=True), weight=0),
     Rule("Loading safetensors using Fastsafetensor loader", Capture("loader", value="fastsafetensors")),
+    # 0.5.2x's summary of the boot, by the main process once the schedulers are up (entrypoints/engine.py,
+    # _set_startup_time): each step's duration as the schedulers measured it, which a tail excerpt may hold alone.
+    Rule(
+        "Engine startup timings (s): ",
+        Capture("startup_timings", re.compile(r"Engine startup timings \(s\): (.+)")),
+    ),
     Rule("Scheduler hit an exception", Evidence()),
     Rule("Initialization failed. warmup error", Fail("the warmup request")),
 )

@@ -67,10 +67,19 @@ RECORDS: tuple[Rule, ...] = (
     # llm_base_proposer.py: "Detected MTP model. Sharing target model embedding weights with the draft model."):
     # the draft's load is under way on that rank, where `Loading drafter model...` (logged once) lies above a cut.
     Rule("Sharing target model", Begin("load", "load-weights", "draft", unless_open=True), weight=2),
-    Rule("Starting to load model", Begin("load", "load-weights", "nth"), weight=2),
+    # From 0.11.1 the V1 GPU runner logs its load, KV-memory and graph records with info_once: `Starting to load
+    # model` by global rank 0 alone, the others by each node's first local rank (the scope's default, "process",
+    # became "local" in 0.19); 0.11.0 and the V2 runner (0.12 on, the only one in 0.34) log some on every rank. The
+    # engine's process logs the KV cache's size once for all. Marked one_rank_per_node: the other ranks' silence
+    # is no sign that they missed the step.
+    Rule("Starting to load model", Begin("load", "load-weights", "nth", one_rank_per_node=True), weight=2),
     # V1 0.10-0.11 prints it after "Starting to load model" (gpu_model_runner.load_model), the V2 model runner alone:
     # a second begin only where none is open.
-    Rule("Loading model from scratch", Begin("load", "load-weights", "nth", unless_open=True), weight=2),
+    Rule(
+        "Loading model from scratch",
+        Begin("load", "load-weights", "nth", unless_open=True, one_rank_per_node=True),
+        weight=2,
+    ),
     # The model loader's load_model opens with "Loading weights on <device> ..." (base_loader.py, a debug record in
     # 0.11 and 0.34; Habana's vllm-fork logs it at INFO, "Loading weights on hpu ...", with its pre-0.8 record form
     # and nothing else of vLLM's before the loader's bar, vllm-fork#193). Weighed below an engine's own records:
@@ -85,14 +94,22 @@ RECORDS: tuple[Rule, ...] = (
     Rule(
         "Loading model weights took", End("load", "load-weights", "nth", only_if_open_or_new=True), weight=2
     ),
-    Rule("Loading weights took", End("load", "load-weights", "nth", step_goes_on=True), weight=2),
-    Rule("Model loading took", End("load", "load-weights", "nth", only_if_open_or_new=True), weight=2),
+    Rule(
+        "Loading weights took",
+        End("load", "load-weights", "nth", step_goes_on=True, one_rank_per_node=True),
+        weight=2,
+    ),
+    Rule(
+        "Model loading took",
+        End("load", "load-weights", "nth", only_if_open_or_new=True, one_rank_per_node=True),
+        weight=2,
+    ),
     # V1's worker ends its memory profile with "Available KV cache memory: N GiB" (v1/worker/gpu_worker.py,
     # determine_available_memory, 0.8 to 0.34), then the engine sizes the cache from it: the phase is under way,
     # and began where the load ended, as the cache's size line would have said.
     Rule(
         "Available KV cache memory",
-        Begin("kv", "kv-cache", "nth", from_last_end=True, unless_open=True),
+        Begin("kv", "kv-cache", "nth", from_last_end=True, unless_open=True, one_rank_per_node=True),
         weight=2,
     ),
     # The engine's process logs it once for all workers (v1/core/kv_cache_utils.py: "GPU KV cache size: N tokens",
@@ -100,7 +117,7 @@ RECORDS: tuple[Rule, ...] = (
     # on CUDA graph memory profiling says "To maintain the same effective KV cache size as before" (vllm runner#251).
     Rule(
         "KV cache size",
-        End("kv", "kv-cache", "nth", only_first=True, for_every_rank=True),
+        End("kv", "kv-cache", "nth", only_first=True, for_every_rank=True, one_rank_per_node=True),
         weight=2,
         pattern=re.compile(r"KV cache size: \d", re.ASCII),
     ),
@@ -117,7 +134,11 @@ RECORDS: tuple[Rule, ...] = (
     ),
     # Printed right after the KV cache is sized (V0 after `# GPU blocks`, V1 after `GPU KV cache size`, later in the
     # same record): an excerpt that starts below those lines still shows the KV cache sized.
-    Rule("Maximum concurrency for", End("kv", "kv-cache", "nth", only_first=True), weight=2),
+    Rule(
+        "Maximum concurrency for",
+        End("kv", "kv-cache", "nth", only_first=True, one_rank_per_node=True),
+        weight=2,
+    ),
     Rule("Capturing the model for CUDA graphs", Begin("graph", "cuda-graph", "nth"), weight=2),  # V0 to 0.6.3
     # V0 from 0.6.4 (worker/model_runner.py capture_model): "Capturing cudagraphs for decoding. This may lead to ..."
     Rule("Capturing cudagraphs for decoding", Begin("graph", "cuda-graph", "nth"), weight=2),
@@ -136,7 +157,7 @@ RECORDS: tuple[Rule, ...] = (
     # vllm-ascend's runner begins its graph step with "Starting to capture ACL graphs for cases: [...], mode: ..."
     # (worker/model_runner_v1.py; vllm-ascend#3389, #4594) and ends it with vLLM's `Graph capturing finished`.
     Rule("Starting to capture ACL graphs", Begin("graph", "cuda-graph", "nth", unless_open=True), weight=2),
-    Rule("Graph capturing finished", End("graph", "cuda-graph", "nth"), weight=2),
+    Rule("Graph capturing finished", End("graph", "cuda-graph", "nth", one_rank_per_node=True), weight=2),
     # The TPU runner's capture_model compiles the model for each input shape with XLA instead of capturing graphs
     # (v1/worker/tpu_model_runner.py: "Compiling the model with different input shapes."; vllm#15727): the same step.
     Rule(
