@@ -303,9 +303,12 @@ def missing_rank_warnings(
     for track in boot_tracks:
         if track.order == latest_order or is_single_process(track, expected):
             continue  # the current phase is described by the summary, not warned about
-        absent = [rank for rank in expected if rank not in track.spans and rank not in silent]
-        if track.silent_ranks_expected():
-            absent = []  # the records that showed it are logged by one rank per node: the others' silence is expected
+        # Records logged by one rank per node say nothing of the ranks that did not log them.
+        absent = (
+            []
+            if track.silent_ranks_expected()
+            else [rank for rank in expected if rank not in track.spans and rank not in silent]
+        )
         unfinished = [rank for rank, span in track.spans.items() if span.end is None or span.end_inferred]
         if track.background and not ready:
             unfinished = [rank for rank in unfinished if track.spans[rank].end is not None]

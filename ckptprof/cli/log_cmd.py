@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from itertools import groupby
 from typing import Any
 
 from tabulate import tabulate
@@ -190,22 +191,15 @@ def _loader_words(report: BootReport) -> str:
 
 def _startup_timings_words(timings: dict[str, float]) -> str:
     """SGLang's own account of its steps, as it stated them; a group's steps that took no time are left out."""
-    parts: list[str] = []
-    groups: dict[str, list[str]] = {}
-    for name, seconds in timings.items():
-        group, _, step = name.partition(".")
-        if not step:
-            parts.append(f"{name} {seconds:.2f} s")
+    words = []
+    # A group's steps come together, in the engine's order (``cuda_graph.prefill``, ``cuda_graph.decode``, ...).
+    for group, items in groupby(timings.items(), key=lambda item: item[0].partition(".")[0]):
+        steps = [(name.partition(".")[2], seconds) for name, seconds in items]
+        if steps == [("", steps[0][1])]:
+            words.append(f"{group} {steps[0][1]:.2f} s")
             continue
-        if group not in groups:
-            groups[group] = []
-            parts.append(group)  # its place in the engine's order; filled in below
-        if seconds > 0:
-            groups[group].append(f"{step} {seconds:.2f} s")
-    words = [
-        part if part not in groups else f"{part} ({', '.join(groups[part]) or 'none captured'})"
-        for part in parts
-    ]
+        taken = ", ".join(f"{step} {seconds:.2f} s" for step, seconds in steps if seconds > 0)
+        words.append(f"{group} ({taken or 'none captured'})")
     return "startup timings the engine states: " + ", ".join(words)
 
 
