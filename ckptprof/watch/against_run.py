@@ -65,20 +65,24 @@ def _window(track: dict[str, Any], columns: list[str]) -> tuple[float, float] | 
 
 
 def _last_fill(shard: dict[str, Any]) -> tuple[float, float] | None:
-    """(first growth, full) of the shard's last filling: from the first point after its last lowest one to the
-    first point at its full size after that. A cold run drops the pages after watch began (a shard resident at
-    the start goes to 0 and fills again), so the first growth and first full of the whole watch are not the load."""
+    """(first growth, full) of the shard's last filling: the last sample at which it became full, and the first
+    sample after the lowest point between that and the full sample before it (or the start). A cold run drops the
+    pages after watch began (a shard resident at the start goes to 0 and fills again), so the first growth and
+    first full of the whole watch are not the load. A kernel that reclaims idle page cache (DAMON's pageout on
+    the VMs here) may take the pages back after the load: a drop after the last full sample is not a filling."""
     points = shard.get("points") or []
     size = shard.get("bytes") or 0
     if not points or not size:
         return None
-    low = min(b for _, b in points)
-    last_low = max(i for i, (_, b) in enumerate(points) if b == low)
-    if low >= size:
-        return None  # full throughout: the load fetched nothing into the cache that watch could see
-    after = points[last_low + 1 :]
-    full = next((t for t, b in after if b >= size), None)
-    return None if not after or full is None else (float(after[0][0]), float(full))
+    became_full = [i for i in range(1, len(points)) if points[i][1] >= size > points[i - 1][1]]
+    if not became_full:
+        return None  # full throughout, or never full: no filling that watch saw from its start to its end
+    full = became_full[-1]
+    before = [i for i in range(full) if points[i][1] >= size]
+    start = before[-1] + 1 if before else 0
+    low = min(points[i][1] for i in range(start, full))
+    last_low = max(i for i in range(start, full) if points[i][1] == low)
+    return float(points[last_low + 1][0]), float(points[full][0])
 
 
 def _run_rank(rank: dict[str, Any]) -> dict[str, Any]:

@@ -85,7 +85,7 @@ def test_watch_follows_a_ckptprof_run_and_agrees_with_its_session(tmp_path: Path
             assert abs(seen - before - own) <= 0.05 * ckpt_bytes + (1 << 20), (row["rank"], seen, before, own)
             assert row["watch"]["reading_s"] is not None
         assert c["watch_read_bytes"] >= 0.9 * ckpt_bytes
-        assert c["residency_full_s"] is not None
+        assert c["residency_full_s"] is not None, [s["points"] for s in watch["models"][0]["shards"]]
     # AND the module's command writes the table, exit 0 with every rank matched
     out = tmp_path / "table.txt"
     main = [sys.executable, "-m", "ckptprof.watch.against_run", str(watch_dir / "session.json")]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ckptprof.watch.against_run import compare, table
+from ckptprof.watch.against_run import _last_fill, compare, table
 
 COLUMNS = [
     "t_s",
@@ -84,3 +84,16 @@ def test_each_pass_of_each_rank_is_paired_and_a_shortfall_is_named() -> None:
     text = table(c)
     assert "watch saw less than the run counted (rank 1 faithful: 100 B)" in text
     assert "rank 0" not in text.split("watch saw less")[1].split("\n")[0]
+
+
+def test_a_shard_the_kernel_reclaims_after_its_load_keeps_that_load_s_filling() -> None:
+    # GIVEN a cold run's shard: full at watch's start, dropped, filled by the load, filled again by the faithful
+    # pass after a second drop, then taken back whole by a kernel that reclaims idle page cache (DAMON's pageout)
+    points = [[0.0, 100], [0.8, 0], [2.0, 40], [2.5, 100], [3.0, 0], [3.4, 70], [3.6, 100], [5.0, 0]]
+    # WHEN the filling is asked for, THEN it is the last one (the reclaim at 5.0 s is not a filling)
+    assert _last_fill({"bytes": 100, "points": points}) == (3.4, 3.6)
+    # AND a reclaim partway still ends before the filling it follows
+    assert _last_fill({"bytes": 100, "points": [[0.0, 0], [1.0, 30], [1.5, 100], [4.0, 60]]}) == (1.0, 1.5)
+    # AND a shard full throughout, or never full, has no filling
+    assert _last_fill({"bytes": 100, "points": [[0.0, 100]]}) is None
+    assert _last_fill({"bytes": 100, "points": [[0.0, 0], [1.0, 99], [2.0, 0]]}) is None
