@@ -58,7 +58,7 @@ def apply_reading(boot: Boot, reading: Reading, record: Record) -> None:
     elif isinstance(action, Ready):
         _ready(boot, action, engine.name, record)
     elif isinstance(action, Capture):
-        _capture(boot, action, record.message)
+        _capture(boot, action, record)
     elif isinstance(action, Fail):
         failure = boot.failures.add(record, "death", record.message.strip(), boot.where(record))
         failure.phase, failure.step = None, action.step
@@ -162,9 +162,9 @@ def _configure(boot: Boot, message: str) -> None:
         boot.dp_attention = True
 
 
-def _capture(boot: Boot, action: Capture, message: str) -> None:
+def _capture(boot: Boot, action: Capture, record: Record) -> None:
     value = action.value
-    match = action.pattern.search(message) if action.pattern is not None else None
+    match = action.pattern.search(record.message) if action.pattern is not None else None
     if match is not None:
         value = match.group(1)
     if value is None:
@@ -173,6 +173,12 @@ def _capture(boot: Boot, action: Capture, message: str) -> None:
         boot.filesystem = value.rstrip(".")
     elif action.field == "prefetch":
         boot.prefetch = value
+    elif action.field == "startup_timings" and action.step is not None:
+        step, seconds = action.step, float(value)
+        stated = boot.stated_by_rank.setdefault(step, {})
+        kept = stated.get(record.rank, 0.0)
+        stated[record.rank] = kept + seconds if action.adds else max(kept, seconds)
+        boot.startup_timings[step] = round(max(stated.values()), 6)
     elif action.field == "startup_timings":
         boot.startup_timings = startup_timings(value)
     elif action.field == "throughput_GiBps":

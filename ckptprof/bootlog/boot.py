@@ -87,6 +87,8 @@ class Boot:
     prefetch: str | None = None
     # The durations the engine states for its own steps (SGLang's `Engine startup timings (s)`), in seconds.
     startup_timings: dict[str, float] = field(default_factory=dict)
+    # step -> rank -> the seconds that rank stated for it (vLLM: each worker its own compile)
+    stated_by_rank: dict[str, dict[str, float]] = field(default_factory=dict)
 
     ready_seq: int | None = None  # the event count when the engine said it was ready
     # (rank, start, time) of an HTTP server that came up before the engine said ready, and the event count then

@@ -167,7 +167,10 @@ def render_text(report: BootReport, source: str) -> str:
     if loading:
         lines += [loading, ""]
     if report.startup_timings:
-        lines += [_startup_timings_words(report.startup_timings), ""]
+        lines += [_startup_timings_words(report.startup_timings)]
+        if "torch_compile" in report.startup_timings and any(p.name == "kv-cache" for p in report.phases):
+            lines.append(_COMPILE_IN_KV_CACHE)
+        lines.append("")
     lines.append(f"state: {report.state} - {report.summary}")
     if report.failure is not None:
         lines.append(_failure_words(report))
@@ -189,8 +192,14 @@ def _loader_words(report: BootReport) -> str:
     return "; ".join(parts)
 
 
+# vLLM compiles in its memory profile (gpu_worker.py's determine_available_memory runs the model, which compiles it),
+# after the load and before it sizes the KV cache: the reader's kv-cache phase begins at the load's end.
+_COMPILE_IN_KV_CACHE = "  (vLLM compiles while it profiles memory: a kv-cache phase that began at the load's end holds torch_compile's time)"
+
+
 def _startup_timings_words(timings: dict[str, float]) -> str:
-    """SGLang's own account of its steps, as it stated them; a group's steps that took no time are left out."""
+    """The engine's own account of its steps, as it stated them (SGLang's line of every step, vLLM's torch.compile
+    and engine-init lines); a group's steps that took no time are left out."""
     words = []
     # A group's steps come together, in the engine's order (``cuda_graph.prefill``, ``cuda_graph.decode``, ...).
     for group, items in groupby(timings.items(), key=lambda item: item[0].partition(".")[0]):

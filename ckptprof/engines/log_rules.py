@@ -104,6 +104,12 @@ class Capture:
     field: Literal["filesystem", "throughput_GiBps", "loader", "prefetch", "startup_timings"]
     pattern: re.Pattern[str] | None = None
     value: str | None = None  # a fixed value (a loader's name), when the line itself is the fact
+    # For "startup_timings": the step whose seconds the line states (vLLM states one step a line), kept under this
+    # name; None for SGLang's one line of every step. ``adds``: each line states one more part of the step on its
+    # rank (vLLM's "torch.compile took", one line per compile), not the step's total so far. Ranks state their own:
+    # the slowest rank's is kept.
+    step: str | None = None
+    adds: bool = False
 
 
 @dataclass(frozen=True)

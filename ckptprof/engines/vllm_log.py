@@ -22,6 +22,11 @@ from ckptprof.engines.log_rules import (
     Rule,
 )
 
+# "torch.compile takes 7.14 s in total", "torch.compile took **3.79 s** in total" (a paste's bold kept)
+_STATED_S = r" \**(\d{1,9}(?:\.\d{1,6})?) ?s\** in total"
+_COMPILE_TOTAL_RE = re.compile(r"torch\.compile takes" + _STATED_S, re.ASCII)
+_COMPILE_PART_RE = re.compile(r"torch\.compile took" + _STATED_S, re.ASCII)
+
 RECORDS: tuple[Rule, ...] = (
     Rule(
         "API server version", Configure(restart="after-progress"), weight=3
@@ -209,6 +214,33 @@ RECORDS: tuple[Rule, ...] = (
         "Auto-prefetch is disabled",
         Capture("prefetch", re.compile(r"Auto-prefetch is (disabled because .*?)(?:\. If you want|\.?$)")),
         weight=2,
+    ),
+    # The durations vLLM states for its own steps, kept as stated (BootReport.startup_timings). torch.compile's time
+    # (compilation/monitor.py, 0.7 on) is spent in the memory profile, after the load and before the KV cache is
+    # sized: time the kv-cache phase holds when that phase began at the load's end. To 0.17 (in the corpus) the line
+    # states the total so far ("takes N s in total": compilation_time); 0.20 on time each compile ("took N s in
+    # total", the target's and then a drafter's), which add up to the init line's "(compilation: N s)". The engine core's init (v1/engine/core.py, 0.8 on) spans
+    # the profile, the KV cache and the warm-up with its graphs.
+    Rule(
+        "torch.compile t",
+        Capture("startup_timings", _COMPILE_TOTAL_RE, step="torch_compile"),
+        weight=0,
+        pattern=_COMPILE_TOTAL_RE,
+    ),
+    Rule(
+        "torch.compile t",
+        Capture("startup_timings", _COMPILE_PART_RE, step="torch_compile", adds=True),
+        weight=0,
+        pattern=_COMPILE_PART_RE,
+    ),
+    Rule(
+        "warmup model) took",
+        Capture(
+            "startup_timings",
+            re.compile(r"warmup model\) took \**(\d{1,9}(?:\.\d{1,6})?) ?s(?:econds|ecs?)?\b", re.ASCII),
+            step="init_engine",
+        ),
+        weight=0,
     ),
     Rule("EngineCore failed to start", Evidence(), weight=2),
     Rule("Engine core initialization failed", Evidence(), weight=2),

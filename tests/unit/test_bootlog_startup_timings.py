@@ -1,8 +1,10 @@
-"""SGLang 0.5.2x's `Engine startup timings (s): load_weight=..., kv_cache_allocation=..., cuda_graph={...}, ...`
-(entrypoints/engine.py, once the schedulers are up): the engine's own account of its steps, reported as stated.
+"""The engine's own account of its steps, reported as stated: SGLang 0.5.2x's `Engine startup timings (s):
+load_weight=..., kv_cache_allocation=..., cuda_graph={...}, ...` (entrypoints/engine.py, once the schedulers are up),
+and vLLM's torch.compile and engine-init lines (compilation/monitor.py, v1/engine/core.py).
 
-Checked on the real logs that hold it: a v0.5.21 tail that holds no step record (the line is all it says of the
-load), and a dev build's 3-node boot whose two weight loads the line sums."""
+Checked on the real logs that hold them: a v0.5.21 tail that holds no step record (the line is all it says of the
+load), a dev build's 3-node boot whose two weight loads the line sums, and a vLLM file of three EAGLE-3 boots whose
+per-model compile lines add up to the compilation time the engine's init line states."""
 
 from __future__ import annotations
 
@@ -93,3 +95,42 @@ def test_a_later_boot_has_its_own_timings() -> None:
     assert analyze_bytes(first).startup_timings == {"load_weight": 8.0, "kv_cache_allocation": 0.1}
     report = analyze_bytes(first + second)
     assert report.boots == 2 and report.startup_timings == {}
+
+
+def test_vllm_s_compile_lines_add_up_to_the_compilation_its_engine_states() -> None:
+    """GIVEN a recent vLLM's boots, each compile on its own line ("torch.compile took 3.79 s in total" for the target,
+    0.22 s for the EAGLE-3 drafter) and the engine's init line stating "(compilation: 4.01 s)" WHEN each boot is read
+    THEN torch_compile is the sum, which is what the engine states; init_engine is as stated; the third boot, which
+    crashed before its init line, states its compile alone."""
+    path = str(REAL / "vllm-eagle3-spec-dec-3boots-speculator-crash.log")
+    assert analyze_path(path, boot=1).startup_timings == {"torch_compile": 4.01, "init_engine": 24.04}
+    assert analyze_path(path, boot=2).startup_timings == {"torch_compile": 5.61, "init_engine": 10.84}
+    assert analyze_path(path).startup_timings == {"torch_compile": 5.74}
+
+
+def test_vllm_s_compile_is_said_to_sit_inside_the_kv_cache_phase() -> None:
+    """GIVEN vLLM 0.15.1 at TP2 whose kv-cache phase (43 s, from the load's end) holds its 33.21 s torch.compile
+    WHEN the text report is written THEN it states both timings and says where the compile's time went."""
+    report = analyze_path(str(REAL / "vllm-activate-rag-gptoss-harmony-fail.log"))
+    assert report.startup_timings == {"torch_compile": 33.21, "init_engine": 177.74}
+    kv = next(phase for phase in report.phases if phase.name == "kv-cache")
+    assert kv.seconds is not None and kv.seconds >= report.startup_timings["torch_compile"]
+    text = render_text(report, "vllm.out")
+    assert "startup timings the engine states: torch_compile 33.21 s, init_engine 177.74 s\n" in text
+    assert "a kv-cache phase that began at the load's end holds torch_compile's time" in text
+
+
+def test_vllm_s_running_total_is_kept_per_rank_and_the_slowest_rank_wins() -> None:
+    """GIVEN two workers of an older vLLM, each stating its running total ("takes N s in total") twice, and a copy
+    with a paste's bold WHEN read THEN each rank's last total counts, not their sum, and the slower rank's is kept."""
+    log = (
+        b"(VllmWorker rank=0 pid=1) INFO 01-01 00:00:05 [monitor.py:33] torch.compile takes 4.50 s in total\n"
+        b"(VllmWorker rank=1 pid=2) INFO 01-01 00:00:05 [monitor.py:33] torch.compile takes 5.00 s in total\n"
+        b"(VllmWorker rank=0 pid=1) INFO 01-01 00:00:09 [monitor.py:33] torch.compile takes 6.25 s in total\n"
+        b"(VllmWorker rank=1 pid=2) INFO 01-01 00:00:09 [monitor.py:33] torch.compile takes **6.00 s** in total\n"
+        b"INFO 01-01 00:00:30 [core.py:61] init engine (profile, create kv cache, warmup model) took 30.5 seconds\n"
+    )
+    assert analyze_bytes(log).startup_timings == {"torch_compile": 6.25, "init_engine": 30.5}
+    # a line cut before its unit states nothing (vllm#16961's "took 11629.91")
+    cut = b"INFO 04-21 22:58:22 [core.py:162] init engine (profile, create kv cache, warmup model) took 11629.91\n"
+    assert analyze_bytes(cut).startup_timings == {}
