@@ -168,7 +168,8 @@ def render_text(report: BootReport, source: str) -> str:
         lines += [loading, ""]
     if report.startup_timings:
         lines += [_startup_timings_words(report.startup_timings)]
-        if "torch_compile" in report.startup_timings and any(p.name == "kv-cache" for p in report.phases):
+        compiled = "torch_compile" in report.startup_timings or "compilation" in report.startup_timings
+        if compiled and report.framework == "vllm" and any(p.name == "kv-cache" for p in report.phases):
             lines.append(_COMPILE_IN_KV_CACHE)
         lines.append("")
     lines.append(f"state: {report.state} - {report.summary}")
@@ -194,7 +195,7 @@ def _loader_words(report: BootReport) -> str:
 
 # vLLM compiles in its memory profile (gpu_worker.py's determine_available_memory runs the model, which compiles it),
 # after the load and before it sizes the KV cache: the reader's kv-cache phase begins at the load's end.
-_COMPILE_IN_KV_CACHE = "  (vLLM compiles while it profiles memory: a kv-cache phase that began at the load's end holds torch_compile's time)"
+_COMPILE_IN_KV_CACHE = "  (vLLM compiles while it profiles memory: a kv-cache phase that began at the load's end holds the compile's time)"
 
 
 def _startup_timings_words(timings: dict[str, float]) -> str:

@@ -85,7 +85,7 @@ def test_the_corpus_is_as_large_as_the_issue_asks() -> None:
 # Every answer an expected file can give, each compared below with what the reader made of the log.
 COMPARED = {
     "framework", "state", "boots", "phases", "phase_ranks", "failure", "last_bar", "loader", "filesystem",
-    "throughput_GiBps", "summary_contains",
+    "throughput_GiBps", "summary_contains", "startup_timings",
 }  # fmt: skip
 FAILURE_COMPARED = {"rank", "phase", "model", "error_contains"}
 
@@ -147,6 +147,10 @@ def test_real_log_reads_as_a_person_read_it(log: Path) -> None:
     if "summary_contains" in expect:
         got["summary"] = [text for text in expect["summary_contains"] if text in report.summary]
         want["summary"] = expect["summary_contains"]
+    if "startup_timings" in expect:
+        stated = expect["startup_timings"]
+        got["startup_timings"] = {step: report.startup_timings.get(step) for step in stated}
+        want["startup_timings"] = stated
     assert got == want, report.summary
 
 

@@ -69,6 +69,7 @@ def wrong_keys(log: Path) -> dict[str, tuple[Any, Any]]:
     got["loader"], got["filesystem"] = report.loader, report.filesystem
     got["throughput_GiBps"] = report.throughput_GiBps and round(report.throughput_GiBps, 3)
     got["summary_contains"] = [text for text in expect.get("summary_contains", []) if text in report.summary]
+    got["startup_timings"] = {step: report.startup_timings.get(step) for step in expect.get("startup_timings", {})}
     return {key: (got[key], want) for key, want in expect.items() if got[key] != want}
 
 
