@@ -21,6 +21,11 @@ FAILURE_NEEDLES: tuple[str, ...] = (
     "Traceback",
     "Error",
     "Exception",
+    # The other class names an error line may end in (EXCEPTION_LINE_RE): `KeyboardInterrupt: terminated` closes the
+    # traceback of an API server that vLLM stopped (batch 42), `SystemExit: 1` a process that exited.
+    "Interrupt",
+    "Exit",
+    "Failure",
     "is dead",
     "sigquit",
     "failed",  # "unexpectedly failed", "initialization failed", "failed to start": is_death tells them apart

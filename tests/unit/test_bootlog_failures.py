@@ -270,3 +270,26 @@ def test_pythons_fatal_error_is_the_workers_death() -> None:
     assert report.state == "failed"
     assert report.failure is not None and report.failure.rank == "pid233"
     assert report.error == "Fatal Python error: Segmentation fault"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [b"KeyboardInterrupt: terminated", b"SystemExit: 1", b"KeyboardInterrupt"],
+)
+def test_an_error_line_named_interrupt_exit_or_failure_closes_its_traceback(error: bytes) -> None:
+    """GIVEN vLLM's API server stopped before its engine starts (batch 42: `raise KeyboardInterrupt("terminated")` in
+    its signal handler) WHEN the log is read THEN the traceback's error is its error line, not its header: the
+    pre-filter reads a line whose class ends in Interrupt or Exit (or Failure), as the failure checks do."""
+    log = (
+        b"(APIServer pid=1) INFO 04-19 12:30:19 [utils.py:233] non-default args: {'model_tag': 'm'}\n"
+        b"(APIServer pid=1) Traceback (most recent call last):\n"
+        b'(APIServer pid=1)   File "/usr/lib/python3.12/site-packages/vllm/entrypoints/openai/api_server.py", '
+        b"line 564, in signal_handler\n"
+        b'(APIServer pid=1)     raise KeyboardInterrupt("terminated")\n'
+        b"(APIServer pid=1) " + error + b"\n"
+    )
+    report = analyze_bytes(log)
+    assert report.state == "failed"
+    # a bare error line says no more than its class: the code line above it is quoted after it
+    assert report.error is not None and report.error.startswith(error.decode())
+    assert "Traceback" not in report.error

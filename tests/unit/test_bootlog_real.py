@@ -24,12 +24,6 @@ LOGS = sorted(REAL.glob("*.log"))
 # reports/cpu/2026-12-04h-bootlog-unseen/, batch 13). Strict: a log the reader learns to read fails here until it is
 # taken off the list.
 FIRST_SIGHT_WRONG: set[str] = {
-    # batch 42 (first sight, before any change): an API server's traceback whose error line (`KeyboardInterrupt:
-    # terminated`) no needle of the pre-filter finds; a lone `(EngineCore pid=N)` labelled by its pid in the answer;
-    # `Filesystem type for checkpoints: EXT4` written in small letters in the answers
-    "vllm-dockerbuildfiles-gemma4-26b-turboquant-restart-4boots",
-    "vllm-dockerbuildfiles-qwen36-35b-kv-too-small-2boots",
-    "vllm-dockerbuildfiles-qwen36-35b-dflash-spark-ready",
     "sglang-sglang-8229",
     "sglang-sglang-9074",
     # batch 11: SGLang 0.1's untimed `Rank N: load weight begin.` records, left unread (before the 0.3 the issue asks)
