@@ -42,4 +42,9 @@ BARS: tuple[BarKind, ...] = (
     # prompts: it prints no ready line, and these bars are drawn only once the engine is up ("ready": no step).
     BarKind("Adding requests", "ready", None, opens_phase=False, engine="vllm"),
     BarKind("Processed prompts", "ready", None, opens_phase=False, engine="vllm"),
+    # lm-evaluation-harness driving an engine in the script's process (its vLLM and SGLang models turn the engine's
+    # own bars off): its bar runs the requests through the engine, which is up (batch 43). Drawn by lm-eval whatever
+    # the engine: evidence of none.
+    BarKind("Running generate_until requests", "ready", None, opens_phase=False),
+    BarKind("Running loglikelihood", "ready", None, opens_phase=False),
 )

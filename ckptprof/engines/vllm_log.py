@@ -178,6 +178,11 @@ RECORDS: tuple[Rule, ...] = (
     # entrypoints/common/offline.py) is drawn only once it serves. Read here as a record when it is no frame the bar
     # reader takes (an unknown total's `0it [...]`, a long postfix); log_bars.py has it as a bar.
     Rule("Processed prompts", Ready(served=True)),
+    # The engine's throughput, logged while it serves (V0's engine step; V1's stat logger at INFO only once there was
+    # traffic, v1/metrics/loggers.py): an API server whose saved output holds no `Application startup complete`
+    # (stdout alone, batch 43) still shows it served. No words of its own for the engine: SGLang logs none of it, but
+    # an older SGLang imports vLLM's logger.
+    Rule("Avg prompt throughput", Ready(served=True), weight=0),
     Rule(
         "Filesystem type for checkpoints",
         Capture("filesystem", re.compile(r"Filesystem type for checkpoints: ([\w.-]+)")),

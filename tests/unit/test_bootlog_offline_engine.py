@@ -37,6 +37,12 @@ def _read(lines: list[str]) -> tuple[str, list[tuple[str, str | None, int]], str
         # frames the bar reader does not take: a postfix longer than a rate, an unknown total (vllm-lmflow-942)
         "Processed prompts: 100%|████| 10/10 [00:31<00:00,  3.19s/it, est. speed input: 42.98 toks/s, output: 305.76 toks/s]",
         "Processed prompts: 0it [00:00, ?it/s, est. speed input: 0.00 toks/s, output: 0.00 toks/s]",
+        # lm-eval driving the engine with the engine's bars off (batch 43: llm-compressor's evaluation)
+        "Running generate_until requests:   0%|          | 2/1000 [00:02<19:03,  1.15s/it]",
+        "Running loglikelihood requests: 100%|██████████| 10/10 [00:01<00:00,  9.12it/s]",
+        # the engine's throughput while it serves (batch 43: an API server's stdout with no startup line)
+        "INFO 11-06 09:33:20 [loggers.py:123] Engine 000: Avg prompt throughput: 69.3 tokens/s, Avg generation"
+        " throughput: 34.8 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.1%",
     ],
 )
 def test_an_offline_engine_serving_prompts_is_ready_with_no_ready_step(served: str) -> None:
@@ -88,3 +94,20 @@ def test_a_dp_engines_only_worker_is_that_engines_rank() -> None:
 )
 def test_nested_process_tags(prefix: str, rank: str) -> None:
     assert parse_record(prefix + "INFO 11-06 09:33:05 [x.py:1] words").rank == rank
+
+
+def test_a_served_tail_then_a_new_servers_configuration_reads_as_two_boots() -> None:
+    """GIVEN an excerpt that opens in a server's serving (its throughput lines, no step of its boot), then the next
+    server's start and boot WHEN read THEN the configuration starts a boot of its own: the first was up (it served),
+    and the second's ready step is its own, not lost to a boot that was ready already."""
+    served = "INFO 07-01 14:07:01 [loggers.py:123] Engine 000: Avg prompt throughput: 9.3 tokens/s, Running: 1 reqs"
+    second = [
+        "(APIServer pid=2) INFO 07-01 14:07:43 [api_utils.py:273] non-default args: {'model_tag': 'm'}",
+        "(EngineCore pid=3) INFO 07-01 14:07:52 [gpu_model_runner.py:4118] Starting to load model m...",
+        "(EngineCore pid=3) INFO 07-01 14:07:55 [default_loader.py:430] Loading weights took 1.52 seconds",
+        "(APIServer pid=2) INFO 07-01 14:08:07 [api_server.py:1] Application startup complete.",
+    ]
+    report = analyze_bytes("".join(f"{line}\n" for line in [served, *second]).encode())
+    assert report.boots == 2
+    assert report.state == "ready"
+    assert [phase.name for phase in report.phases] == ["load-weights", "ready"]

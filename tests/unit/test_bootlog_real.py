@@ -24,11 +24,6 @@ LOGS = sorted(REAL.glob("*.log"))
 # reports/cpu/2026-12-04h-bootlog-unseen/, batch 13). Strict: a log the reader learns to read fails here until it is
 # taken off the list.
 FIRST_SIGHT_WRONG: set[str] = {
-    # batch 43 (first sight, before any change): a vLLM API server that serves (uvicorn's 200s, the engine's
-    # throughput lines) with no `Application startup complete` in the file; an offline engine driven by lm-eval, whose
-    # own bar (`Running generate_until requests`) runs the requests where vLLM's `Processed prompts` would
-    "vllm-neo4j-graphrag-qwen3-4b-no-startup-line",
-    "vllm-llm-compressor-llama3-8b-awq-lmeval-2boots",
     "sglang-sglang-8229",
     "sglang-sglang-9074",
     # batch 11: SGLang 0.1's untimed `Rank N: load weight begin.` records, left unread (before the 0.3 the issue asks)
