@@ -179,9 +179,8 @@ def _capture(boot: Boot, action: Capture, record: Record) -> None:
         kept = stated.get(record.rank, 0.0)
         stated[record.rank] = kept + seconds if action.adds else max(kept, seconds)
         boot.startup_timings[step] = round(max(stated.values()), 6)
-        if match is not None and match.lastindex == 2:
-            # vLLM's init line's "(compilation: N s)": the engine's own sum of its compile times
-            boot.startup_timings["compilation"] = float(match.group(2))
+        if action.also is not None and match is not None and match.lastindex == 2:
+            boot.startup_timings[action.also] = float(match.group(2))
     elif action.field == "startup_timings":
         boot.startup_timings = startup_timings(value)
     elif action.field == "throughput_GiBps":

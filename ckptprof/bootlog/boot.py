@@ -85,7 +85,8 @@ class Boot:
     )  # the loader each model's load-weights bar shows
     throughput: float | None = None
     prefetch: str | None = None
-    # The durations the engine states for its own steps (SGLang's `Engine startup timings (s)`), in seconds.
+    # The durations the engine states for its own steps (SGLang's `Engine startup timings (s)`, vLLM's torch.compile
+    # and engine-init lines), in seconds.
     startup_timings: dict[str, float] = field(default_factory=dict)
     # step -> rank -> the seconds that rank stated for it (vLLM: each worker its own compile)
     stated_by_rank: dict[str, dict[str, float]] = field(default_factory=dict)

@@ -110,6 +110,8 @@ class Capture:
     # the slowest rank's is kept.
     step: str | None = None
     adds: bool = False
+    # The step that the pattern's second group states, where it matched one (vLLM's init line's "(compilation: N s)").
+    also: str | None = None
 
 
 @dataclass(frozen=True)

@@ -250,6 +250,7 @@ RECORDS: tuple[Rule, ...] = (
                 re.ASCII,
             ),
             step="init_engine",
+            also="compilation",
         ),
         weight=0,
     ),
