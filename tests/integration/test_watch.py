@@ -103,9 +103,8 @@ def assert_loaded_everything(data: dict[str, Any], ckpt: Path, from_start: bool)
 def test_a_server_started_under_watch_is_followed_from_its_first_instant(ckpt: Path, tmp_path: Path) -> None:
     cold(ckpt)
     out = tmp_path / "w"
-    # 40 ms a tensor: rank 0's first shard (17 tensors, a quarter of its bytes) then takes about 0.7 s, three of
-    # watch's 0.2 s polls. At the stand-in's default 20 ms, 0.34 s left one poll's margin, and a busy CI host saw rank
-    # 0 first at 25.6% of its bytes (2026-12-05): a race with the bound below, not a late watcher.
+    # 40 ms a tensor, so that each rank's first shard (17 or 45 tensors) takes 0.7 s or more: the margin of the
+    # first-sight bound below.
     done = watch("-o", str(out), "--", *standin_cmd(ckpt, "--delay-s", "0.04"))
     assert done.returncode == 0, done.stderr
     # the server's output passed through, the view named both ranks, the closing lines say where the session is
@@ -126,9 +125,17 @@ def test_a_server_started_under_watch_is_followed_from_its_first_instant(ckpt: P
     if not gpu_present():  # this host's GPU memory: "no GPU", not zeros
         assert data["gpus"] == {"source": None, "note": "no GPU", "devices": []}
         assert all(r["gpu_peak_bytes"] is None for r in data["ranks"])
-    # from the first instant: every rank was seen before it had read a quarter of its shards
+    # from the first instant: every rank was seen before it opened its second shard (of four). Not "before a
+    # quarter of its bytes": a disk with 8 MiB readahead (this VM's virtio disk, and CI's) reads a whole 6 MB shard
+    # at the rank's first page fault, so a quarter is crossed by the first tensor, a race with the child's imports
+    # that CI lost twice at exactly rank 1's first shard (25.6%). The second shard opens 17-45 tensors later, at
+    # 40 ms a tensor 0.7 s or more after the first: three polls of margin at least.
     for rank, r in enumerate(data["ranks"]):
-        assert r["at_first_sight"]["read_bytes"] < 0.25 * rank_shard_bytes(ckpt, rank)
+        first_shard = shards(ckpt)[rank].stat().st_size
+        assert r["at_first_sight"]["read_bytes"] < first_shard + 0.1 * rank_shard_bytes(ckpt, rank), (
+            rank,
+            r["at_first_sight"],
+        )
         assert r["while_watched"]["read_bytes"] > 0.7 * rank_shard_bytes(ckpt, rank)
     # ckptprof report renders the folder: both ranks, their storage bytes, the bound the samples name, the log
     shown = subprocess.run(
