@@ -98,6 +98,11 @@ _CALL_RE = re.compile(
     r"\s+(?:return |await |[\w.]+(?:, ?[\w.]+)* = )?(?:[\w]+\.)*([A-Za-z_]\w{0,80})\(", re.ASCII
 )
 _RAISE = "raise "  # a traceback's code line that raises: "raise" alone re-raises and names nothing
+# pydantic's error line names only the class that failed validation ("1 validation error for SpeculativeConfig"); the
+# lines under it say why, each error as its location (a field's name; none for a model's own validator) and then its
+# message indented by two spaces ("  Value error, Invalid repository ID ... [type=value_error, input_value=...]").
+_VALIDATION_HEAD_RE = re.compile(r"\d{1,6} validation errors? for \S{1,200}$", re.ASCII)
+_VALIDATION_TYPE = " [type="
 
 
 # Every word that one of _check_failure's branches needs; a record with none of them is not a failure.
@@ -203,6 +208,29 @@ def _no_frames() -> tuple[FrameRule, ...]:
     return ()
 
 
+def _no_lines() -> list[str]:
+    return []
+
+
+def validation_cause(error: str, after: Callable[[], list[str]]) -> str:
+    """A pydantic ValidationError's line with its first error's cause from the lines ``after`` it (the same
+    process's next messages): `... 1 validation error for SpeculativeConfig: Value error, Invalid repository ID ...`.
+    Any other error as it is."""
+    if _VALIDATION_HEAD_RE.search(error) is None:
+        return error
+    location = ""
+    for line in after()[:2]:
+        if line.startswith("  ") and line.strip():
+            cause = line.strip()
+            cut = cause.find(_VALIDATION_TYPE)
+            cause = cause[:cut] if cut > 0 else cause
+            return f"{error}: {location}{cause}"
+        if not line.strip() or line[:1].isspace() or location:
+            break
+        location = f"{line.strip()}: "
+    return error
+
+
 def _read_frame(failure: Failure, text: str, frames: Iterable[FrameRule]) -> None:
     """What the frame rules that ``text`` holds say the failing process was doing: the phase of the first that
     names one, the model of the first that names one. One frame can say both in two rules' words (SGLang's
@@ -298,10 +326,13 @@ class FailureTracker:
         where: Callable[[], Where],
         line_before: Callable[[], str],
         frames: Callable[[], Iterable[FrameRule]] = _no_frames,
+        lines_after: Callable[[], list[str]] = _no_lines,
     ) -> None:
         """Any other record that FAILURE_GATE_RE or its ERROR level let through (the caller asks first, once): a traceback's
         start or error line, a death, an ERROR record. ``frames``: the frame table a method's name is read with, asked
-        for only when one is (which engine leads the evidence costs a microsecond, on thousands of records)."""
+        for only when one is (which engine leads the evidence costs a microsecond, on thousands of records).
+        ``lines_after``: the messages the same process logged on the next lines, asked for only by an error line
+        whose cause is written under it (pydantic's)."""
         message = record.message
         method = _METHOD_RE.search(message) if "method " in message else None
         if method is not None:
@@ -330,7 +361,7 @@ class FailureTracker:
         elif EXCEPTION_LINE_RE.match(message) or (
             self._awaits(record.rank) and QUALIFIED_EXCEPTION_LINE_RE.match(message)
         ):
-            self._on_exception_line(record, where, line_before)
+            self._on_exception_line(record, where, line_before, lines_after)
         elif is_death(message):
             self.add(record, "death", message.strip(), where())
         elif message[:1].isspace() and message.lstrip().startswith(_RAISE):
@@ -381,9 +412,13 @@ class FailureTracker:
         return rank in self._awaiting or (not rank and bool(self._awaiting))
 
     def _on_exception_line(
-        self, record: Record, where: Callable[[], Where], line_before: Callable[[], str]
+        self,
+        record: Record,
+        where: Callable[[], Where],
+        line_before: Callable[[], str],
+        lines_after: Callable[[], list[str]],
     ) -> None:
-        error = record.message.strip()[:500]
+        error = validation_cause(record.message.strip(), lines_after)[:500]
         awaiting = self._awaiting.pop(record.rank, None)
         if awaiting is None and not record.rank and self._awaiting:
             # An untagged error line closes the newest open traceback (torch prints its bodies bare).

@@ -293,6 +293,23 @@ class BootLogAnalyzer:
         line = block[block.rfind(b"\n", 0, start - 1) + 1 : start].decode("utf-8", "replace")
         return strip_ansi(line).strip()
 
+    def _messages_after(self, rank: str, pid: str, count: int = 2) -> list[str]:
+        """The messages of the physical lines after the one being read, while the same process wrote them (its rank
+        and pid): an error's cause written under it. Another process's line ends them."""
+        block = self._block
+        messages: list[str] = []
+        end = block.find(b"\n", self._line_start)
+        while end >= 0 and len(messages) < count:
+            start = end + 1
+            end = block.find(b"\n", start)
+            stop = len(block) if end < 0 else end
+            line = block[start : min(stop, start + MAX_LINE_BYTES)].decode("utf-8", "replace")
+            record = parse_record(strip_ansi(line).rstrip("\r"))
+            if record.rank != rank or record.pid != pid:
+                break
+            messages.append(record.message)
+        return messages
+
     def _time_before_line(self, before: tuple[str | None, float] | None) -> tuple[str | None, float] | None:
         """The log's time just before the line being read: ``before`` (the clock before the line's record moved
         it, None when it did not), moved on by the timed lines the pre-filter passed over since the last look.
@@ -487,6 +504,7 @@ class BootLogAnalyzer:
                 lambda: boot.where(record),
                 self._line_before,
                 lambda: FRAMES_READ_BY[boot.framework()],
+                lambda: self._messages_after(record.rank, record.pid),
             )
 
     def _on_named_rank(self, named: NamedRank) -> None:

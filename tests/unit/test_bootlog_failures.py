@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ckptprof.bootlog import analyze_bytes
-from ckptprof.bootlog.failures import is_death
+from ckptprof.bootlog.failures import is_death, validation_cause
 
 
 @pytest.mark.parametrize(
@@ -293,3 +293,69 @@ def test_an_error_line_named_interrupt_exit_or_failure_closes_its_traceback(erro
     # a bare error line says no more than its class: the code line above it is quoted after it
     assert report.error is not None and report.error.startswith(error.decode())
     assert "Traceback" not in report.error
+
+
+_VALIDATION_TRACEBACK = (
+    b"(APIServer pid=9) INFO 06-27 16:55:33 [utils.py:233] non-default args: {'model_tag': 'm'}\n"
+    b"(APIServer pid=9) Traceback (most recent call last):\n"
+    b'(APIServer pid=9)   File "/x/pydantic/_internal/_dataclasses.py", line 127, in __init__\n'
+    b"(APIServer pid=9)     s.__pydantic_validator__.validate_python(ArgsKwargs(args, kwargs), self_instance=s)\n"
+)
+
+
+def test_a_pydantic_validation_error_says_its_cause() -> None:
+    """GIVEN vLLM's API server failing to build its configuration, pydantic's error line naming only the class and the
+    line under it the cause (batch 44; vllm#26161 prints the same form) WHEN the log is read THEN the error holds the
+    cause, without pydantic's type and input dump."""
+    log = _VALIDATION_TRACEBACK + (
+        b"(APIServer pid=9) pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+        b"(APIServer pid=9)   Value error, Expecting value: line 1 column 1 (char 0) [type=value_error, "
+        b"input_value=ArgsKwargs((), {'model': ...}), input_type=ArgsKwargs]\n"
+        b"(APIServer pid=9)     For further information visit https://errors.pydantic.dev/2.12/v/value_error\n"
+    )
+    report = analyze_bytes(log)
+    assert report.state == "failed"
+    assert report.error == (
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig: "
+        "Value error, Expecting value: line 1 column 1 (char 0)"
+    )
+
+
+def test_another_processs_line_under_a_validation_error_is_not_its_cause() -> None:
+    """GIVEN the line under pydantic's error line logged by another process WHEN the log is read THEN the error is the
+    error line alone: another process's words are not its cause."""
+    log = _VALIDATION_TRACEBACK + (
+        b"(APIServer pid=9) pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+        b"(EngineCore pid=12)   Value error, something else [type=value_error]\n"
+    )
+    report = analyze_bytes(log)
+    assert report.error == "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig"
+
+
+@pytest.mark.parametrize(
+    ("after", "error"),
+    [
+        # a model's own validator: no location line
+        (["  Value error, bad [type=value_error, input_value=1]"], "V: Value error, bad"),
+        # a field's error: its location, then its message
+        (
+            ["limit_mm_per_prompt", "  Input should be a valid dictionary [type=dict_type]"],
+            "V: limit_mm_per_prompt: Input should be a valid dictionary",
+        ),
+        # nothing under it, or something that is not pydantic's
+        ([], "V"),
+        (["Please verify the following", "1. Provide a valid ID"], "V"),
+        (["", "  Value error, late"], "V"),
+    ],
+)
+def test_validation_cause_reads_pydantics_two_forms(after: list[str], error: str) -> None:
+    head = "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig"
+    got = validation_cause(head, lambda: after)
+    assert got == error.replace("V", head, 1)
+
+
+def test_validation_cause_leaves_other_errors_alone() -> None:
+    def never() -> list[str]:
+        raise AssertionError("the lines after an ordinary error are not read")
+
+    assert validation_cause("ValueError: No available memory", never) == "ValueError: No available memory"

@@ -48,9 +48,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-docs-cn-native-api-warning",
     # batch 24: an SGLang offline Engine whose only sign of serving is the script's own bar (no description)
     "sglang-llmsys-hw6-offline-engine",
-    # batch 44: a pydantic ValidationError whose head line ("1 validation error for SpeculativeConfig") is reported
-    # without the detail line under it that names the cause
-    "vllm-eagle3-spec-dec-speculative-config-validation-error",
 }
 
 
