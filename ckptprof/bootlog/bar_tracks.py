@@ -114,6 +114,8 @@ def _phase_for_bar(boot: Boot, bar: Bar) -> PhaseKey | None:
         )
         if not label:
             boot.untagged_bar_phases.append(key)
+        if not kind.opens_phase:
+            boot.word_bar_phases.append((key, label, slot))
         return key
     return None
 

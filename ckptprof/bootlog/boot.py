@@ -52,6 +52,9 @@ class Boot:
     # A worker's process id -> the rank its tag named once it knew it ("(Worker_TP0 pid=374)"): before that, vLLM V1
     # tagged it "(Worker pid=374)", read as rank pid374. The report counts the two as one rank (boot_report.py).
     named_pids: dict[str, str] = field(default_factory=dict)
+    # The process ids of launchers whose tag stands before records that name their own rank (Ray's `(WorkerDict
+    # pid=N)` before SGLang's `[time TP1]`): that tag's other lines are no rank's.
+    launcher_pids: set[str] = field(default_factory=set)
     # A global rank -> the group ranks a record stated for it ((("DP", 0), ("PP", 0), ("TP", 1)): vLLM's `rank 1 in
     # world size 2 is assigned as ...`): the report names a rank read from an untagged record by these.
     assigned_ranks: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
@@ -64,6 +67,9 @@ class Boot:
     untagged_bar_phases: list[PhaseKey] = field(
         default_factory=list
     )  # opened by bars before the lead was tagged
+    # (phase, rank label, slot) of each phase a bar no engine's table knows opened, by its words alone, because no
+    # record had opened a phase yet (bar_tracks._phase_for_bar)
+    word_bar_phases: list[tuple[PhaseKey, str, str]] = field(default_factory=list)
 
     bars: list[BarTrack] = field(default_factory=list)
     current_bars: dict[tuple[str, PhaseKey | None], BarTrack] = field(default_factory=dict)
@@ -252,6 +258,8 @@ class Boot:
         A rank does one boot phase at a time: a phase still open on it ends where this one is known to have
         begun (``begun_at``, else ``start``), so a release that logs no end line for it (no `Init torch
         distributed ends`) does not leave it running to the end of the log."""
+        if key[0] == "init-distributed" and self.word_bar_phases and not provisional:
+            self._drop_word_bar_phases()
         if rank is None:
             rank = self.rank_state(label)
         if not label and self.world_labels:
@@ -276,6 +284,37 @@ class Boot:
         rank.open[slot] = key
         rank.unfinished = None
         self.touch(rank, progress)
+
+    def _drop_word_bar_phases(self) -> None:
+        """A boot initialises torch.distributed before anything else it logs: a phase that only a bar of no engine's
+        kind opened before that was another program's. A training framework loads its own models through
+        transformers (`Loading checkpoint shards`), then starts the engine that serves its rollouts (verl's SGLang
+        inside a Ray actor, batch 45). Its bars stay in the report, as no phase's."""
+        for key, label, slot in self.word_bar_phases:
+            track = self.phases.get(key)
+            if track is None or not track.provisional:
+                continue  # a record of this boot named the phase: it was the boot's own
+            del self.phases[key]
+            for rank in self.ranks.values():
+                for open_slot in [open_slot for open_slot, open_key in rank.open.items() if open_key == key]:
+                    del rank.open[open_slot]
+            counted = self.ranks.get(label)
+            if counted is not None and counted.begun.get(slot, 0) > 0:
+                # the load the bar counted was not this rank's first: the engine's own load still is
+                counted.begun[slot] -= 1
+                if not counted.begun[slot] and key[1] is not None:
+                    counted.models_loaded.discard(key[1])
+            for bar in self.bars:
+                if bar.phase == key:
+                    bar.phase = None
+            self.current_bars = {
+                (desc, None if phase == key else phase): bar
+                for (desc, phase), bar in self.current_bars.items()
+            }
+            if key in self.untagged_bar_phases:
+                self.untagged_bar_phases.remove(key)
+        self.word_bar_phases.clear()
+        self.bar_cache.clear()
 
     def _end_previous(self, label: str, rank: RankState, phase: str, at: str | None) -> None:
         """End the rank's open phases of other names at ``at`` (variants of one phase, SGLang's decode and

@@ -423,6 +423,14 @@ def parse_record(text: str) -> Record:
             if name != "Worker" or not _names_rank(rank):
                 rank = worker_rank_label(name, inner_pid)
                 pid = inner_pid
+        if text[:1] == "[":
+            # An SGLang record behind a launcher's process tag (Ray's `(WorkerDict pid=N)` before the lines of the
+            # SGLang engine a verl actor runs, batch 45): the record's own prefix names its time and rank, and the
+            # actor's pid is the launcher's, shared by every rank it runs.
+            inner_record = _SGLANG_PREFIX_RE.match(text)
+            if inner_record is not None:
+                stamp, tags = inner_record.groups()
+                return Record(stamp, tags.strip(), text[inner_record.end() :], "sglang", "", False, pid)
     elif text.startswith("[rank"):
         # torch.distributed's own prefix on every line a rank prints while it dies: "[rank3]: Traceback ..."
         torch_rank = _TORCH_RANK_RE.match(text)

@@ -438,14 +438,28 @@ class BootLogAnalyzer:
             timestamp = clock.now
         boot = self._boot
         rank = record.rank
+        style = record.style
+        pid = record.pid
+        if pid:
+            if style == "sglang":
+                # An SGLang record behind a launcher's process tag (parse_record): the pid is the launcher's, which
+                # runs every rank whose lines it prints (verl's Ray actor).
+                boot.launcher_pids.add(pid)
+            elif pid in boot.launcher_pids and rank.startswith(PID_LABEL):
+                rank = ""  # a line of no rank's own behind that tag: untagged, as it would be without the launcher
         if rank not in boot.ranks and len(boot.ranks) >= MAX_RANKS:
             rank = "?"
         message = record.message
-        style = record.style
         if timestamp != raw or rank != record.rank:
-            record = Record(timestamp, rank, message, style, record.level, record.relayed, record.pid)
-        pid = record.pid
-        if pid and pid not in boot.named_pids and rank and rank != "?" and not rank.startswith(PID_LABEL):
+            record = Record(timestamp, rank, message, style, record.level, record.relayed, pid)
+        if (
+            pid
+            and pid not in boot.named_pids
+            and rank
+            and rank != "?"
+            and style != "sglang"
+            and not rank.startswith(PID_LABEL)
+        ):
             boot.named_pids[pid] = rank
         # What the message says, read with the tables its style calls for (kept for the next ranks).
         key = (style if style in ENGINE_NAMES else f"plain {boot.framework()}", message)

@@ -48,9 +48,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-docs-cn-native-api-warning",
     # batch 24: an SGLang offline Engine whose only sign of serving is the script's own bar (no description)
     "sglang-llmsys-hw6-offline-engine",
-    # batch 45: verl's FSDP models loaded by transformers (their `Loading checkpoint shards` bars) before the SGLang
-    # rollout engine starts inside a Ray actor, whose rank dies in init-distributed under the actor's pid prefix
-    "sglang-preTest-verl-ray-qwen3-4b-tp2-init-tcpstore-timeout",
 }
 
 
