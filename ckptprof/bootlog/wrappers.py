@@ -344,6 +344,7 @@ def _shared_indent(block: bytes, common: bytes | None, min_lines: int) -> bytes 
     seen = 0
     start = 0
     size = len(block)
+    frames: list[bytes] = []  # the leads of traceback frame lines, weighed after the other lines'
     for _ in range(2 * _INDENT_SAMPLE_LINES):  # blank lines count too: a block of them is read no further
         if seen >= _INDENT_SAMPLE_LINES or start >= size:
             break
@@ -355,19 +356,29 @@ def _shared_indent(block: bytes, common: bytes | None, min_lines: int) -> bytes 
         if not line.strip():
             continue
         lead = line[: len(line) - len(line.lstrip(b" \t"))]
+        seen += 1
         if line.startswith(_FRAME_LINE, len(lead)):
-            # Python prints a traceback's frames 2 blanks in: those are the traceback's, not the paste's (an excerpt
-            # that starts inside a traceback holds nothing else in its first lines).
-            lead = lead[:-2]
+            frames.append(lead)
+            continue
         if not lead:
             return None
-        if common is None:
-            common = lead
-        else:
-            # the blanks both open with (compared byte by byte: a tab is not a space)
-            pairs = enumerate(zip(common, lead, strict=False))
-            common = common[: next((i for i, (a, b) in pairs if a != b), min(len(common), len(lead)))]
-            if not common:
-                return None
-        seen += 1
+        common = lead if common is None else _common_blanks(common, lead)
+        if not common:
+            return None
+    for lead in frames:
+        # Python prints a traceback's frames 2 blanks in: those are the traceback's, not the paste's (an excerpt
+        # that starts inside a traceback holds nothing else in its first lines). A frame that opens with what the
+        # other lines share is the paste's, however many of its own blanks it kept: output spliced into a
+        # traceback's line can eat them (a notebook's stderr, batch 47).
+        if common is not None and lead.startswith(common):
+            continue
+        common = lead[:-2] if common is None else _common_blanks(common, lead[:-2])
+        if not common:
+            return None
     return common if seen >= min_lines else None
+
+
+def _common_blanks(common: bytes, lead: bytes) -> bytes:
+    """The blanks both open with (compared byte by byte: a tab is not a space)."""
+    pairs = enumerate(zip(common, lead, strict=False))
+    return common[: next((i for i, (a, b) in pairs if a != b), min(len(common), len(lead)))]

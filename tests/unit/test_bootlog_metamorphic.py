@@ -66,12 +66,7 @@ def _reading(report: BootReport) -> dict[str, object]:
 
 
 # (log, decoration) pairs the reader does not yet read as the original; strict, so a fix flips them. Why, each.
-DECORATED_WRONG: dict[tuple[str, str], str] = {
-    ("sglang-webtoon-rag-nb-engine-tp8-bnb-prequant-tp-unsupported", "indent4"): (
-        "batch 47: a traceback frame whose own blanks a spliced write ate starts its line; indented, it is read as"
-        " a frame 2 blanks in, and the paste's indentation is learned as 2 blanks instead of 4"
-    ),
-}
+DECORATED_WRONG: dict[tuple[str, str], str] = {}
 
 
 @pytest.mark.parametrize("transform", list(TRANSFORMS))

@@ -120,6 +120,21 @@ def test_an_excerpt_that_starts_inside_a_traceback_is_not_indented() -> None:
     assert learn_indent(pasted) == b"    "
 
 
+def test_a_frame_line_that_lost_its_own_blanks_is_still_the_pastes() -> None:
+    # GIVEN a notebook's stderr whose traceback line a spliced write cut, so its frame starts at the line's start
+    # (batch 47: `File "/[2025-03-24 01:33:47] Received sigquit ...`), pasted 4 blanks in like every other line
+    lines = [
+        b"[2025-03-24 01:33:47 TP2] Scheduler hit an exception: Traceback (most recent call last):",
+        b'File "/[2025-03-24 01:33:47] Received sigquit from a child process.',
+        b'  File "/x/model_runner.py", line 1, in load_model',
+        b"ValueError: Prequant BitsAndBytes models with TP is not supported.",
+    ]
+    pasted = b"".join(b"    " + line + b"\n" for line in lines)
+    # THEN the paste's 4 blanks are learned, not 2: the frame opens with what the other lines share
+    assert learn_indent(pasted) == b"    "
+    assert unwrap(pasted) == b"".join(line + b"\n" for line in lines)
+
+
 def test_a_single_line_block_keeps_the_indentation_the_log_showed() -> None:
     # GIVEN the cut last line of an indented paste, which the splitter hands over as a block of its own
     last = b"    torch.OutOfMemoryError: CUDA out of memory."
