@@ -196,18 +196,22 @@ class Boot:
             for track in self.phases.values()
             if track.provisional and track.name == key[0] and not (begins and _other_models(track.key, key))
         ]:
-            del self.phases[other.key]
-            for rank in self.ranks.values():
-                for slot in [slot for slot, open_key in rank.open.items() if open_key == other.key]:
-                    del rank.open[slot]
-            for bar in self.bars:
-                if bar.phase == other.key:
-                    bar.phase = key
-            self.current_bars = {
-                (desc, key if phase == other.key else phase): bar
-                for (desc, phase), bar in self.current_bars.items()
-            }
-            self.bar_cache.clear()
+            self._retire_phase(other.key, key)
+
+    def _retire_phase(self, old: PhaseKey, heir: PhaseKey | None) -> None:
+        """Take the phase ``old`` out of the boot: no rank has it open, and its bars are ``heir``'s (no phase's when
+        None)."""
+        del self.phases[old]
+        for rank in self.ranks.values():
+            for slot in [slot for slot, open_key in rank.open.items() if open_key == old]:
+                del rank.open[slot]
+        for bar in self.bars:
+            if bar.phase == old:
+                bar.phase = heir
+        self.current_bars = {
+            (desc, heir if phase == old else phase): bar for (desc, phase), bar in self.current_bars.items()
+        }
+        self.bar_cache.clear()
 
     def model_for(self, rank: RankState, slot: str, phase: str, model: str | None) -> str | None:
         """Count the rank's begins of ``slot`` and say whose phase this is; "nth" follows ``_nth_model``."""
@@ -294,27 +298,16 @@ class Boot:
             track = self.phases.get(key)
             if track is None or not track.provisional:
                 continue  # a record of this boot named the phase: it was the boot's own
-            del self.phases[key]
-            for rank in self.ranks.values():
-                for open_slot in [open_slot for open_slot, open_key in rank.open.items() if open_key == key]:
-                    del rank.open[open_slot]
+            self._retire_phase(key, None)
             counted = self.ranks.get(label)
             if counted is not None and counted.begun.get(slot, 0) > 0:
                 # the load the bar counted was not this rank's first: the engine's own load still is
                 counted.begun[slot] -= 1
                 if not counted.begun[slot] and key[1] is not None:
                     counted.models_loaded.discard(key[1])
-            for bar in self.bars:
-                if bar.phase == key:
-                    bar.phase = None
-            self.current_bars = {
-                (desc, None if phase == key else phase): bar
-                for (desc, phase), bar in self.current_bars.items()
-            }
             if key in self.untagged_bar_phases:
                 self.untagged_bar_phases.remove(key)
         self.word_bar_phases.clear()
-        self.bar_cache.clear()
 
     def _end_previous(self, label: str, rank: RankState, phase: str, at: str | None) -> None:
         """End the rank's open phases of other names at ``at`` (variants of one phase, SGLang's decode and
