@@ -106,6 +106,12 @@ class Boot:
     def ready(self) -> bool:
         return self.ready_seq is not None
 
+    def holds_a_start(self) -> bool:
+        """Whether anything of this server's own start is in the log: its configuration, a step or a failure. A boot
+        with none is the tail of a server started above the excerpt (its serving alone): not a start the log
+        holds, so not counted as a boot when the next server's configuration follows it."""
+        return bool(self.configured_by or self.phases or self.failures.any() or self.failures.traceback_seen)
+
     def finish(self) -> None:
         """The server restarted: this boot's clock stops where the log was then, and what only reading needs goes."""
         self.clock = self.clock.copy()

@@ -117,25 +117,33 @@ class BootLogAnalyzer:
     def _restart(
         self, record: Record, before: tuple[str | None, float] | None, first_before: str | None = ""
     ) -> None:
-        """The server started again: the boot so far is kept as it was, and a fresh one begins here. ``before``:
+        """The server started again: the boot so far is kept as it was (unless it held no start of its own: see
+        Boot.holds_a_start), and a fresh one begins here. ``before``:
         the log's time before this record moved it, when it did; ``first_before``: the boot's first stamp before
         this record's moved the clock ("": the record did not move it)."""
         # Kept by reference and reported only if asked for: a retry loop can restart thousands of times, and
         # building each report would cost more than reading the log.
         finished = self._boot
-        finished.finish()
-        if before is not None:
-            # The new server's first record is no part of the old boot: an open phase of that boot ran until the
-            # boot's own last time, not into the next server's (days later, where two runs share a file).
-            finished.clock.now, finished.clock.now_s = before
-        if first_before != "":
-            # Nor is its stamp the old boot's first (a boot with no stamp of its own took it as it moved the clock).
-            finished.first_ts = first_before
-        if len(self._early_boots) < BOOTS_KEPT:
-            self._early_boots.append(finished)
+        number = finished.number + 1
+        if not finished.holds_a_start():
+            # An excerpt that opened in an earlier server's serving: the boots counted are the starts the log
+            # holds (a notebook cell that opens on the last engine's bar, then rebuilds it nine times, holds nine).
+            number = finished.number
         else:
-            self._late_boots.append(finished)
-        self._boot = Boot(finished.number + 1, self._clock, first_ts=record.timestamp)
+            finished.finish()
+            if before is not None:
+                # The new server's first record is no part of the old boot: an open phase of that boot ran until the
+                # boot's own last time, not into the next server's (days later, where two runs share a file).
+                finished.clock.now, finished.clock.now_s = before
+            if first_before != "":
+                # Nor is its stamp the old boot's first (a boot with no stamp of its own took it as it moved the
+                # clock).
+                finished.first_ts = first_before
+            if len(self._early_boots) < BOOTS_KEPT:
+                self._early_boots.append(finished)
+            else:
+                self._late_boots.append(finished)
+        self._boot = Boot(number, self._clock, first_ts=record.timestamp)
         seconds = timestamp_seconds(record.timestamp) if record.timestamp is not None else None
         if seconds is not None and seconds < self._clock.now_s:
             # The new server's time starts at its own first record: a run from earlier (or from a machine whose

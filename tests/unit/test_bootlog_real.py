@@ -48,10 +48,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-docs-cn-native-api-warning",
     # batch 24: an SGLang offline Engine whose only sign of serving is the script's own bar (no description)
     "sglang-llmsys-hw6-offline-engine",
-    # batch 47: a notebook cell that opens in an engine's serving (its `Processed prompts` bar, the engine built in an
-    # earlier cell), then nine engine starts: the reader counts the served tail as a boot of its own (batch 43's rule
-    # for an excerpt that opens in serving), the answer counts the server starts the file holds, as the spec says
-    "vllm-mathcomp-deepseek-math-7b-v040-eager-fp8kv-9boots",
 }
 
 
