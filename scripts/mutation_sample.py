@@ -208,8 +208,8 @@ SAMPLE: tuple[Mutant, ...] = (
     Mutant("boot", "        span.end = record.timestamp", "        span.end = None"),
     Mutant(
         "boot",
-        "            return shift_timestamp(record.timestamp, -elapsed_s)",
-        "            return shift_timestamp(record.timestamp, elapsed_s)",
+        "            return shift_timestamp(stamp, -elapsed_s)",
+        "            return shift_timestamp(stamp, elapsed_s)",
     ),
     Mutant("phases", "STALL_AFTER_S = 120.0", "STALL_AFTER_S = 600.0"),
     # the earlier audit's planted bug: a phase with no logged end runs to the log's last line, not to ready

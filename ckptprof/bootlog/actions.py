@@ -29,16 +29,18 @@ def restarts(action: Action | None, boot: Boot, engine: str = "") -> bool:
     """Whether this record (a rule of ``engine``'s) is a new server's configuration: the boot so far was an
     earlier start.
 
-    The boot so far made progress when it opened a phase, when a process crashed in it (a Python traceback), or
-    when it served (an excerpt that opens in a server's serving, cut above its steps): a log of a server that died
-    before any phase record (a paste of its traceback alone, a crash in the first second) is a boot of its own, and
-    the next server's configuration starts another one, not more of it. A configuration of one engine after another
+    The boot so far made progress when it opened a phase, when a process crashed in it (a Python traceback, or an
+    error whose own words name the step it failed in: SGLang's `Capture cuda graph failed`), or when it served (an
+    excerpt that opens in a server's serving, cut above its steps): a log of a server that died before any phase
+    record (a paste of its traceback alone, a crash in the first second) is a boot of its own, and the next server's
+    configuration starts another one, not more of it. A bare death word is not enough: a launcher may print its
+    failure before the server's own configuration line. A configuration of one engine after another
     engine's is another server's, whatever came between: one server is configured by one engine."""
     if not isinstance(action, Configure):
         return False
     if boot.configured_by and engine and engine != boot.configured_by:
         return True
-    if not (boot.phases or boot.failures.traceback_seen or boot.ready):
+    if not (boot.phases or boot.failures.traceback_seen or boot.failures.named_a_step() or boot.ready):
         return False
     return action.restart == "after-progress" or (action.restart == "after-ready" and boot.ready)
 

@@ -16,7 +16,7 @@ from ckptprof.bootlog.failures import FailureTracker, Where
 from ckptprof.bootlog.parse import WORLD_RANK_LABEL, Record
 from ckptprof.bootlog.reading import ENGINE_NAMES
 from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan, RankState
-from ckptprof.bootlog.timestamps import shift_timestamp
+from ckptprof.bootlog.timestamps import shift_timestamp, timestamp_seconds
 from ckptprof.bootlog.words import PhaseKey, rank_sort_key
 
 READY_KEY: PhaseKey = ("ready", None, None)
@@ -353,11 +353,22 @@ class Boot:
             track.provisional = False  # a record closed it: no longer a guess
             span = track.spans.get(record.rank)
         if span is None:
-            span = RankSpan(start=self._implicit_start(record, rank, elapsed_s))
+            start = self._implicit_start(record, rank, elapsed_s)
             key = (phase, self.model_for(rank, slot, phase, model), variant)
+            new = key not in self.phases
             track = self.track(key, slot)
-            track.spans[record.rank] = span
             track.begun_seq = self.clock.seq
+            if (
+                new
+                and start is not None
+                and start == record.timestamp
+                and _earlier(start, self.last_phase_end)
+            ):
+                # An end relayed late (Ray flushes a worker's deduplicated lines after later ones): the phase ended
+                # before the boot's last phase did, so it ran before the phases that began after its end.
+                self._place_before_later(track, start)
+            span = RankSpan(start=start)
+            track.spans[record.rank] = span
         span.end = record.timestamp
         span.elapsed_s = elapsed_s
         if record.timestamp is not None:
@@ -397,9 +408,34 @@ class Boot:
         return closed
 
     def _implicit_start(self, record: Record, rank: RankState, elapsed_s: float | None) -> str | None:
-        if record.timestamp is not None and elapsed_s is not None:
-            return shift_timestamp(record.timestamp, -elapsed_s)
-        return rank.last_end or self.last_phase_end or record.timestamp
+        """Where a phase whose begin was never logged started: its stated duration before its end, else where the
+        rank's (or the boot's) last phase ended, but never after its own end (a line relayed late ends a phase
+        that was over before the last one was: its start is not in the log)."""
+        stamp = record.timestamp
+        if stamp is not None and elapsed_s is not None:
+            return shift_timestamp(stamp, -elapsed_s)
+        start = rank.last_end or self.last_phase_end or stamp
+        if _earlier(stamp, start):
+            return stamp
+        return start
+
+    def _place_before_later(self, track: PhaseTrack, end: str) -> None:
+        """Order ``track`` (new) before every phase that began after ``end``, its own end."""
+        later = [
+            other
+            for other in self.phases.values()
+            if other is not track
+            and other.name != "ready"
+            and any(_earlier(end, span.start) for span in other.spans.values())
+        ]
+        if not later:
+            return
+        first = min(later, key=lambda other: other.order)
+        for other in self.phases.values():
+            if other is not track and other.order >= first.order:
+                other.order += 1
+        track.order = first.order - 1
+        track.begun_seq = min(other.begun_seq for other in later)
 
     def mark_ready(self, record: Record) -> None:
         if self.ready_seq is not None:
@@ -460,3 +496,11 @@ def _is_lead_label(label: str) -> bool:
 def _other_models(guessed: PhaseKey, named: PhaseKey) -> bool:
     """Whether a phase a bar opened on a guess and the phase a record names are of two models."""
     return guessed[1] is not None and named[1] is not None and guessed[1] != named[1]
+
+
+def _earlier(stamp: str | None, than: str | None) -> bool:
+    """Whether ``stamp`` is a time before ``than`` (False when either cannot be read)."""
+    if stamp is None or than is None:
+        return False
+    seconds, other = timestamp_seconds(stamp), timestamp_seconds(than)
+    return seconds is not None and other is not None and seconds < other

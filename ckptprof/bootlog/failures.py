@@ -253,6 +253,13 @@ def _read_frame(failure: Failure, text: str, frames: Iterable[FrameRule]) -> Non
             return
 
 
+def _read_error_words(failure: Failure, error: str, words: Callable[[], Iterable[FrameRule]]) -> None:
+    """The step an error's own words name (EngineLog.error_words), where no frame of its traceback named one: a
+    frame says where the process was, and is kept over the words."""
+    if failure.frame_phase is None:
+        _read_frame(failure, error, words())
+
+
 def _traceback_header(message: str, process: re.Match[str] | None) -> str:
     """A traceback's start as its error until its error line comes, with the process multiprocessing named on the line
     above it (`Process EngineCore_DP0:`): a log cut before the error line still says which process died."""
@@ -283,6 +290,11 @@ class FailureTracker:
 
     def any(self) -> bool:
         return bool(self._first)
+
+    def named_a_step(self) -> bool:
+        """Whether a failure named the step it happened in (a frame's or its error's own words): the boot had got
+        that far, whatever its records showed."""
+        return any(failure.frame_phase is not None for failure in self.all())
 
     def add(self, record: Record, kind: str, error: str, where: Where) -> Failure:
         failure = Failure(
@@ -327,12 +339,14 @@ class FailureTracker:
         line_before: Callable[[], str],
         frames: Callable[[], Iterable[FrameRule]] = _no_frames,
         lines_after: Callable[[], list[str]] = _no_lines,
+        error_words: Callable[[], Iterable[FrameRule]] = _no_frames,
     ) -> None:
         """Any other record that FAILURE_GATE_RE or its ERROR level let through (the caller asks first, once): a traceback's
         start or error line, a death, an ERROR record. ``frames``: the frame table a method's name is read with, asked
         for only when one is (which engine leads the evidence costs a microsecond, on thousands of records).
         ``lines_after``: the messages the same process logged on the next lines, asked for only by an error line
-        whose cause is written under it (pydantic's)."""
+        whose cause is written under it (pydantic's). ``error_words``: the engine's words for a failed step
+        (EngineLog.error_words), asked for by an error line."""
         message = record.message
         method = _METHOD_RE.search(message) if "method " in message else None
         if method is not None:
@@ -361,7 +375,7 @@ class FailureTracker:
         elif EXCEPTION_LINE_RE.match(message) or (
             self._awaits(record.rank) and QUALIFIED_EXCEPTION_LINE_RE.match(message)
         ):
-            self._on_exception_line(record, where, line_before, lines_after)
+            self._on_exception_line(record, where, line_before, lines_after, error_words)
         elif is_death(message):
             self.add(record, "death", message.strip(), where())
         elif message[:1].isspace() and message.lstrip().startswith(_RAISE):
@@ -417,6 +431,7 @@ class FailureTracker:
         where: Callable[[], Where],
         line_before: Callable[[], str],
         lines_after: Callable[[], list[str]],
+        error_words: Callable[[], Iterable[FrameRule]] = _no_frames,
     ) -> None:
         error = validation_cause(record.message.strip(), lines_after)[:500]
         awaiting = self._awaiting.pop(record.rank, None)
@@ -424,9 +439,10 @@ class FailureTracker:
             # An untagged error line closes the newest open traceback (torch prints its bodies bare).
             awaiting = self._awaiting.pop(next(reversed(self._awaiting)))
         if awaiting is None:
-            self.add(record, "exception", error, where())
+            _read_error_words(self.add(record, "exception", error, where()), error, error_words)
             return
         if not awaiting.error_final:
+            _read_error_words(awaiting, error, error_words)
             if ":" not in error:
                 # A bare error (`AssertionError`) says nothing else: the code line above it does.
                 code = line_before()

@@ -59,6 +59,7 @@ from ckptprof.bootlog.prefilter import (
 from ckptprof.bootlog.reading import (
     ENGINE_NAMES,
     ENGINES,
+    ERROR_WORDS_READ_BY,
     FRAMES_READ_BY,
     MODULE_PATHS,
     TABLES_FOR_STYLE,
@@ -165,7 +166,8 @@ class BootLogAnalyzer:
             # (a paste of vLLM bars, then an SGLang server's log in the same file). If that start is this boot's
             # own, its configuration's words will say which engine it is.
             server = _SERVER_START_RE.search(block)
-            end = len(block) if server is None else server.start()
+            # The start's own line is the next server's, its process tag too (`(APIServer pid=2) ... non-default args`).
+            end = len(block) if server is None else block.rfind(b"\n", 0, server.start()) + 1
             for engine in ENGINES:
                 if engine.process_tag is not None:
                     boot.process_tags[engine.name] += len(engine.process_tag.findall(block, 0, end))
@@ -527,6 +529,7 @@ class BootLogAnalyzer:
                 self._line_before,
                 lambda: FRAMES_READ_BY[boot.framework()],
                 lambda: self._messages_after(record.rank, record.pid),
+                lambda: ERROR_WORDS_READ_BY[boot.framework()],
             )
 
     def _on_named_rank(self, named: NamedRank) -> None:

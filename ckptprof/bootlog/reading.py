@@ -185,6 +185,16 @@ FRAMES_READ_BY: dict[str, tuple[FrameRule, ...]] = {
     )
     for name in (*ENGINE_NAMES, "unknown")
 }
+# The error words (EngineLog.error_words) an error line is read with, as the frame tables are chosen.
+ERROR_WORDS_READ_BY: dict[str, tuple[FrameRule, ...]] = {
+    name: tuple(
+        words
+        for engine in ENGINES
+        if engine.name == name or name == "unknown"
+        for words in engine.error_words
+    )
+    for name in (*ENGINE_NAMES, "unknown")
+}
 # server_args keys read as sizes: every engine's, and the number of nodes.
 SIZE_KEYS: list[str] = sorted(
     {key for engine in ENGINES for keys in engine.size_keys.values() for key in keys} | {"nnodes"}

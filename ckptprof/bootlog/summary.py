@@ -309,6 +309,10 @@ def missing_rank_warnings(
             if track.silent_ranks_expected()
             else [rank for rank in expected if rank not in track.spans and rank not in silent]
         )
+        if len(absent) <= track.folded_ends:
+            # Ray folded as many copies of its end line or more (`[repeated 6x across cluster]`): the ranks that
+            # show none may have logged it in them.
+            absent = []
         unfinished = [rank for rank, span in track.spans.items() if span.end is None or span.end_inferred]
         if track.background and not ready:
             unfinished = [rank for rank in unfinished if track.spans[rank].end is not None]

@@ -169,6 +169,10 @@ class EngineLog:
     # slot -> the line a user would grep for when the phase does not end
     end_markers: dict[str, str]
     frames: tuple[FrameRule, ...] = ()
+    # Words of an error the engine raises itself that say which step failed (SGLang's graph runners: `Capture cuda
+    # graph failed: ...`), read from the error line like a frame's words when no frame of its traceback named a
+    # phase: a pasted tail may hold the error alone.
+    error_words: tuple[FrameRule, ...] = ()
     # server_args keys that give the world size
     size_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # A load record that names a draft architecture belongs to the draft, whatever the n-th rule says.

@@ -149,6 +149,17 @@ FRAMES: tuple[FrameRule, ...] = (
     FrameRule("/sglang/srt/", None, None, None),
 )
 
+# The graph runners' own raise on a failed capture (`raise Exception(f"Capture cuda graph failed: {e}\n...")`, read in
+# the 0.5.9 and 0.5.23 packages: model_executor/cuda_graph_runner.py, runner/decode_ and prefill_cuda_graph_runner.py,
+# cpu_graph_runner.py, and the EAGLE draft's runners, which raise the same words as the target's; the frozen-KV MTP
+# runner is a draft's only).
+ERROR_WORDS: tuple[FrameRule, ...] = (
+    FrameRule("Capture frozen-KV MTP cuda graph failed", "cuda-graph", "draft", None),
+    FrameRule("Capture cuda graph failed", "cuda-graph", None, None),
+    FrameRule("Capture prefill CUDA graph failed", "cuda-graph", None, None),
+    FrameRule("Capture CPU graph failed", "cuda-graph", None, None),
+)
+
 MODULE_PATHS = ("/sglang/srt/",)
 
 LOG = EngineLog(
@@ -157,6 +168,7 @@ LOG = EngineLog(
     records=RECORDS,
     end_markers=END_MARKERS,
     frames=FRAMES,
+    error_words=ERROR_WORDS,
     size_keys={"tp": ("tp_size",), "pp": ("pp_size",), "dp": ("dp_size",)},
     # `Load weight end. type=LlamaForCausalLMEagle3`: the architecture names the draft.
     draft_pattern=re.compile(r"\btype=\w*(?:Eagle|NextN|MTP)", re.ASCII),

@@ -51,10 +51,6 @@ CONCAT_WRONG: dict[str, str] = {
         "batch 25: a log with no boot record at all (its state is starting), then a server's start: after no progress "
         "a configuration is no restart, so the two read as one boot"
     ),
-    "sglang-23769-dsv4-pro-2node-dp16-eagle-graph-oom-tail": (
-        "batch 48: a crash tail with no phase and no traceback (an exception line, a dead scheduler), then a server's "
-        "start: a failure is not yet progress, so the configuration is no restart and the two read as one boot"
-    ),
 }
 
 

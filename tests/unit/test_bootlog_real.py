@@ -48,13 +48,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-docs-cn-native-api-warning",
     # batch 24: an SGLang offline Engine whose only sign of serving is the script's own bar (no description)
     "sglang-llmsys-hw6-offline-engine",
-    # batch 48: a crash tail with no phase record, whose error is SGLang's graph runners' own `Capture cuda graph
-    # failed: ...`: the answer reads the step from the error's words, the reader from phases and frames only
-    "sglang-23769-dsv4-pro-2node-dp16-eagle-graph-oom-tail",
-    # batch 48: a Ray worker's `Loading model weights took` relayed late (stamped 13 s before the excerpt's first line,
-    # printed after the KV cache line): the reader opens the load at the last phase's end, after its own end (-13 s),
-    # and lists it after the phases that began later
-    "vllm-yuan2-m32-v040-ray-tp8-openai-tail-ready",
 }
 
 
