@@ -48,6 +48,15 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-docs-cn-native-api-warning",
     # batch 24: an SGLang offline Engine whose only sign of serving is the script's own bar (no description)
     "sglang-llmsys-hw6-offline-engine",
+    # batch 49: a KV pool that ran out of memory in init_memory_pool with no record of the KV cache step: the answer
+    # lists kv-cache among the phases, the reader (and the corpus's other answers) only the phases records began
+    "sglang-v32repro-dsv32-dp4-dpattn-kvpool-notenoughmem",
+    # batch 49: vLLM's kernel warm-up crashed in compile_or_warm_up_model after the KV cache was sized: the answer says
+    # kv-cache (the last step a record began), the reader cuda-graph (that function runs the warm-up and the capture)
+    "vllm-meeting-translator-qwen36-27b-fp8-v0271-nfs-warmup-typeerror",
+    # batch 49: two untagged processes (offline DP2 under torchrun) each log `Adjusting world_size=2 rank=N` and
+    # `Starting to load model`: the answer counts two ranks in each step, the reader one
+    "vllm-vllm-ascend-672-dsv2-lite-w8a8-v084-v0-offline-dp2-hccl-load-fail",
 }
 
 
