@@ -171,6 +171,10 @@ def _world_rank_aliases(boot: Boot) -> dict[str, str]:
         elif only_form == ("TP",) and tp_world:
             named = f"TP{rank}"
         aliases[label] = named
+    if not workers and sum(1 for named in aliases.values() if not named) > 1:
+        # No process is tagged, and more than one rank named itself in untagged records: processes that share the
+        # untagged form (an offline engine per rank under torchrun), each its own rank, not one untagged process.
+        return {label: named for label, named in aliases.items() if named}
     return aliases
 
 

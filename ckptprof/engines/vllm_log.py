@@ -291,6 +291,9 @@ FRAMES: tuple[FrameRule, ...] = (
     FrameRule("in get_kv_cache_config", "kv-cache", None, None),
     FrameRule("kv_cache_planning.py", "kv-cache", None, None),
     FrameRule("in capture_model", "cuda-graph", None, None),
+    # compile_or_warm_up_model warms the kernels up before it captures (model_executor/warmup/kernel_warmup.py, 0.11 to
+    # 0.34): innermost, the warm-up says which part of that step failed.
+    FrameRule("in kernel_warmup", "cuda-graph", None, "kernel warm-up"),
     FrameRule("in compile_or_warm_up_model", "cuda-graph", None, "compilation and CUDA graph capture"),
     # torch.cuda.graph's own frames: a CUDA graph is being captured, whatever the engine's frames above were cut
     # to (vLLM's piecewise capture runs under its compilation backend's __call__, not under capture_model).

@@ -54,8 +54,9 @@ FIRST_SIGHT_WRONG: set[str] = {
     # batch 49: vLLM's kernel warm-up crashed in compile_or_warm_up_model after the KV cache was sized: the answer says
     # kv-cache (the last step a record began), the reader cuda-graph (that function runs the warm-up and the capture)
     "vllm-meeting-translator-qwen36-27b-fp8-v0271-nfs-warmup-typeerror",
-    # batch 49: two untagged processes (offline DP2 under torchrun) each log `Adjusting world_size=2 rank=N` and
-    # `Starting to load model`: the answer counts two ranks in each step, the reader one
+    # batch 49: two untagged processes (offline DP2 under torchrun) each log `Adjusting world_size=2 rank=N` and the
+    # same `Starting to load model` in the same second: the answer counts two ranks in the load, the reader one (the
+    # second line, no rank named in it, reads as a relay of the first)
     "vllm-vllm-ascend-672-dsv2-lite-w8a8-v084-v0-offline-dp2-hccl-load-fail",
 }
 
