@@ -89,6 +89,10 @@ DEATH_WORDS: dict[str, str | None] = {
 # FlashAttention's CHECK_CUDA prints the first and exits the process; rocBLAS prints the second when it finds no
 # kernel library for the GPU's architecture, then aborts (tensile_host.cpp: rocblas_abort()).
 PROCESS_EXITS = ("CUDA error (", "rocBLAS error: Cannot read")
+# flashinfer's FLASHINFER_CUDA_CALL prints a failed CUDA call so ("CUDA Error: no kernel image is available for
+# execution on the device (209) .../handler.cuh: line 170 at function ...") and returns the error to its Python
+# binding, which raises it: the process's failure, whose exception an excerpt may cut.
+NATIVE_ERRORS = ("CUDA Error: ",)
 CHAINED_WORDS = (
     "above exception"  # "During handling of the above exception", "The above exception was the direct cause"
 )
@@ -378,6 +382,8 @@ class FailureTracker:
             self._on_exception_line(record, where, line_before, lines_after, error_words)
         elif is_death(message):
             self.add(record, "death", message.strip(), where())
+        elif message.startswith(NATIVE_ERRORS):
+            self.add(record, "exception", message.strip(), where())
         elif message[:1].isspace() and message.lstrip().startswith(_RAISE):
             # A code line of a traceback under way (it passed the gate by its class's name): the innermost is kept.
             awaiting = self._awaiting.get(record.rank) or (None if record.rank else self._last_traceback)

@@ -89,6 +89,10 @@ _SGLANG_PREFIX_RE = re.compile(
 # bracketed word with a number is no rank.
 _SGLANG_TAG = r"(?:ATTN_CP|MOE_DP|DP|PP|TP|EP)\d{1,6}"
 _SGLANG_UNTIMED_PREFIX_RE = re.compile(rf"\[({_SGLANG_TAG}(?: {_SGLANG_TAG}){{0,5}})\] ", re.ASCII)
+# SGLang 0.2's model runner wrote its worker's GPU into its messages, before any time or rank prefix existed
+# (`logger.info(f"[gpu_id={self.gpu_id}] Load weight begin. ...")`, model_runner.py): one worker per GPU, so the GPU
+# names the rank (GPU0; the index of the device, which is the TP rank only where the server's GPUs start at 0).
+_SGLANG_GPU_ID_RE = re.compile(r"\[gpu_id=(\d{1,4})\] ", re.ASCII)
 # vLLM's multiprocess workers prefix every line: "(VllmWorker rank=3 pid=123) ", "(Worker_TP3 pid=1) ".
 # A process name may hold parentheses itself, two deep: Ray Data names its actors after their stages
 # ("(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=162837) ", ray-project/ray#56905).
@@ -402,6 +406,9 @@ def parse_record(text: str) -> Record:
         untimed = _SGLANG_UNTIMED_PREFIX_RE.match(text)
         if untimed is not None:
             return Record(None, untimed.group(1), text[untimed.end() :], "sglang")
+        gpu = _SGLANG_GPU_ID_RE.match(text)
+        if gpu is not None:
+            return Record(None, f"GPU{int(gpu.group(1))}", text[gpu.end() :], "sglang")
     rank = ""
     pid = ""
     worker = worker_tag(text) if first == "(" else None

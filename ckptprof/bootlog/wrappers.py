@@ -177,11 +177,66 @@ def unwrap_paste(block: bytes, indent: bytes | None = None) -> tuple[bytes, byte
     # with a wrapper in it.
     framed, wrappers = _WRAPPER_RE.subn(b"\n", framed)
     if not wrappers:
-        return rejoin_wrapped(block), indent
+        return rejoin_wrapped(unname(block)), indent
     if b"\r" in framed:
         framed = _WRAPPER_AFTER_CR_RE.sub(b"\r", framed)
-    # A collector's prefix before a quoted paste's frame: the frame shows only now.
-    return rejoin_wrapped(unframe(framed[1:])), indent
+    # A collector's prefix before a quoted paste's frame: the frame shows only now. A container's name last: it
+    # stands inside the other collectors' prefixes and the paste's quote.
+    return rejoin_wrapped(unname(unframe(framed[1:]))), indent
+
+
+# docker compose names a container it did not number (`container_name:` in the compose file) as it is, padded to the
+# longest name and a bar: "deepseek-v32-exp  | ". With no number after the name, the form alone would take any word
+# and a bar for a collector's; a name most of the block's first lines open with, the same each time, is one.
+_NAMED_PREFIX_RE = re.compile(rb"(?:\x1b\[[0-9;]*m)*([A-Za-z0-9][\w.-]{0,80} {1,40}\|)(?: |(?=\r?$))")
+_NAME_SAMPLE_LINES = 40
+_NAME_SHARE = 0.6
+_NAME_MIN_LINES = 3
+
+
+def learn_name_prefix(block: bytes) -> bytes | None:
+    """The container name and bar most of the block's first lines open with (``_NAMED_PREFIX_RE``), or that its first
+    lines all open with (a container's log pasted before another server's), or None."""
+    counts: dict[bytes, int] = {}
+    leading: bytes | None = None  # the name every line so far opened with
+    run = 0
+    seen = 0
+    start = 0
+    size = len(block)
+    for _ in range(2 * _NAME_SAMPLE_LINES):
+        if seen >= _NAME_SAMPLE_LINES or start >= size:
+            break
+        end = block.find(b"\n", start)
+        if end < 0:
+            end = size
+        line = block[start:end]
+        start = end + 1
+        if not line.strip():
+            continue
+        seen += 1
+        match = _NAMED_PREFIX_RE.match(line)
+        name = match.group(1) if match is not None else None
+        if name is not None:
+            counts[name] = counts.get(name, 0) + 1
+        if run == seen - 1 and name is not None and (leading is None or name == leading):
+            leading, run = name, run + 1
+    if run >= _NAME_MIN_LINES:
+        return leading
+    if not counts:
+        return None
+    name, count = max(counts.items(), key=lambda item: item[1])
+    return name if count >= _NAME_MIN_LINES and count >= _NAME_SHARE * seen else None
+
+
+def unname(block: bytes) -> bytes:
+    """``block`` without the container name and bar its lines open with (``learn_name_prefix``); the same object when
+    it has none."""
+    if b"|" not in block:
+        return block
+    name = learn_name_prefix(block)
+    if name is None:
+        return block
+    return re.sub(rb"(?m)^((?:\x1b\[[0-9;]*m)*)" + re.escape(name) + rb" ?", rb"\1", block)
 
 
 # A pane or box a log was copied out of (k9s, tmux borders, a quoted block): the same symbol and a space open

@@ -51,10 +51,6 @@ CONCAT_WRONG: dict[str, str] = {
         "batch 25: a log with no boot record at all (its state is starting), then a server's start: after no progress "
         "a configuration is no restart, so the two read as one boot"
     ),
-    "sglang-11218-compose-dsv32exp-torchcompile-graph-failed-tail": (
-        "batch 50: docker compose's unnumbered container name before every line is not taken off, so the tail reads as "
-        "nothing, and the next server's log as this boot's"
-    ),
 }
 
 

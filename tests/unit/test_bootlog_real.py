@@ -58,15 +58,9 @@ FIRST_SIGHT_WRONG: set[str] = {
     # same `Starting to load model` in the same second: the answer counts two ranks in the load, the reader one (the
     # second line, no rank named in it, reads as a relay of the first)
     "vllm-vllm-ascend-672-dsv2-lite-w8a8-v084-v0-offline-dp2-hccl-load-fail",
-    # batch 50: a traceback's tail behind docker compose's name for a container it did not number
-    # (`deepseek-v32-exp  | `): the prefix is not taken off, and nothing is read
-    "sglang-11218-compose-dsv32exp-torchcompile-graph-failed-tail",
     # batch 50: the answer gives the failure's phase as `starting` (the state's word) for a server that died checking its
     # arguments; the reader gives none, as the spec's "the phase that was running" would
     "sglang-3090-qwen36-27b-awq-tp2-ngram-serverargs-valueerror",
-    # batch 50: SGLang 0.2's `[gpu_id=N]` tags are not read as ranks, the second `Memory pool end` reads as a draft's,
-    # and flashinfer's `CUDA Error: no kernel image ...` lines are not read as a failure
-    "sglang-748-v02-gpuid-tp4-2080ti-qwen2-72b-gptq-graph-nokernel",
     # batch 50: a worker that failed in init_device with no record of the step: the answer lists init-distributed among
     # the phases, the reader only the phases a record began (as batch 49's KV pool)
     "vllm-hyouinschoolacc-qwen3-14b-lora-v0102-init-free-memory",
