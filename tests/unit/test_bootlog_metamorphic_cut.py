@@ -51,6 +51,9 @@ CONCAT_WRONG: dict[str, str] = {
         "batch 25: a log with no boot record at all (its state is starting), then a server's start: after no progress "
         "a configuration is no restart, so the two read as one boot"
     ),
+    "vllm-invoice-vlm-qwen25vl-awq-v0230-utf16-kv-no-memory": (
+        "batch 51: a UTF-16 log is read as binary, alone and before another server's UTF-8 log"
+    ),
 }
 
 
