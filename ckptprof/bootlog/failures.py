@@ -39,6 +39,9 @@ FAILURE_NEEDLES: tuple[str, ...] = (
     "The above exception was the direct cause",
 )
 FRAME_NEEDLE = 'File "'
+# IPython's rendering of a frame (a notebook's error output, batch 51): `File /path/x.py:308, in Worker.f(self, n)`,
+# coloured in a terminal or a notebook (`File \x1b[0;32m/path...`). parse.parse_record writes it as Python would.
+IPYTHON_FRAME_NEEDLES = ("File /", "File \x1b[")
 # A traceback's first line, without its last words: a paste copied from a screenshot by OCR reads them as "cal1
 # last" (sglang#21670), and nothing but Python's header starts so.
 TRACEBACK_START = "Traceback (most recent "

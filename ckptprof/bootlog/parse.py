@@ -7,6 +7,7 @@ stream into those pieces and parses each one; what the records mean is reading.p
 
 from __future__ import annotations
 
+import codecs
 import math
 import re
 import sys
@@ -210,7 +211,41 @@ def _first_line_break(data: bytes) -> int:
     return min(positions) if positions else -1
 
 
-def iter_blocks(stream: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+# A log saved as UTF-16 (Windows PowerShell's `>` writes UTF-16LE with a byte order mark, batch 51): every other byte
+# of its text is a NUL, which no pattern of the reader's would see through.
+UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+
+
+class Utf16Log:
+    """A UTF-16 log read as UTF-8, the bytes the reader's patterns are written for; ``raw_read``: the stream's bytes
+    read so far (a progress bar's)."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self._decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        self.raw_read = 0
+
+    def read(self, size: int = -1) -> bytes:
+        raw = self._stream.read(size)
+        self.raw_read += len(raw)
+        return self._decoder.decode(raw, final=not raw).encode("utf-8")
+
+
+def as_utf8(stream: BinaryIO) -> BinaryIO | Utf16Log:
+    """``stream`` itself, or a UTF-16 log's UTF-8 view when it opens with a UTF-16 byte order mark (seen without
+    consuming it, where the stream can peek)."""
+    peek = getattr(stream, "peek", None)
+    if peek is None:
+        return stream
+    return Utf16Log(stream) if peek(2)[:2] in UTF16_BOMS else stream
+
+
+def utf8_bytes(data: bytes) -> bytes:
+    """``data``, or a UTF-16 log's text as UTF-8 when it opens with a UTF-16 byte order mark."""
+    return data.decode("utf-16", "replace").encode("utf-8") if data[:2] in UTF16_BOMS else data
+
+
+def iter_blocks(stream: BinaryIO | Utf16Log, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
     """Whole-line blocks of a stream, read ``chunk_bytes`` at a time (the last one may lack a newline)."""
     splitter = LineSplitter()
     chunk = stream.read(chunk_bytes)
@@ -454,7 +489,23 @@ def parse_record(text: str) -> Record:
     vllm = _VLLM_PREFIX_RE.match(text)
     if vllm is not None:
         return Record(vllm.group(2), rank, text[vllm.end() :], "vllm", vllm.group(1), False, pid)
+    if text[:5] == "File " and text[5:6] != '"':
+        text = python_frame(text)
     return Record(None, rank, text, "vllm" if worker is not None else "plain", "", False, pid)
+
+
+# IPython's frame: `File /vol/env/lib/python3.12/site-packages/vllm/worker/worker.py:314, in Worker._init_cache_engine(self)`
+# (a method named with its class, its arguments after it).
+_IPYTHON_FRAME_RE = re.compile(r"File (/[^\n]{1,500}?\.pyx?):(\d{1,7}), in (?:[\w.<>]{1,300}\.)?([\w<>]{1,200})")
+
+
+def python_frame(text: str) -> str:
+    """An IPython frame line as Python prints the frame (`File "path", line N, in func`); any other text as it is."""
+    frame = _IPYTHON_FRAME_RE.match(text)
+    if frame is None:
+        return text
+    path, line, function = frame.groups()
+    return f'File "{path}", line {line}, in {function}'
 
 
 # A worker whose name holds no rank is labelled by its process id: rank 0 is then the untagged driver.

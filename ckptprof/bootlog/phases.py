@@ -37,6 +37,8 @@ from ckptprof.bootlog.parse import (
     LineSplitter,
     LogInputError,
     Record,
+    Utf16Log,
+    as_utf8,
     bar_runs,
     has_bar_or_escape,
     iter_blocks,
@@ -46,6 +48,7 @@ from ckptprof.bootlog.parse import (
     parse_record,
     split_line,
     strip_ansi,
+    utf8_bytes,
 )
 from ckptprof.bootlog.prefilter import (
     ANCHOR_BYTES,
@@ -656,11 +659,17 @@ def analyze_stream(
     """Read a whole stream in bounded chunks and report on it (on its last boot, or on boot ``boot``); ``on_bytes``
     is told the size of each block read (a progress bar)."""
     analyzer = BootLogAnalyzer(stall_after_s)
+    read = 0  # a UTF-16 log's bytes read so far: its blocks, as UTF-8, are about half as long
     try:
-        for block in iter_blocks(stream):
+        source = as_utf8(stream)  # its peek is the stream's first read, which may fail as any other
+        for block in iter_blocks(source):
             analyzer.feed_block(block)
             if on_bytes is not None:
-                on_bytes(len(block))
+                if isinstance(source, Utf16Log):
+                    on_bytes(source.raw_read - read)
+                    read = source.raw_read
+                else:
+                    on_bytes(len(block))
     except OSError as exc:  # EIO, a directory that slipped through open(), ...
         raise LogInputError(name, exc.strerror or str(exc)) from None
     return analyzer.report(boot, log_ended=True)
@@ -685,7 +694,7 @@ def analyze_bytes(data: bytes, stall_after_s: float = STALL_AFTER_S, boot: int |
     """Report on a log held in memory (tests, small inputs)."""
     analyzer = BootLogAnalyzer(stall_after_s)
     splitter = LineSplitter()
-    block = splitter.feed(data) + splitter.flush()  # one block, as iter_blocks gives a short log
+    block = splitter.feed(utf8_bytes(data)) + splitter.flush()  # one block, as iter_blocks gives a short log
     if block:
         analyzer.feed_block(block)
     return analyzer.report(boot, log_ended=True)

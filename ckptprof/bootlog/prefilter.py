@@ -7,14 +7,14 @@ moves the log's clock at most.
 
 from __future__ import annotations
 
-from ckptprof.bootlog.failures import FAILURE_NEEDLES, FRAME_NEEDLE, HELPER_FRAMES
+from ckptprof.bootlog.failures import FAILURE_NEEDLES, FRAME_NEEDLE, HELPER_FRAMES, IPYTHON_FRAME_NEEDLES
 from ckptprof.bootlog.parse import needle_pattern
 from ckptprof.bootlog.reading import ENGINES
 
 
 def _needles() -> tuple[str, ...]:
     records = [rule.needle for engine in ENGINES for rule in engine.records]
-    return (*dict.fromkeys(records), *FAILURE_NEEDLES, FRAME_NEEDLE, "%")
+    return (*dict.fromkeys(records), *FAILURE_NEEDLES, FRAME_NEEDLE, *IPYTHON_FRAME_NEEDLES, "%")
 
 
 # Needles that start with a capital, a digit or punctuation go into one regex; those that start with a small

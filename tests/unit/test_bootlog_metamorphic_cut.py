@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from ckptprof.bootlog import BootReport, analyze_bytes
+from ckptprof.bootlog.parse import utf8_bytes
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "real"
 LOGS = sorted(REAL.glob("*.log"))
@@ -50,9 +51,6 @@ CONCAT_WRONG: dict[str, str] = {
     "sglang-docs-cn-native-api-warning": (
         "batch 25: a log with no boot record at all (its state is starting), then a server's start: after no progress "
         "a configuration is no restart, so the two read as one boot"
-    ),
-    "vllm-invoice-vlm-qwen25vl-awq-v0230-utf16-kv-no-memory": (
-        "batch 51: a UTF-16 log is read as binary, alone and before another server's UTF-8 log"
     ),
 }
 
@@ -81,7 +79,7 @@ def _params(wrong: dict[str, str]) -> list[object]:
 
 @pytest.mark.parametrize("log", _params(CUT_WRONG))
 def test_an_excerpt_of_a_real_log_keeps_the_phases_inside_it(log: Path) -> None:
-    lines = _lines(log.read_bytes())
+    lines = _lines(utf8_bytes(log.read_bytes()))  # a UTF-16 log's text, cut at its own lines
     head, tail = int(len(lines) * CUT), len(lines) - int(len(lines) * CUT)
     excerpt = b"\n".join(lines[head:tail])
     # Where the excerpt begins and ends in the log's own time, as the reader stamps the dropped parts.
@@ -93,7 +91,7 @@ def test_an_excerpt_of_a_real_log_keeps_the_phases_inside_it(log: Path) -> None:
         # collector's time stripped with its prefix) happened at the time of the last timed line before it: that is
         # where the reader stamps them in the whole log, and one of them may end a phase there (the ready line).
         before = analyze_bytes(b"\n".join(lines[:tail])).last_timestamp or before
-    original = _all_boots(log.read_bytes())
+    original = _all_boots(utf8_bytes(log.read_bytes()))
     inside = [
         (p.name, p.model, p.ranks, p.seconds)
         for report in original
@@ -151,7 +149,7 @@ def test_an_untimed_log_before_a_server_whose_launcher_stamps_lines_reads_as_two
 
 
 def _reads_as_two(log: Path, partner: Path) -> None:
-    first, second = log.read_bytes(), partner.read_bytes()
+    first, second = utf8_bytes(log.read_bytes()), utf8_bytes(partner.read_bytes())  # two logs' texts, joined
     alone = _all_boots(first) + _all_boots(second)
     joined = first if first.endswith(b"\n") else first + b"\n"
     together = _all_boots(joined + second)

@@ -67,11 +67,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     # batch 50: an offline V0 engine with `use_tqdm=False`: the answer reads the script's generated text after the graphs
     # as serving (ready), the reader has no line of the engine's that says so (cuda-graph)
     "vllm-swallow-tutorial-llama31-swallow-8b-v061-v0-offline",
-    # batch 51: a notebook cell's streams and IPython's rendering of its error (colour codes, `File path:line, in
-    # func` frames, `OutOfMemoryError` with its module): the error is read, but not the KV cache step it happened in
-    "vllm-fyp-qwen25-7b-v070-v0-offline-kv-alloc-oom",
-    # batch 51: a log saved as UTF-16 (Windows PowerShell's redirection, a BOM and CRLF): read as binary, nothing found
-    "vllm-invoice-vlm-qwen25vl-awq-v0230-utf16-kv-no-memory",
 }
 
 
