@@ -496,7 +496,9 @@ def parse_record(text: str) -> Record:
 
 # IPython's frame: `File /vol/env/lib/python3.12/site-packages/vllm/worker/worker.py:314, in Worker._init_cache_engine(self)`
 # (a method named with its class, its arguments after it).
-_IPYTHON_FRAME_RE = re.compile(r"File (/[^\n]{1,500}?\.pyx?):(\d{1,7}), in (?:[\w.<>]{1,300}\.)?([\w<>]{1,200})")
+_IPYTHON_FRAME_RE = re.compile(
+    r"File (/[^\n]{1,500}?\.pyx?):(\d{1,7}), in (?:[\w.<>]{1,300}\.)?([\w<>]{1,200})"
+)
 
 
 def python_frame(text: str) -> str:
