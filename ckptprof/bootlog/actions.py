@@ -14,7 +14,7 @@ from ckptprof.bootlog.boot import Boot
 from ckptprof.bootlog.parse import Record
 from ckptprof.bootlog.reading import SIZE_KEYS, Reading
 from ckptprof.bootlog.state import PhaseTrack
-from ckptprof.bootlog.timestamps import timestamp_seconds
+from ckptprof.bootlog.timestamps import stamp_before
 from ckptprof.engines import sglang_log
 from ckptprof.engines.log_rules import Action, Begin, Capture, Configure, End, Evidence, Fail, Ready
 
@@ -81,7 +81,7 @@ def _begin(boot: Boot, action: Begin, record: Record) -> None:
         return
     if action.unless_open and slot in rank.open:
         return
-    if record.relayed and _before_last_end(record.timestamp, rank.last_end):
+    if record.relayed and stamp_before(record.timestamp, rank.last_end):
         # Ray flushes its deduplicated copies late, each with its own stamp: a begin stamped before the rank's last
         # end came before that end (vLLM 0.5's `Starting to load model` after the same worker's `Loading model
         # weights took`), and opens no second phase.
@@ -103,13 +103,6 @@ def _count_record(track: PhaseTrack, one_rank_per_node: bool) -> None:
         track.one_rank_records += 1
     else:
         track.every_rank_records += 1
-
-
-def _before_last_end(stamp: str | None, last_end: str | None) -> bool:
-    if stamp is None or last_end is None:
-        return False
-    seconds, last = timestamp_seconds(stamp), timestamp_seconds(last_end)
-    return seconds is not None and last is not None and seconds < last
 
 
 def _end(boot: Boot, action: End, reading: Reading, record: Record) -> None:

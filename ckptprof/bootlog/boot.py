@@ -16,7 +16,7 @@ from ckptprof.bootlog.failures import FailureTracker, Where
 from ckptprof.bootlog.parse import WORLD_RANK_LABEL, Record
 from ckptprof.bootlog.reading import ENGINE_NAMES
 from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan, RankState
-from ckptprof.bootlog.timestamps import shift_timestamp, timestamp_seconds
+from ckptprof.bootlog.timestamps import shift_timestamp, stamp_before
 from ckptprof.bootlog.words import PhaseKey, rank_sort_key
 
 READY_KEY: PhaseKey = ("ready", None, None)
@@ -110,7 +110,7 @@ class Boot:
         """Whether anything of this server's own start is in the log: its configuration, a step or a failure. A boot
         with none is the tail of a server started above the excerpt (its serving alone): not a start the log
         holds, so not counted as a boot when the next server's configuration follows it."""
-        return bool(self.configured_by or self.phases or self.failures.any() or self.failures.traceback_seen)
+        return bool(self.configured_by or self.phases or self.failures.any())
 
     def finish(self) -> None:
         """The server restarted: this boot's clock stops where the log was then, and what only reading needs goes."""
@@ -362,7 +362,7 @@ class Boot:
                 new
                 and start is not None
                 and start == record.timestamp
-                and _earlier(start, self.last_phase_end)
+                and stamp_before(start, self.last_phase_end)
             ):
                 # An end relayed late (Ray flushes a worker's deduplicated lines after later ones): the phase ended
                 # before the boot's last phase did, so it ran before the phases that began after its end.
@@ -415,7 +415,7 @@ class Boot:
         if stamp is not None and elapsed_s is not None:
             return shift_timestamp(stamp, -elapsed_s)
         start = rank.last_end or self.last_phase_end or stamp
-        if _earlier(stamp, start):
+        if stamp_before(stamp, start):
             return stamp
         return start
 
@@ -426,15 +426,15 @@ class Boot:
             for other in self.phases.values()
             if other is not track
             and other.name != "ready"
-            and any(_earlier(end, span.start) for span in other.spans.values())
+            and any(stamp_before(end, span.start) for span in other.spans.values())
         ]
         if not later:
             return
-        first = min(later, key=lambda other: other.order)
+        place = min(other.order for other in later)
         for other in self.phases.values():
-            if other is not track and other.order >= first.order:
+            if other is not track and other.order >= place:
                 other.order += 1
-        track.order = first.order - 1
+        track.order = place
         track.begun_seq = min(other.begun_seq for other in later)
 
     def mark_ready(self, record: Record) -> None:
@@ -496,11 +496,3 @@ def _is_lead_label(label: str) -> bool:
 def _other_models(guessed: PhaseKey, named: PhaseKey) -> bool:
     """Whether a phase a bar opened on a guess and the phase a record names are of two models."""
     return guessed[1] is not None and named[1] is not None and guessed[1] != named[1]
-
-
-def _earlier(stamp: str | None, than: str | None) -> bool:
-    """Whether ``stamp`` is a time before ``than`` (False when either cannot be read)."""
-    if stamp is None or than is None:
-        return False
-    seconds, other = timestamp_seconds(stamp), timestamp_seconds(than)
-    return seconds is not None and other is not None and seconds < other

@@ -125,6 +125,14 @@ def timestamp_seconds(timestamp: str) -> float | None:
     return (moment - _EPOCH).total_seconds() + (float(f"0.{fraction}") if fraction else 0.0)
 
 
+def stamp_before(stamp: str | None, than: str | None) -> bool:
+    """Whether ``stamp`` is a time before ``than`` (False when either is missing or cannot be read)."""
+    if stamp is None or than is None:
+        return False
+    seconds, other = timestamp_seconds(stamp), timestamp_seconds(than)
+    return seconds is not None and other is not None and seconds < other
+
+
 def shift_timestamp(timestamp: str, delta_s: float) -> str:
     """``timestamp`` moved by ``delta_s`` seconds, written in the same style (year and fraction or not)."""
     base = timestamp_seconds(timestamp)
