@@ -131,6 +131,12 @@ FAILURE_GATE_WORDS: tuple[str, ...] = (
 )
 # The gate's definition; the reader asks it as reading.may_fail_words does, which finds the same.
 FAILURE_GATE_RE = re.compile("|".join(re.escape(word) for word in FAILURE_GATE_WORDS))
+# A record the gate did not pass (one let through by its ERROR level alone: a logged traceback's code lines) holds no
+# death: each of is_death's words holds a gate word, so FailureTracker.on_record need not look for them.
+if not all(  # pragma: no cover - a death word added without its gate word
+    any(word in death for word in FAILURE_GATE_WORDS) for death in (*DEATH_WORDS, *PROCESS_EXITS)
+):
+    raise ValueError("every death word must hold one of FAILURE_GATE_WORDS")
 
 
 def is_death(message: str) -> bool:
@@ -238,13 +244,46 @@ def validation_cause(error: str, after: Callable[[], list[str]]) -> str:
     return error
 
 
+# The rules each text holds, per frame table (one of reading.py's tuples, kept with its answers so that its id stays
+# its own): ranks log the same traceback one after another, and a table is tens of rules long.
+_HITS_KEPT = 4096
+_hits_by_table: dict[int, tuple[tuple[FrameRule, ...], dict[str, tuple[FrameRule, ...]]]] = {}
+
+
+def _frame_hits(text: str, frames: Iterable[FrameRule]) -> Iterable[FrameRule]:
+    """The rules of ``frames`` whose needle ``text`` holds, in order, up to the one after which _read_frame reads no
+    further (pure: it depends on the text and the table alone)."""
+    if type(frames) is not tuple:
+        return frames
+    kept = _hits_by_table.get(id(frames))
+    if kept is None or kept[0] is not frames:
+        kept = _hits_by_table[id(frames)] = (frames, {})
+    answers = kept[1]
+    hits = answers.get(text)
+    if hits is None:
+        found: list[FrameRule] = []
+        phase_read = model_read = False
+        for frame in frames:
+            if frame.needle not in text:
+                continue
+            found.append(frame)
+            phase_read = phase_read or frame.phase is not None
+            model_read = model_read or frame.model is not None
+            if (phase_read and model_read) or (frame.phase is None and frame.model is None):
+                break
+        if len(answers) >= _HITS_KEPT:
+            answers.clear()
+        hits = answers[text] = tuple(found)
+    return hits
+
+
 def _read_frame(failure: Failure, text: str, frames: Iterable[FrameRule]) -> None:
     """What the frame rules that ``text`` holds say the failing process was doing: the phase of the first that
     names one, the model of the first that names one. One frame can say both in two rules' words (SGLang's
     `speculative/eagle_draft_cuda_graph_runner.py`: a capture, of the draft), and the first rule's silence on the
     model is not a word against the second's."""
     phase_read = model_read = False
-    for frame in frames:
+    for frame in _frame_hits(text, frames):
         if frame.needle not in text:
             continue
         if frame.phase is not None and not phase_read:
@@ -347,13 +386,15 @@ class FailureTracker:
         frames: Callable[[], Iterable[FrameRule]] = _no_frames,
         lines_after: Callable[[], list[str]] = _no_lines,
         error_words: Callable[[], Iterable[FrameRule]] = _no_frames,
+        gate_passed: bool = True,
     ) -> None:
         """Any other record that FAILURE_GATE_RE or its ERROR level let through (the caller asks first, once): a traceback's
         start or error line, a death, an ERROR record. ``frames``: the frame table a method's name is read with, asked
         for only when one is (which engine leads the evidence costs a microsecond, on thousands of records).
         ``lines_after``: the messages the same process logged on the next lines, asked for only by an error line
         whose cause is written under it (pydantic's). ``error_words``: the engine's words for a failed step
-        (EngineLog.error_words), asked for by an error line."""
+        (EngineLog.error_words), asked for by an error line. ``gate_passed``: whether FAILURE_GATE_WORDS let the record
+        through (False: its level alone did), so that a death's words need not be looked for."""
         message = record.message
         method = _METHOD_RE.search(message) if "method " in message else None
         if method is not None:
@@ -383,7 +424,7 @@ class FailureTracker:
             self._awaits(record.rank) and QUALIFIED_EXCEPTION_LINE_RE.match(message)
         ):
             self._on_exception_line(record, where, line_before, lines_after, error_words)
-        elif is_death(message):
+        elif gate_passed and is_death(message):
             self.add(record, "death", message.strip(), where())
         elif message.startswith(NATIVE_ERRORS):
             self.add(record, "exception", message.strip(), where())

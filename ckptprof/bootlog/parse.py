@@ -658,10 +658,11 @@ def bar_runs(block: bytes, start: int) -> tuple[list[tuple[Span, Span]], int] | 
     but a line break (another rank's record glued to it) ends the run and is left to the line reader, and so
     does a frame whose head differs from the first frame's.
     """
-    # Two frames hold two "%" before the end of the line after this one (a frame ends at a line break, and the second
-    # starts where the first ended): a bar drawn once (most single bars, a rank's last frame) is passed on at once.
+    # Two frames hold two "%" before the end of the next line that is not empty (a frame ends at a line break, and the
+    # second starts where the first ended, or after empty lines): a bar drawn once (most single bars, a rank's last
+    # frame) is passed on at once.
     line_end = block.find(b"\n", start)
-    next_end = -1 if line_end < 0 else block.find(b"\n", line_end + 1)
+    next_end = -1 if line_end < 0 else block.find(b"\n", _after_empty_lines(block, line_end + 1))
     if next_end < 0:
         next_end = len(block)
     first_percent = block.find(b"%", start, next_end)
@@ -679,12 +680,29 @@ def bar_runs(block: bytes, start: int) -> tuple[list[tuple[Span, Span]], int] | 
     return _runs(_frames_after_head(block, start, key))
 
 
+def _after_empty_lines(block: bytes, at: int) -> int:
+    """Where the first line at or after ``at`` that is not empty starts.
+
+    A paste often holds a bar's frames one to a line with an empty line between each two (tqdm's carriage returns
+    turned into line breaks twice): the frames still make one run, and the empty lines say nothing."""
+    while True:
+        if block.startswith(b"\n", at):
+            at += 1
+        elif block.startswith(b"\r\n", at):
+            at += 2
+        else:
+            return at
+
+
 def _frames_after_head(block: bytes, start: int, key: bytes) -> Iterator[tuple[Span, int, int]]:
-    """The frames from ``start`` that open with the head ``key`` (after carriage returns): span, count, total."""
+    """The frames from ``start`` that open with the head ``key`` (after carriage returns; a frame after the first
+    also after empty lines): span, count, total."""
     match_tail = _FRAME_TAIL_RE.match
     starts_with = block.startswith
     at = start
     while True:
+        if at != start:
+            at = _after_empty_lines(block, at)
         # A frame is its carriage returns, the run's head, then its count; one compiled pattern for every bar.
         head_at = at
         while starts_with(b"\r", head_at):
@@ -707,7 +725,7 @@ def _frames_whole(block: bytes, start: int, key: bytes) -> Iterator[tuple[Span, 
         if frame_head != key:
             return
         yield match.span(), int(done_text), int(total_text)
-        at = match.end()
+        at = _after_empty_lines(block, match.end())
 
 
 def _runs(frames: Iterator[tuple[Span, int, int]]) -> tuple[list[tuple[Span, Span]], int] | None:

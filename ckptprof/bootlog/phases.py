@@ -533,6 +533,7 @@ class BootLogAnalyzer:
                 lambda: FRAMES_READ_BY[boot.framework()],
                 lambda: self._messages_after(record.rank, record.pid),
                 lambda: ERROR_WORDS_READ_BY[boot.framework()],
+                reading.may_fail,
             )
 
     def _on_named_rank(self, named: NamedRank) -> None:

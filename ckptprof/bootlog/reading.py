@@ -53,9 +53,10 @@ class Reading(NamedTuple):
 
 def read_message(message: str, engines: tuple[EngineLog, ...]) -> Reading:
     """The message read with ``engines``' tables, the first engine's first: the first rule that matches wins."""
-    may_fail = may_fail_words(message)
     if FRAME_NEEDLE in message and message.lstrip().startswith(FRAME_NEEDLE):
-        return Reading(True, None, None, None, None, None, may_fail)
+        # A frame is read as one (BootLogAnalyzer._on_frame), never through the failure gate: not asked.
+        return Reading(True, None, None, None, None, None, False)
+    may_fail = may_fail_words(message)
     for engine in engines:
         rule = _first_rule(engine, message)
         if rule is None:

@@ -69,3 +69,35 @@ def test_a_run_of_one_bar_keeps_its_first_and_last_frame() -> None:
     ((first, last),) = found[0]
     assert frames[first[0] : first[1]].count(b"0/4") == 1 and frames[last[0] : last[1]].count(b"4/4") == 1
     assert found[1] == len(frames)
+
+
+def test_empty_lines_between_a_bars_frames_keep_it_one_run() -> None:
+    # GIVEN a pasted bar whose frames stand one to a line with an empty line between each two (LF and CRLF)
+    for end in (b"\n", b"\r\n"):
+        frames = end.join(
+            f"Loading safetensors checkpoint shards: {p}% Completed | {d}/4 [00:0{d}<00:03, 1.0it/s]".encode()
+            + end
+            for d, p in ((0, 0), (1, 25), (2, 50), (4, 100))
+        )
+        # WHEN its runs are read from the first frame
+        found = bar_runs(frames, 0)
+        # THEN the four frames are one bar's run, from its first frame to its last, the empty lines passed over
+        assert found is not None
+        ((first, last),) = found[0]
+        assert frames[first[0] : first[1]].startswith(b"Loading") and b"0/4" in frames[first[0] : first[1]]
+        assert frames[last[0] : last[1]].startswith(b"Loading") and b"4/4" in frames[last[0] : last[1]]
+        assert found[1] == len(frames)
+        assert found == reference(frames, 0)
+
+
+def test_a_record_after_the_empty_line_ends_the_run() -> None:
+    # GIVEN two frames of a bar, an empty line, then a record
+    frames = (
+        b"Loading shards: 25% Completed | 1/4 [00:01<00:03, 1.0it/s]\n\n"
+        b"Loading shards: 50% Completed | 2/4 [00:02<00:02, 1.0it/s]\n\n"
+        b"[2025-01-01 10:00:00 TP0] Load weight end.\n"
+    )
+    found = bar_runs(frames, 0)
+    # THEN the run holds the two frames and ends after the second, before the empty line and the record
+    assert found is not None
+    assert found[1] == frames.index(b"\n\n[2025") + 1

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ckptprof.bootlog import analyze_bytes
-from ckptprof.bootlog.failures import is_death, validation_cause
+from ckptprof.bootlog.failures import Failure, _read_frame, is_death, validation_cause
+from ckptprof.bootlog.reading import ERROR_WORDS_READ_BY, FRAMES_READ_BY
+from ckptprof.engines.log_rules import FrameRule
 
 
 @pytest.mark.parametrize(
@@ -359,3 +363,50 @@ def test_validation_cause_leaves_other_errors_alone() -> None:
         raise AssertionError("the lines after an ordinary error are not read")
 
     assert validation_cause("ValueError: No available memory", never) == "ValueError: No available memory"
+
+
+def _read_frame_uncached(failure: Failure, text: str, frames: tuple[FrameRule, ...]) -> None:
+    """_read_frame as it read every rule in turn, before it kept each text's rules."""
+    phase_read = model_read = False
+    for frame in frames:
+        if frame.needle not in text:
+            continue
+        if frame.phase is not None and not phase_read:
+            phase_read = True
+            failure.frame_phase = frame.phase
+            failure.step = frame.step or failure.step
+        if frame.model is not None and not model_read:
+            model_read = True
+            failure.frame_model = frame.model
+            if not phase_read:
+                failure.step = failure.step or frame.step
+        if (phase_read and model_read) or (frame.phase is None and frame.model is None):
+            return
+
+
+_TABLES = [*FRAMES_READ_BY.values(), *ERROR_WORDS_READ_BY.values()]
+_NEEDLES = sorted({frame.needle for table in _TABLES for frame in table})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([*_NEEDLES, "x", " ", "/"]), max_size=6),
+    st.sampled_from(range(len(_TABLES))),
+    st.sampled_from([None, "earlier step"]),
+)
+def test_read_frame_reads_as_every_rule_in_turn_does(words: list[str], table: int, step: str | None) -> None:
+    # GIVEN a frame's text made of rules' needles, one of the reader's tables, and a failure that may have a step
+    text = "".join(words)
+    frames = _TABLES[table]
+    expected = Failure("TP0", None, "", "traceback", 0, None, False, step=step)
+    _read_frame_uncached(expected, text, frames)
+    # WHEN it is read twice (the second time from the kept rules) into fresh failures
+    for _ in range(2):
+        failure = Failure("TP0", None, "", "traceback", 0, None, False, step=step)
+        _read_frame(failure, text, frames)
+        # THEN each reads what reading every rule in turn reads
+        assert (failure.frame_phase, failure.frame_model, failure.step) == (
+            expected.frame_phase,
+            expected.frame_model,
+            expected.step,
+        )
