@@ -694,11 +694,20 @@ def _after_empty_lines(block: bytes, at: int) -> int:
             return at
 
 
+def _untagged(key: bytes) -> bytes:
+    """A head without the worker's tag that a carriage return parts from its description (``(Worker_TP0 pid=41) \r
+    Capturing CUDA graphs``): a process's prefix stands at its line's start only, so the frames tqdm redraws after
+    the first on that line have none. The line reader reads the first frame's tag as a record of its own, and each
+    frame as an untagged one, so those frames are one bar's. A head with no such tag is itself."""
+    return key[key.rfind(b"\r") + 1 :]
+
+
 def _frames_after_head(block: bytes, start: int, key: bytes) -> Iterator[tuple[Span, int, int]]:
     """The frames from ``start`` that open with the head ``key`` (after carriage returns; a frame after the first
-    also after empty lines): span, count, total."""
+    also after empty lines, and without the tag _untagged takes off): span, count, total."""
     match_tail = _FRAME_TAIL_RE.match
     starts_with = block.startswith
+    untagged = _untagged(key)
     at = start
     while True:
         if at != start:
@@ -707,9 +716,13 @@ def _frames_after_head(block: bytes, start: int, key: bytes) -> Iterator[tuple[S
         head_at = at
         while starts_with(b"\r", head_at):
             head_at += 1
-        if not starts_with(key, head_at):
+        if starts_with(key, head_at):
+            head_end = head_at + len(key)
+        elif at != start and starts_with(untagged, head_at):
+            head_end = head_at + len(untagged)
+        else:
             return
-        tail = match_tail(block, head_at + len(key))
+        tail = match_tail(block, head_end)
         if tail is None:
             return
         done_text, total_text = tail.groups()
@@ -719,10 +732,11 @@ def _frames_after_head(block: bytes, start: int, key: bytes) -> Iterator[tuple[S
 
 def _frames_whole(block: bytes, start: int, key: bytes) -> Iterator[tuple[Span, int, int]]:
     """The same frames, each matched whole: for a head whose "%" could end a shorter head than the first frame's."""
+    untagged = _untagged(key)
     at = start
     while (match := _FRAME_RE.match(block, at)) is not None:
         frame_head, done_text, total_text = match.groups()
-        if frame_head != key:
+        if frame_head != key and (at == start or frame_head != untagged):
             return
         yield match.span(), int(done_text), int(total_text)
         at = _after_empty_lines(block, match.end())

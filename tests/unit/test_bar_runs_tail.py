@@ -18,6 +18,9 @@ HEADS = st.sampled_from(
         b"",
         b"Loading",
         b"(Worker%1 pid=3) Loading",  # a "%" in the worker's tag: a frame's first "%" need not be its count's
+        # a worker's tag alone before the frames tqdm redraws on its line, which carry none (and "Loading" above)
+        b"(Worker_TP0 pid=41)\x1b[0;0m \rLoading",
+        b"(Worker%1 pid=3) \rLoading",
     ]
 )
 GLUE = st.sampled_from([b"\n", b"\r", b"\r\n", b"\n\r", b" tail\n", b"\x1b[A\n"])
