@@ -13,6 +13,13 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import NamedTuple
 
+from ckptprof.bootlog.digit_blind import (
+    DIGITS_TO_ZERO,
+    digit_word_parts,
+    digit_words_pattern,
+    pattern_is_digit_blind,
+    words_are_digit_free,
+)
 from ckptprof.bootlog.failures import FAILURE_GATE_WORDS, FRAME_NEEDLE
 from ckptprof.bootlog.parse import needle_pattern
 from ckptprof.engines import sglang_log, vllm_log
@@ -52,7 +59,70 @@ class Reading(NamedTuple):
 
 
 def read_message(message: str, engines: tuple[EngineLog, ...]) -> Reading:
-    """The message read with ``engines``' tables, the first engine's first: the first rule that matches wins."""
+    """The message read with ``engines``' tables, the first engine's first: the first rule that matches wins.
+
+    Read once per shape (digit_blind.py): a message that differs from one read before only in its numbers
+    (`Load weight end. ... avail mem=89.06 GB` on each rank) reads as that one did, but for what its numbers say."""
+    shapes = _shapes_for(engines)
+    kept = shapes.words
+    if kept is None:
+        return _read_message(message, engines)
+    for part in shapes.digit_word_parts:
+        # Where a word with a digit could stand (its longest part without one first: cheaper than the pattern).
+        if (
+            part in message
+            and shapes.digit_words is not None
+            and shapes.digit_words.search(message) is not None
+        ):
+            return _read_message(message, engines)
+    # In bytes: their translate is a table lookup per byte, str's a dictionary's (2 us a message of the real corpus).
+    shape = message.encode("utf-8", "surrogatepass").translate(DIGITS_TO_ZERO)
+    reading = kept.get(shape)
+    if reading is None:
+        reading = _read_message(message, engines)
+        rule = reading.rule
+        # A rule whose pattern reads groups (a rank, a variant) reads them from the message's own digits: not kept.
+        if rule is None or rule.pattern is None or not rule.pattern.groupindex:
+            if len(kept) >= SHAPES_KEPT:
+                kept.clear()
+            kept[shape] = reading
+        return reading
+    if isinstance(reading.action, End):
+        return reading._replace(elapsed_s=stated_seconds(message))  # the duration is the message's own number
+    return reading
+
+
+# Shapes kept per table: a few hundred kB at most, cleared when full.
+SHAPES_KEPT = 4096
+
+
+class _Shapes(NamedTuple):
+    engines: tuple[EngineLog, ...]  # kept so that the id the entry is filed under stays this tuple's
+    # shape -> reading; None where some pattern of the tables depends on digits' values (never read by shape)
+    words: dict[bytes, Reading] | None
+    digit_words: (
+        re.Pattern[str] | None
+    )  # the tables' words that hold a digit (digit_blind.digit_words_pattern)
+    digit_word_parts: tuple[str, ...]  # the longest run without a digit of each such word
+
+
+_SHAPES: dict[int, _Shapes] = {}
+
+
+def _shapes_for(engines: tuple[EngineLog, ...]) -> _Shapes:
+    entry = _SHAPES.get(id(engines))
+    if entry is None or entry.engines is not engines:
+        needles = [rule.needle for engine in engines for rule in engine.records]
+        patterns = [rule.pattern for engine in engines for rule in engine.records if rule.pattern is not None]
+        patterns += [engine.draft_pattern for engine in engines if engine.draft_pattern is not None]
+        blind = all(pattern_is_digit_blind(pattern) for pattern in patterns)
+        entry = _SHAPES[id(engines)] = _Shapes(
+            engines, {} if blind else None, digit_words_pattern(needles), digit_word_parts(needles)
+        )
+    return entry
+
+
+def _read_message(message: str, engines: tuple[EngineLog, ...]) -> Reading:
     if FRAME_NEEDLE in message and message.lstrip().startswith(FRAME_NEEDLE):
         # A frame is read as one (BootLogAnalyzer._on_frame), never through the failure gate: not asked.
         return Reading(True, None, None, None, None, None, False)
@@ -114,6 +184,10 @@ class _WordGate:
 
 
 _FAILURE_GATE = _WordGate(FAILURE_GATE_WORDS)
+# A message's shape (digit_blind.py) is read for a failure as the message is only if no word of the gate, nor a
+# frame's needle, holds a digit.
+if not words_are_digit_free([*FAILURE_GATE_WORDS, FRAME_NEEDLE]):  # pragma: no cover - see above
+    raise ValueError("a failure gate word holds a digit: messages can no longer be read by their shape")
 
 
 def may_fail_words(message: str) -> bool:
