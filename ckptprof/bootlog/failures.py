@@ -7,7 +7,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from ckptprof.bootlog.parse import Record
 from ckptprof.bootlog.words import PhaseKey
@@ -217,12 +217,29 @@ _PROCESS_LINE_RE = re.compile(r"\bProcess [\w.-]{1,80}:$", re.ASCII)
 _METHOD_RE = re.compile(r"\bmethod '?([A-Za-z_]\w{0,80})'?", re.ASCII)
 
 
-def _no_frames() -> tuple[FrameRule, ...]:
-    return ()
+class FailureContext(Protocol):
+    """What a failure's reading may ask of the log around a record, each only when it needs it (which engine leads the
+    evidence costs a microsecond, on thousands of records; the lines around one are read from the block)."""
 
+    def where(self, record: Record) -> Where:
+        """Where the boot stood when ``record`` was logged."""
+        ...
 
-def _no_lines() -> list[str]:
-    return []
+    def line_before(self) -> str:
+        """The physical line above the record's (it names a process, says "ignored", or is a bare error's code)."""
+        ...
+
+    def frames(self) -> Iterable[FrameRule]:
+        """The frame table a method's or a call's name is read with."""
+        ...
+
+    def lines_after(self, record: Record) -> list[str]:
+        """The messages the same process logged on the next lines (a pydantic error's cause is written under it)."""
+        ...
+
+    def error_words(self) -> Iterable[FrameRule]:
+        """The engine's words for a failed step (EngineLog.error_words)."""
+        ...
 
 
 def validation_cause(error: str, after: Callable[[], list[str]]) -> str:
@@ -365,36 +382,31 @@ class FailureTracker:
             tries.append(failure)
         return failure
 
-    def on_frame(self, record: Record, frames: Iterable[FrameRule], where: Callable[[], Where]) -> None:
+    def on_frame(self, record: Record, context: FailureContext) -> None:
         """A traceback frame: what the failing process was doing, innermost frame last."""
         failure = self._awaiting.get(record.rank) or (None if record.rank else self._last_traceback)
         if failure is None:
             # The log starts inside a traceback (an excerpt): its frames still tell what failed.
-            failure = self.add(record, "traceback", "a traceback whose start is not in the log", where())
+            failure = self.add(
+                record, "traceback", "a traceback whose start is not in the log", context.where(record)
+            )
             self._awaiting[record.rank] = failure
             self._last_traceback = failure
         message = record.message
         if "multiprocessing" in message and any(frame in message for frame in HELPER_FRAMES):
             failure.helper = True
-        _read_frame(failure, message, frames)
+        _read_frame(failure, message, context.frames())
 
     def on_record(
         self,
         record: Record,
-        where: Callable[[], Where],
-        line_before: Callable[[], str],
-        frames: Callable[[], Iterable[FrameRule]] = _no_frames,
-        lines_after: Callable[[], list[str]] = _no_lines,
-        error_words: Callable[[], Iterable[FrameRule]] = _no_frames,
+        context: FailureContext,
         gate_passed: bool = True,
     ) -> None:
         """Any other record that FAILURE_GATE_RE or its ERROR level let through (the caller asks first, once): a traceback's
-        start or error line, a death, an ERROR record. ``frames``: the frame table a method's name is read with, asked
-        for only when one is (which engine leads the evidence costs a microsecond, on thousands of records).
-        ``lines_after``: the messages the same process logged on the next lines, asked for only by an error line
-        whose cause is written under it (pydantic's). ``error_words``: the engine's words for a failed step
-        (EngineLog.error_words), asked for by an error line. ``gate_passed``: whether FAILURE_GATE_WORDS let the record
-        through (False: its level alone did), so that a death's words need not be looked for."""
+        start or error line, a death, an ERROR record. ``context``: what the log around the record says, asked for only
+        when needed. ``gate_passed``: whether FAILURE_GATE_WORDS let the record through (False: its level alone did),
+        so that a death's words need not be looked for."""
         message = record.message
         method = _METHOD_RE.search(message) if "method " in message else None
         if method is not None:
@@ -408,10 +420,12 @@ class FailureTracker:
             failure = self._chained.pop(record.rank, None)
             if failure is None:
                 before = (
-                    line_before()
+                    context.line_before()
                 )  # the physical line above, read once: it names a process or says "ignored"
                 process = _PROCESS_LINE_RE.search(before)
-                failure = self.add(record, "traceback", _traceback_header(message, process), where())
+                failure = self.add(
+                    record, "traceback", _traceback_header(message, process), context.where(record)
+                )
                 failure.ignored = IGNORED_WORDS in before or before.startswith(UNRETRIEVED_FUTURE)
                 failure.exited = process is not None
                 failure.whole = True
@@ -419,15 +433,15 @@ class FailureTracker:
             self._last_traceback = failure
             called = self._methods.pop(record.rank, None)
             if called is not None:
-                _read_frame(failure, called, frames())
+                _read_frame(failure, called, context.frames())
         elif EXCEPTION_LINE_RE.match(message) or (
             self._awaits(record.rank) and QUALIFIED_EXCEPTION_LINE_RE.match(message)
         ):
-            self._on_exception_line(record, where, line_before, lines_after, error_words)
+            self._on_exception_line(record, context)
         elif gate_passed and is_death(message):
-            self.add(record, "death", message.strip(), where())
+            self.add(record, "death", message.strip(), context.where(record))
         elif message.startswith(NATIVE_ERRORS):
-            self.add(record, "exception", message.strip(), where())
+            self.add(record, "exception", message.strip(), context.where(record))
         elif message[:1].isspace() and message.lstrip().startswith(_RAISE):
             # A code line of a traceback under way (it passed the gate by its class's name): the innermost is kept.
             awaiting = self._awaiting.get(record.rank) or (None if record.rank else self._last_traceback)
@@ -440,7 +454,7 @@ class FailureTracker:
             call = _CALL_RE.match(message)
             awaiting = self._awaiting[record.rank]
             if call is not None and not awaiting.error_final:
-                _read_frame(awaiting, f"in {call.group(1)}", frames())
+                _read_frame(awaiting, f"in {call.group(1)}", context.frames())
         elif CHAINED_WORDS in message:
             # Python prints the root cause first: the traceback that follows continues this one.
             closed = self._closed.get(record.rank)
@@ -454,7 +468,9 @@ class FailureTracker:
             record.level in ("ERROR", "CRITICAL") and record.rank not in self._awaiting and message[:1] != " "
         ):
             # vLLM logs its fatal errors at this level; a message cut off by a paste still says one happened.
-            self.add(record, "error-record", message.strip() or f"an {record.level} record", where())
+            self.add(
+                record, "error-record", message.strip() or f"an {record.level} record", context.where(record)
+            )
 
     def traceback_of(self, rank: str) -> Failure | None:
         """The rank's newest traceback, ended by its error line or still awaiting it."""
@@ -475,27 +491,22 @@ class FailureTracker:
         """Whether a traceback awaits its error line on ``rank`` (an untagged line closes the newest open one)."""
         return rank in self._awaiting or (not rank and bool(self._awaiting))
 
-    def _on_exception_line(
-        self,
-        record: Record,
-        where: Callable[[], Where],
-        line_before: Callable[[], str],
-        lines_after: Callable[[], list[str]],
-        error_words: Callable[[], Iterable[FrameRule]] = _no_frames,
-    ) -> None:
-        error = validation_cause(record.message.strip(), lines_after)[:500]
+    def _on_exception_line(self, record: Record, context: FailureContext) -> None:
+        error = validation_cause(record.message.strip(), lambda: context.lines_after(record))[:500]
         awaiting = self._awaiting.pop(record.rank, None)
         if awaiting is None and not record.rank and self._awaiting:
             # An untagged error line closes the newest open traceback (torch prints its bodies bare).
             awaiting = self._awaiting.pop(next(reversed(self._awaiting)))
         if awaiting is None:
-            _read_error_words(self.add(record, "exception", error, where()), error, error_words)
+            _read_error_words(
+                self.add(record, "exception", error, context.where(record)), error, context.error_words
+            )
             return
         if not awaiting.error_final:
-            _read_error_words(awaiting, error, error_words)
+            _read_error_words(awaiting, error, context.error_words)
             if ":" not in error:
                 # A bare error (`AssertionError`) says nothing else: the code line above it does.
-                code = line_before()
+                code = context.line_before()
                 if code and not code.startswith(("File ", "^", "~")) and len(code) < 300:
                     error = f"{error} at `{code}`"
             awaiting.error = error

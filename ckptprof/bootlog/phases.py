@@ -28,7 +28,7 @@ from ckptprof.bootlog.bar_tracks import continues, on_bar
 from ckptprof.bootlog.boot import MAX_RANKS, Boot
 from ckptprof.bootlog.boot_report import build_report
 from ckptprof.bootlog.clock import LogClock
-from ckptprof.bootlog.failures import TRACEBACK_START
+from ckptprof.bootlog.failures import TRACEBACK_START, Where
 from ckptprof.bootlog.parse import (
     MAX_LINE_BYTES,
     PID_LABEL,
@@ -79,7 +79,7 @@ from ckptprof.bootlog.timestamps import (
 )
 from ckptprof.bootlog.words import boots_warning
 from ckptprof.bootlog.wrappers import unwrap_paste
-from ckptprof.engines.log_rules import Configure
+from ckptprof.engines.log_rules import Configure, FrameRule
 
 STATES = ("starting", "init-distributed", "load-weights", "kv-cache", "cuda-graph", "ready", "failed")
 # A bar that has not moved for this long while the log's clock went on is reported as stalled.
@@ -297,14 +297,6 @@ class BootLogAnalyzer:
         return (boot.failures.any() and not boot.process_tags_needed()) or ENGINE_FRAME_RE.search(
             block, start, end
         ) is None
-
-    def _line_before(self) -> str:
-        """The physical line before the one being read (a traceback's code line above a bare error)."""
-        block, start = self._block, self._line_start
-        if start <= 0:
-            return ""
-        line = block[block.rfind(b"\n", 0, start - 1) + 1 : start].decode("utf-8", "replace")
-        return strip_ansi(line).strip()
 
     def _messages_after(self, rank: str, pid: str, count: int = 2) -> list[str]:
         """The messages of the physical lines after the one being read, while the same process wrote them (its rank
@@ -526,15 +518,7 @@ class BootLogAnalyzer:
         if reading.may_fail or record.level in ("ERROR", "CRITICAL"):  # most records: skip the callbacks
             if not record.rank and TRACEBACK_START in message:
                 record = self._announced(record)
-            boot.failures.on_record(
-                record,
-                lambda: boot.where(record),
-                self._line_before,
-                lambda: FRAMES_READ_BY[boot.framework()],
-                lambda: self._messages_after(record.rank, record.pid),
-                lambda: ERROR_WORDS_READ_BY[boot.framework()],
-                reading.may_fail,
-            )
+            boot.failures.on_record(record, self, reading.may_fail)
 
     def _on_named_rank(self, named: NamedRank) -> None:
         """A record naming its global rank's group ranks: kept so the report can name that rank as its tag does."""
@@ -546,7 +530,7 @@ class BootLogAnalyzer:
         """An untagged traceback whose line before is a rank's record announcing it (SGLang 0.3's
         `[23:17:08 TP4] Exception in run_tp_server:`, Python's traceback printed bare under it): that rank's, with
         the announcement's words before its own."""
-        before = self._line_before()
+        before = self.line_before()
         if not before.endswith(":") or "xception" not in before:
             return record
         announcing = parse_record(before)
@@ -579,7 +563,30 @@ class BootLogAnalyzer:
         for name, path in MODULE_PATHS:
             if path in message:
                 boot.module_frames[name] += 1
-        boot.failures.on_frame(record, FRAMES_READ_BY[boot.framework()], lambda: boot.where(record))
+        boot.failures.on_frame(record, self)
+
+    # ----------------------------------------------------------------------- failures.FailureContext: what a
+    # failure's reading asks of the log around its record
+
+    def where(self, record: Record) -> Where:
+        return self._boot.where(record)
+
+    def line_before(self) -> str:
+        """The physical line before the one being read (a traceback's code line above a bare error)."""
+        block, start = self._block, self._line_start
+        if start <= 0:
+            return ""
+        line = block[block.rfind(b"\n", 0, start - 1) + 1 : start].decode("utf-8", "replace")
+        return strip_ansi(line).strip()
+
+    def frames(self) -> tuple[FrameRule, ...]:
+        return FRAMES_READ_BY[self._boot.framework()]
+
+    def lines_after(self, record: Record) -> list[str]:
+        return self._messages_after(record.rank, record.pid)
+
+    def error_words(self) -> tuple[FrameRule, ...]:
+        return ERROR_WORDS_READ_BY[self._boot.framework()]
 
     # -------------------------------------------------------------------------------------------- report
 
