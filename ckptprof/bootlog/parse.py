@@ -677,7 +677,7 @@ def bar_runs(block: bytes, start: int) -> tuple[list[tuple[Span, Span]], int] | 
     key = head.group(1)
     if b"%" in key:  # a worker's tag with a "%" in it: the shortest head may end inside it
         return _runs(_frames_whole(block, start, key))
-    return _runs(_frames_after_head(block, start, key))
+    return _runs_after_head(block, start, key)
 
 
 def _after_empty_lines(block: bytes, at: int) -> int:
@@ -702,32 +702,55 @@ def _untagged(key: bytes) -> bytes:
     return key[key.rfind(b"\r") + 1 :]
 
 
-def _frames_after_head(block: bytes, start: int, key: bytes) -> Iterator[tuple[Span, int, int]]:
-    """The frames from ``start`` that open with the head ``key`` (after carriage returns; a frame after the first
-    also after empty lines, and without the tag _untagged takes off): span, count, total."""
+def _runs_after_head(block: bytes, start: int, key: bytes) -> tuple[list[tuple[Span, Span]], int] | None:
+    """``_runs`` of the frames from ``start`` that open with the head ``key`` (after carriage returns; a frame after
+    the first also after empty lines, and without the tag _untagged takes off), in one loop: a bar redrawn in place
+    can hold a thousand frames, and a generator's frame and a tuple for each cost a third of reading them."""
     match_tail = _FRAME_TAIL_RE.match
     starts_with = block.startswith
     untagged = _untagged(key)
+    pieces: list[tuple[Span, Span]] = []
+    first: Span | None = None  # the current bar's first frame
+    last_start = last_end = 0  # its newest frame
+    previous_done = previous_total = -1
+    count = 0
     at = start
     while True:
-        if at != start:
-            at = _after_empty_lines(block, at)
+        if count:  # _after_empty_lines, written out
+            while True:
+                if starts_with(b"\n", at):
+                    at += 1
+                elif starts_with(b"\r\n", at):
+                    at += 2
+                else:
+                    break
         # A frame is its carriage returns, the run's head, then its count; one compiled pattern for every bar.
         head_at = at
         while starts_with(b"\r", head_at):
             head_at += 1
         if starts_with(key, head_at):
             head_end = head_at + len(key)
-        elif at != start and starts_with(untagged, head_at):
+        elif count and starts_with(untagged, head_at):
             head_end = head_at + len(untagged)
         else:
-            return
+            break
         tail = match_tail(block, head_end)
         if tail is None:
-            return
+            break
         done_text, total_text = tail.groups()
-        yield (at, tail.end()), int(done_text), int(total_text)
-        at = tail.end()
+        done, total, end = int(done_text), int(total_text), tail.end()
+        if first is None or total != previous_total or done < previous_done:
+            if first is not None:
+                pieces.append((first, (last_start, last_end)))
+            first = (at, end)
+        last_start, last_end = at, end
+        previous_done, previous_total = done, total
+        count += 1
+        at = end
+    if first is None or count < 2:
+        return None
+    pieces.append((first, (last_start, last_end)))
+    return pieces, last_end
 
 
 def _frames_whole(block: bytes, start: int, key: bytes) -> Iterator[tuple[Span, int, int]]:
