@@ -44,6 +44,7 @@ from ckptprof.bootlog.parse import (
     iter_blocks,
     looks_binary,
     needle_pattern,
+    new_record,
     open_log,
     parse_record,
     split_line,
@@ -456,7 +457,7 @@ class BootLogAnalyzer:
             rank = "?"
         message = record.message
         if timestamp != raw or rank != record.rank:
-            record = Record(timestamp, rank, message, style, record.level, record.relayed, pid)
+            record = new_record(Record, (timestamp, rank, message, style, record.level, record.relayed, pid))
         if (
             pid
             and pid not in boot.named_pids
