@@ -417,6 +417,8 @@ class FailureTracker:
             # "while processing method load_model"): the traceback it logs next is that method's, and the name
             # reads like the frame of the same function (whose line may lie above the excerpt).
             self._methods[record.rank] = f"in {method.group(1)}"
+        # A code line (indented): no error line's pattern can match it, which both need a name at the start.
+        indented = message[:1].isspace()
         if RETRIED_WORDS in message:
             self._retried(record.rank)
         elif TRACEBACK_START in message:
@@ -437,20 +439,21 @@ class FailureTracker:
             called = self._methods.pop(record.rank, None)
             if called is not None:
                 _read_frame(failure, called, context.frames())
-        elif EXCEPTION_LINE_RE.match(message) or (
-            self._awaits(record.rank) and QUALIFIED_EXCEPTION_LINE_RE.match(message)
+        elif not indented and (
+            EXCEPTION_LINE_RE.match(message)
+            or (self._awaits(record.rank) and QUALIFIED_EXCEPTION_LINE_RE.match(message))
         ):
             self._on_exception_line(record, context)
         elif gate_passed and is_death(message):
             self.add(record, "death", message.strip(), context.where(record))
         elif message.startswith(NATIVE_ERRORS):
             self.add(record, "exception", message.strip(), context.where(record))
-        elif message[:1].isspace() and message.lstrip().startswith(_RAISE):
+        elif indented and message.lstrip().startswith(_RAISE):
             # A code line of a traceback under way (it passed the gate by its class's name): the innermost is kept.
             awaiting = self._awaiting.get(record.rank) or (None if record.rank else self._last_traceback)
             if awaiting is not None and not awaiting.error_final:
                 awaiting.raised = message.strip()[:500]
-        elif message[:1].isspace() and record.rank in self._awaiting:
+        elif indented and record.rank in self._awaiting:
             # A code line of a traceback a logger prints line by line (vLLM's, at ERROR): the function it calls is the
             # next frame's. Read as that frame, it says what the process was doing when the excerpt cuts the
             # traceback below it (`self.worker.load_model()`, then the caret line; a Hugging Face thread, batch 25).

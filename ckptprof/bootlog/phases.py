@@ -93,6 +93,8 @@ STALL_AFTER_S = 120.0
 READINGS_KEPT = 1024
 BOOTS_KEPT = 16  # the reports of the first and of the last boots; a retry loop can restart thousands of times
 UNPARSED_EXAMPLES = 3
+# The tables an unprefixed line is read with, by the engine leading the evidence (reading.TABLES_FOR_STYLE's keys).
+_PLAIN_STYLE = {name: f"plain {name}" for name in (*ENGINE_NAMES, "unknown")}
 
 
 class BootLogAnalyzer:
@@ -468,7 +470,7 @@ class BootLogAnalyzer:
         ):
             boot.named_pids[pid] = rank
         # What the message says, read with the tables its style calls for (kept for the next ranks).
-        key = (style if style in ENGINE_NAMES else f"plain {boot.framework()}", message)
+        key = (style if style in ENGINE_NAMES else _PLAIN_STYLE[boot.framework()], message)
         readings = self._readings
         reading = readings.get(key)
         if reading is None:
