@@ -1,0 +1,59 @@
+"""The benchmark's file repeats the real-log corpus (benchmarks/bench_bootlog_real.py). The reader's caches must earn
+their keep from what a log repeats (ranks printing one line each, a serving loop), never from the file's repetition:
+the second copy of the corpus must cost the reader as many full readings of a message as the first. A cache large
+enough to remember a whole copy (4,096 shapes a table, 2026-12-06) read the second copy almost free, and a benchmark
+of it measured the repetition, not the reader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ckptprof.bootlog import failures, phases, reading
+from ckptprof.bootlog.parse import iter_blocks
+from ckptprof.bootlog.phases import BootLogAnalyzer
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "real"
+
+
+def real_corpus() -> bytes:
+    """The corpus as the benchmark's file holds it (bench_bootlog_real.real_corpus)."""
+    return b"".join(path.read_bytes().rstrip(b"\n") + b"\n" for path in sorted(REAL.glob("*.log")))
+
+
+def test_the_second_copy_of_the_corpus_costs_what_the_first_did(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # GIVEN the corpus twice in one file, and the reader's module-wide caches empty
+    corpus = real_corpus()
+    path = tmp_path / "twice.log"
+    path.write_bytes(corpus + corpus)
+    reading._SHAPES.clear()
+    failures._hits_by_table.clear()
+    # WHEN one analyzer reads it, counting the messages it reads whole and those its readings cache missed, by copy
+    copy = [0]
+    whole = [0, 0]
+    missed = [0, 0]
+    read_whole, read_missed = reading._read_message, phases.read_message
+
+    def counted_whole(message: str, engines: tuple[object, ...]) -> reading.Reading:
+        whole[copy[0]] += 1
+        return read_whole(message, engines)  # type: ignore[arg-type]
+
+    def counted_missed(message: str, engines: tuple[object, ...]) -> reading.Reading:
+        missed[copy[0]] += 1
+        return read_missed(message, engines)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reading, "_read_message", counted_whole)
+    monkeypatch.setattr(phases, "read_message", counted_missed)
+    analyzer = BootLogAnalyzer()
+    fed = 0
+    with path.open("rb") as stream:
+        for block in iter_blocks(stream):
+            copy[0] = 0 if fed < len(corpus) else 1
+            analyzer.feed_block(block)
+            fed += len(block)
+    # THEN the second copy is read about as often as the first (a block that spans the two copies counts as the first)
+    assert min(whole) > 1_000 and min(missed) > 1_000
+    assert whole[1] > 0.9 * whole[0] and missed[1] > 0.9 * missed[0], (whole, missed)
