@@ -7,6 +7,8 @@ moves the log's clock at most.
 
 from __future__ import annotations
 
+import re
+
 from ckptprof.bootlog.failures import FAILURE_NEEDLES, FRAME_NEEDLE, HELPER_FRAMES, IPYTHON_FRAME_NEEDLES
 from ckptprof.bootlog.parse import needle_pattern
 from ckptprof.bootlog.reading import ENGINES
@@ -38,6 +40,14 @@ CANDIDATE_RE = needle_pattern(
     anchored=tuple(_ANCHORED_AT.items()),
 )
 _RARE_NEEDLES = tuple(needle.encode() for needle in _LOWER if needle not in _ANCHORED_AT)
+# Each is looked for on its own: the short ones by a compiled literal, which the regex engine finds faster than
+# bytes.find does (on 16 MiB of the real corpus: "failed" 5.8 against 10.6 ms, "blocks: " 5.8 against 8.6), the long
+# ones by bytes.find, which skips further along a block ("non-default args" 5.3 against 9.6 ms).
+_SHORT_NEEDLE_BYTES = 8
+_RARE_SEARCHES = tuple(
+    re.compile(re.escape(needle)).finditer if len(needle) <= _SHORT_NEEDLE_BYTES else needle
+    for needle in _RARE_NEEDLES
+)
 FRAME_BYTES = FRAME_NEEDLE.encode()
 # The traceback frames some engine's table says something about (a phase, a model or a step), and those of
 # Python's helper processes.
@@ -61,9 +71,13 @@ def rare_line_starts(block: bytes) -> list[int]:
     """Where the lines holding a rare needle start, last first: BootLogAnalyzer.feed_block pops them in order, taking
     whichever comes first of these and the next CANDIDATE_RE match's line."""
     starts: set[int] = set()
-    for needle in _RARE_NEEDLES:
-        at = block.find(needle)
-        while at >= 0:
-            starts.add(block.rfind(b"\n", 0, at) + 1)
-            at = block.find(needle, at + len(needle))
+    for search in _RARE_SEARCHES:
+        if isinstance(search, bytes):
+            at = block.find(search)
+            while at >= 0:
+                starts.add(block.rfind(b"\n", 0, at) + 1)
+                at = block.find(search, at + len(search))
+        else:
+            for match in search(block):
+                starts.add(block.rfind(b"\n", 0, match.start()) + 1)
     return sorted(starts, reverse=True)
