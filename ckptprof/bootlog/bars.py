@@ -17,7 +17,7 @@ _GRAPH_WORDS = ("graph", "capturing")
 __all__ = ["BARS", "BarKind", "bar_kind"]
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=64)  # a boot's bars several times over; the corpus's 269 would carry from copy to copy
 def bar_kind(desc: str) -> BarKind | None:
     """The kind of a bar by its description (pure: asked up to three times for each new bar, by its phase, its
     loader and the engine it is evidence of)."""

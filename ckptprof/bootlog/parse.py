@@ -527,7 +527,7 @@ WORLD_RANK_LABEL = "global"
 # The process tags read so far, as written ("(VllmWorker rank=3 pid=123) "), with their name and process id: a worker
 # writes its tag on every line, and a dictionary finds it again in a third of what the pattern takes to read it.
 _WORKER_TAGS: dict[str, tuple[str, str]] = {}
-_WORKER_TAGS_KEPT = 4096
+_WORKER_TAGS_KEPT = 256  # a boot's workers several times over; the corpus's 624 would carry from copy to copy
 
 
 def worker_tag(text: str) -> tuple[int, str, str] | None:
@@ -557,7 +557,7 @@ def _names_rank(label: str) -> bool:
     return bool(label) and not label.startswith(PID_LABEL)
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=256)  # likewise: the corpus names 617 processes
 def worker_rank_label(name: str, pid: str = "") -> str:
     """'VllmWorker rank=3' -> 'rank3'; 'Worker_TP3' -> 'TP3'; 'EngineCore_DP1' and 'EngineCore_1' -> 'DP1';
     'APIServer' -> '';

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ckptprof.bootlog import failures, phases, reading
+from ckptprof.bootlog import bars, failures, parse, phases, reading, timestamps
 from ckptprof.bootlog.parse import iter_blocks
 from ckptprof.bootlog.phases import BootLogAnalyzer
 
@@ -31,7 +31,16 @@ def test_the_second_copy_of_the_corpus_costs_what_the_first_did(
     path.write_bytes(corpus + corpus)
     reading._SHAPES.clear()
     failures._hits_by_table.clear()
-    # WHEN one analyzer reads it, counting the messages it reads whole and those its readings cache missed, by copy
+    parse._WORKER_TAGS.clear()
+    memos = {
+        "timestamp_seconds": timestamps.timestamp_seconds,
+        "worker_rank_label": parse.worker_rank_label,
+        "bar_kind": bars.bar_kind,
+    }
+    for memo in memos.values():
+        memo.cache_clear()
+    # WHEN one analyzer reads it, counting by copy the messages it reads whole, those its readings cache missed, the
+    # worker tags it reads by their pattern, and the misses of the memos on stamps, process names and bars
     copy = [0]
     whole = [0, 0]
     missed = [0, 0]
@@ -45,15 +54,35 @@ def test_the_second_copy_of_the_corpus_costs_what_the_first_did(
         missed[copy[0]] += 1
         return read_missed(message, engines)  # type: ignore[arg-type]
 
+    tags = [0, 0]  # worker tags read by their pattern, not found again in parse's dictionary
+    tag_pattern = parse._WORKER_PREFIX_RE
+
+    class CountedTags:
+        def match(self, text: str) -> object:
+            tags[copy[0]] += 1
+            return tag_pattern.match(text)
+
     monkeypatch.setattr(reading, "_read_message", counted_whole)
     monkeypatch.setattr(phases, "read_message", counted_missed)
+    monkeypatch.setattr(parse, "_WORKER_PREFIX_RE", CountedTags())
+    memo_misses: dict[str, list[int]] = {name: [] for name in memos}
     analyzer = BootLogAnalyzer()
     fed = 0
     with path.open("rb") as stream:
         for block in iter_blocks(stream):
-            copy[0] = 0 if fed < len(corpus) else 1
+            if fed >= len(corpus) and copy[0] == 0:
+                copy[0] = 1
+                for name, memo in memos.items():
+                    memo_misses[name].append(memo.cache_info().misses)
             analyzer.feed_block(block)
             fed += len(block)
-    # THEN the second copy is read about as often as the first (a block that spans the two copies counts as the first)
-    assert min(whole) > 1_000 and min(missed) > 1_000
+    for name, memo in memos.items():
+        first = memo_misses[name][0]
+        memo_misses[name].append(memo.cache_info().misses - first)
+    # THEN the second copy is read about as often as the first (a block that spans the two copies counts as the
+    # first): whole readings, readings-cache misses, worker tags, and each memo's misses
+    assert min(whole) > 1_000 and min(missed) > 1_000 and min(tags) > 100
     assert whole[1] > 0.9 * whole[0] and missed[1] > 0.9 * missed[0], (whole, missed)
+    assert tags[1] > 0.9 * tags[0], tags
+    for name, (first, second) in memo_misses.items():
+        assert first > 100 and second > 0.9 * first, (name, first, second)
