@@ -18,8 +18,8 @@ from typing import Any
 # ``\d`` without re.ASCII matches them, and they are rare enough that a shape of their own costs nothing.
 DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 
+# The standard library's own parser of patterns (re._parser from 3.11, sre_parse before): opcodes are read by name.
 _parser: Any = importlib.import_module("re._parser" if hasattr(re, "_parser") else "sre_parse")
-_constants: Any = _parser  # the opcodes are re-exported by the parser module in 3.10 to 3.13
 _DIGITS = range(ord("0"), ord("9") + 1)
 
 

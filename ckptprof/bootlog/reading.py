@@ -103,10 +103,9 @@ class _Shapes(NamedTuple):
     engines: tuple[EngineLog, ...]  # kept so that the id the entry is filed under stays this tuple's
     # shape -> reading; None where some pattern of the tables depends on digits' values (never read by shape)
     words: dict[bytes, Reading] | None
-    digit_words: (
-        re.Pattern[str] | None
-    )  # the tables' words that hold a digit (digit_blind.digit_words_pattern)
-    digit_word_parts: tuple[str, ...]  # the longest run without a digit of each such word
+    # the tables' words that hold a digit (digit_blind.digit_words_pattern), and the longest run without a digit of each
+    digit_words: re.Pattern[str] | None
+    digit_word_parts: tuple[str, ...]
 
 
 _SHAPES: dict[int, _Shapes] = {}
