@@ -17,7 +17,6 @@ This module owns the log-wide part: the clock, the boots, the cache of readings.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
@@ -28,7 +27,7 @@ from ckptprof.bootlog.bar_tracks import continues, on_bar
 from ckptprof.bootlog.boot import MAX_RANKS, Boot
 from ckptprof.bootlog.boot_report import build_report
 from ckptprof.bootlog.clock import LogClock
-from ckptprof.bootlog.failures import TRACEBACK_START, Where
+from ckptprof.bootlog.failures import FRAME_NEEDLE, TRACEBACK_START, Where
 from ckptprof.bootlog.parse import (
     MAX_LINE_BYTES,
     PID_LABEL,
@@ -53,11 +52,12 @@ from ckptprof.bootlog.parse import (
 )
 from ckptprof.bootlog.prefilter import (
     ANCHOR_BYTES,
-    CANDIDATE_RE,
     ENGINE_FRAME_RE,
     FRAME_BYTES,
     FRAME_RULES_RE,
     REGULAR_RE,
+    candidate_view,
+    next_candidate,
     rare_line_starts,
 )
 from ckptprof.bootlog.reading import (
@@ -186,46 +186,57 @@ class BootLogAnalyzer:
         self._clock_floor = 0
         self._block = block
         rare = rare_line_starts(block)
-        # The next line that holds a needle (prefilter.py): the next candidate match's line, or a rare needle's line
-        # when that comes first. Written out here with the loop's names bound locally: this loop runs once per
-        # line read (about 2,500 a MB of the real corpus), and a call returning a tuple was a tenth of its time.
-        search = CANDIDATE_RE.search
+        view = candidate_view(block)
+        # The next line that holds a needle (prefilter.py): the line of the next needle or the next "%", or a rare
+        # needle's line when that comes first. Written out here with the loop's names bound locally: this loop runs
+        # once per line read (about 2,500 a MB of the real corpus).
         find = block.find
         rfind = block.rfind
         on_record = self._on_record
         frame_size = len(FRAME_BYTES)
         pos = 0
         size = len(block)
-        match: re.Match[bytes] | None = None  # the candidate search's last match, reused while it lies ahead
-        exhausted = False  # no candidate is left in the block: the rare needles' lines alone remain
+        needle: tuple[int, int] | None = None  # the next needle's span, reused while it lies ahead
+        exhausted = False  # no needle is left in the block: the "%" and the rare needles' lines alone remain
+        percent = -1  # the next "%" at or after ``pos``; ``size`` when none is left
         while True:
-            if (match is None and not exhausted) or (match is not None and match.start() < pos):
-                match = search(block, pos)
-                exhausted = match is None
-            line_match = match
-            if match is not None:
-                hit_start, hit_end = match.span()
+            if (needle is None and not exhausted) or (needle is not None and needle[0] < pos):
+                needle = next_candidate(view, block, pos)
+                exhausted = needle is None
+            if percent < pos:
+                percent = find(b"%", pos)
+                if percent < 0:
+                    percent = size
+            regular = True  # the line's first needle is a regular one (a traceback frame's among them)
+            if needle is not None and needle[0] < percent:
+                hit_start, hit_end = needle
                 # Never before ``pos``: a run of bar frames may have ended inside this physical line.
                 start = rfind(b"\n", 0, hit_start) + 1
                 if start < pos:
                     start = pos
                 if block[hit_start] in ANCHOR_BYTES:
-                    # A rare needle the regex found (prefilter.py): its line is read as a rare needle's, unless a
+                    # A rare needle found at its anchor (prefilter.py): its line is read as a rare needle's, unless a
                     # regular needle follows on it.
                     line_end = find(b"\n", hit_end)
                     line_match = REGULAR_RE.search(block, hit_start + 1, size if line_end < 0 else line_end)
                     if line_match is None:
                         hit_end = start
+                        regular = False
                     else:
                         hit_start, hit_end = line_match.span()
+            elif percent < size:
+                hit_start, hit_end = percent, percent + 1
+                start = rfind(b"\n", 0, hit_start) + 1
+                if start < pos:
+                    start = pos
             else:
                 start = hit_end = size
             while rare and rare[-1] < pos:
                 rare.pop()
             if rare and rare[-1] < start:
                 start = hit_end = rare.pop()
-                line_match = None  # a rare needle's line: the match, further on, is kept for a later line
-            elif match is None:
+                regular = False  # a rare needle's line: the needle and the "%", further on, are kept for later lines
+            elif needle is None and percent >= size:
                 break
             self._line_start = start
             if find(b"%", start, hit_end) >= 0:  # a bar frame carries no time of its own
@@ -238,9 +249,9 @@ class BootLogAnalyzer:
             if end < 0:
                 end = size
             if (
-                line_match is not None
-                and hit_end - hit_start == frame_size  # cheaper than the group, on every line
-                and line_match.group() == FRAME_BYTES
+                regular
+                and hit_end - hit_start == frame_size  # cheaper than the comparison, on every line
+                and block.startswith(FRAME_BYTES, hit_start)
                 and self._frame_says_nothing(block, start, end)
             ):
                 # A traceback frame no engine's table knows says nothing (most of a traceback's lines).
@@ -469,6 +480,11 @@ class BootLogAnalyzer:
             and not rank.startswith(PID_LABEL)
         ):
             boot.named_pids[pid] = rank
+        if FRAME_NEEDLE in message and message.lstrip().startswith(FRAME_NEEDLE):
+            # A traceback's frame, which reads as one whatever the tables (reading._read_message): not kept among
+            # the readings, where each frame's own words would push out the messages that ranks repeat.
+            self._on_frame(record)
+            return
         # What the message says, read with the tables its style calls for (kept for the next ranks).
         key = (style if style in ENGINE_NAMES else _PLAIN_STYLE[boot.framework()], message)
         readings = self._readings
@@ -492,9 +508,6 @@ class BootLogAnalyzer:
                 if label in boot.world_labels:
                     rank = label
                     record = record._replace(rank=label)
-        if reading.frame:
-            self._on_frame(record)
-            return
         if reading.rule is not None:
             # The rank's previous boot record again, same time and words: a relay (Ray prints a worker's line once
             # with the outer process tags and once without), not a second event.

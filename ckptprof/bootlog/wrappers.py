@@ -109,7 +109,10 @@ def unlink(block: bytes) -> bytes:
 # the block's own lines: at least two different lines of one and the same length, each no shorter than the line
 # before it and its rest, and followed by a rest that starts in the middle of a word (a small letter or "_", after
 # colour codes at most). A wrapped frame's function name and a wrapped error line are then read whole.
-_WRAP_NEXT_RE = re.compile(rb"\n((?:\x1b\[[0-9;]*m)*)[a-z_]")
+# The look-ahead first: most lines start with neither a small letter nor a colour code, and a test of one byte
+# turns them away before the colour codes' repeat is set up (the pass over 16 MiB of the real corpus about a fifth
+# faster).
+_WRAP_NEXT_RE = re.compile(rb"\n(?=[a-z_\x1b])((?:\x1b\[[0-9;]*m)*)[a-z_]")
 # What a decorated wrapped line ends with after its last character: colour codes, a CR of CRLF line ends.
 _WRAP_TAIL_RE = re.compile(rb"(?:\x1b\[[0-9;]*m|\r)*\Z")
 _TAIL_LAST_BYTES = frozenset(b"m\r")

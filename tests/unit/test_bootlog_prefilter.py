@@ -47,6 +47,60 @@ def test_a_needle_found_at_its_rare_letter_is_found_wherever_it_is(text: str) ->
     assert bool(found) == any(needle in text for needle in NEEDLES)
 
 
+# Pieces of the real needles and what can stand next to them: another byte that reads as NUL in the view in place of
+# a needle's first ("CPU blocks" for "GPU blocks"), an anchored needle's anchor with other words before it, NULs.
+VIEW_PIECES = st.sampled_from(
+    [
+        *sorted(prefilter.WORD_BYTES),
+        *(needle.encode() for needle in prefilter._ANCHORED_AT),
+        b"GPU blocks",
+        b"CPU blocks",
+        b"PU blocks",
+        b"on V",
+        b"no V",
+        b"1 engine",
+        b"world_si",
+        b"ze=",
+        b"sig",
+        b"quit",
+        b"BLAS error",
+        b"Eng",
+        b"INFO",
+        b"File",
+        b' "',
+        b"\x00",
+        b"\x01",
+        b"%",
+        b" ",
+        b"\n",
+        b"x",
+        b"z",
+        b"V",
+        b"E",
+    ]
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(VIEW_PIECES, max_size=10).map(b"".join), st.integers(min_value=0, max_value=40))
+@example(b"# CPU blocks: 2, GPU blocks: 1", 0)  # the view reads both alike: the block says which it is
+@example(b"roc\x00LAS error rocBLAS error", 0)  # a NUL where the anchor stands, then the needle
+def test_the_view_finds_what_the_needles_pattern_finds(block: bytes, pos: int) -> None:
+    """next_candidate, searching the block's view and checking each find against the block, gives the needles' own
+    pattern's first match on every text, from every position."""
+    view = prefilter.candidate_view(block)
+    assert len(view) == len(block)
+    expected = prefilter.CANDIDATE_WORDS_RE.search(block, pos)
+    assert prefilter.next_candidate(view, block, pos) == (None if expected is None else expected.span())
+
+
+def test_the_view_reads_each_needle_first_byte_as_nul_and_nothing_else() -> None:
+    view = prefilter.candidate_view(bytes(range(256)))
+    mapped = {byte for byte in range(256) if view[byte] == 0}
+    assert mapped == {needle[0] for needle in prefilter.WORD_BYTES} | prefilter.ANCHOR_BYTES
+    assert view[0] == 1 and ord("%") not in mapped
+
+
 def test_the_reader_finds_the_anchored_needles_and_scans_for_the_others() -> None:
     for needle, at in prefilter._ANCHORED_AT.items():
         line = f"INFO 01-01 00:00:00 [x.py:1] Using a backend {needle}.".encode()
@@ -70,6 +124,23 @@ def test_a_death_word_found_at_its_rare_letter_fails_the_boot() -> None:
         b"[2025-11-29 10:00:05] Received sigquit from a child process. It usually means the child failed.\n"
     )
     assert analyze_bytes(log).state == "failed"
+
+
+WRAP_NEXT = re.compile(rb"\n((?:\x1b\[[0-9;]*m)*)[a-z_]")  # the definition wrappers._WRAP_NEXT_RE speeds up
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([b"\n", b"\x1b[", b"\x1b[0m", b"\x1b[1;36m", b"a", b"_", b"A", b" ", b"m", b"1"]),
+        max_size=20,
+    )
+)
+def test_a_wrapped_lines_rest_is_found_where_the_plain_pattern_finds_it(pieces: list[bytes]) -> None:
+    block = b"".join(pieces)
+    assert [m.span(1) for m in wrappers._WRAP_NEXT_RE.finditer(block)] == [
+        m.span(1) for m in WRAP_NEXT.finditer(block)
+    ]
 
 
 QUOTE_OPENING = re.compile(rb"\n(?:\x1b\[[0-9;]*m)*>")  # the definition _quote_openings replaces
