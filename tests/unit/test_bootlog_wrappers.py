@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ckptprof.bootlog import BootReport, analyze_bytes, wrappers
 from ckptprof.bootlog.wrappers import learn_indent, rejoin_wrapped, unwrap, unwrap_paste
@@ -185,11 +187,15 @@ def test_one_line_of_a_width_or_a_longer_line_next_to_it_is_no_wrap() -> None:
     assert b"_initialize_kv_caches" not in rejoin_wrapped(longer)
 
 
+# The plain definition of what _WRAPPER_RE strips: any blanks and colour codes, then one or two collectors' prefixes
+# tried in their listed order.
+PLAIN_WRAPPERS = re.compile(rb"\n(?:[ \t]|\x1b\[[0-9;]*m)*(?:" + wrappers._ALTERNATIVES_IN_ORDER + rb"){1,2}")
+
+
 def test_grouping_the_collectors_by_first_character_strips_what_their_order_strips() -> None:
-    """GIVEN every collector's prefix, alone, nested and before each engine's lines, WHEN the substitution that groups
-    the digit-first collectors behind one look-ahead runs THEN it strips exactly what the collectors tried in their
-    listed order strip."""
-    in_order = re.compile(rb"\n" + wrappers._LEAD + rb"(?:" + wrappers._ALTERNATIVES_IN_ORDER + rb"){1,2}")
+    """GIVEN every collector's prefix, alone, nested, indented, coloured and before each engine's lines, WHEN the
+    substitution that groups the digit-first collectors behind one digit, its blanks and colour codes read as it
+    reads them, runs THEN it strips exactly what the plain definition strips."""
     lines = [
         b"[2025-03-08 12:29:21 TP0] Load weight begin. avail mem=23.60 GB",
         b"INFO 11-29 10:00:03 [gpu_model_runner.py:1932] Starting to load model",
@@ -198,8 +204,39 @@ def test_grouping_the_collectors_by_first_character_strips_what_their_order_stri
         b"12-3 | a compose service whose name is a number",
     ]
     prefixes = [wrap(7) for wrap in WRAPPERS.values()]
+    leads = [b"", b"  ", b"\x1b[36m", b" \x1b[1;36m\t\x1b[0m ", b"\x1b[", b"\x1b[0m\x1b"]
     block = b"".join(
-        b"\n" + outer + inner + line for outer in [b"", *prefixes] for inner in prefixes for line in lines
+        b"\n" + lead + outer + inner + line
+        for lead in leads
+        for outer in [b"", *prefixes]
+        for inner in prefixes
+        for line in lines
     )
-    assert wrappers._WRAPPER_RE.subn(b"\n", block) == in_order.subn(b"\n", block)
+    assert wrappers._WRAPPER_RE.subn(b"\n", block) == PLAIN_WRAPPERS.subn(b"\n", block)
     assert wrappers._WRAPPER_RE.subn(b"\n", block)[1] > len(prefixes) * len(lines)
+
+
+LEAD_PIECES = st.sampled_from(
+    [
+        b"\n",
+        b" ",
+        b"\t",
+        b"\x1b[",
+        b"\x1b[0m",
+        b"\x1b[1;36m",
+        b"m",
+        b"2025-12-18T08:24:02Z ",
+        b"sglang-1  | ",
+        b"9",
+        b"x",
+    ]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(LEAD_PIECES, max_size=14).map(b"".join))
+def test_a_collectors_prefix_after_any_blanks_and_colours_is_stripped_as_the_plain_definition_strips_it(
+    text: bytes,
+) -> None:
+    block = b"\n" + text
+    assert wrappers._WRAPPER_RE.subn(b"\n", block) == PLAIN_WRAPPERS.subn(b"\n", block)
