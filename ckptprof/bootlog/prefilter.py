@@ -19,15 +19,16 @@ def _needles() -> tuple[str, ...]:
     return (*dict.fromkeys(records), *FAILURE_NEEDLES, FRAME_NEEDLE, *IPYTHON_FRAME_NEEDLES, "%")
 
 
-# Needles that start with a capital, a digit or punctuation go into one regex; those that start with a small
-# letter are looked for one by one with bytes.find. Small letters are most of a log's text, so the regex would
-# otherwise try a branch at almost every byte: split this way the pre-filter runs twice as fast.
+# Needles that start with a capital, a digit or punctuation are found by one search (next_candidate, below); those that
+# start with a small letter are looked for one by one. Small letters are most of a log's text, so the search would
+# otherwise try a branch at almost every byte: split this way the pre-filter ran twice as fast. REGULAR_RE finds the
+# former, "%" among them, in the rest of a line.
 REGULAR_RE = needle_pattern(needle for needle in _needles() if not needle[0].islower())
-# ...except the small-letter needles that hold a letter a log's text rarely has: the regex finds those at that
-# letter and looks behind it for the rest ("V(?<=on V)1 engine"), at about no cost, where each bytes.find scan cost
-# 9-11 ms a 16 MiB of the real corpus. No regular needle starts with such a letter, so a match that starts with
-# one is an anchored needle's (ANCHOR_BYTES). Measured on that corpus: "failed" (at "f") or "non-default args" (at
-# "-") cost the regex more than their scan.
+# ...except the small-letter needles that hold a letter a log's text rarely has: the search finds those at that
+# letter and looks behind it for the rest, at about no cost, where each scan of its own cost 9-11 ms a 16 MiB of the
+# real corpus. No regular needle starts with such a letter, so a match that starts with one is an anchored needle's
+# (ANCHOR_BYTES). Measured on that corpus: "failed" (at "f") or "non-default args" (at "-") cost the search more than
+# their scan.
 _ANCHORED_AT = {"on V1 engine": 3, "rocBLAS error": 3, "sigquit": 3, "world_size=": 8, "world size": 8}
 _LOWER = tuple(needle for needle in _needles() if needle[0].islower())
 if not set(_ANCHORED_AT) <= set(_LOWER):  # pragma: no cover - a table renamed a needle: anchor its new words
@@ -35,10 +36,6 @@ if not set(_ANCHORED_AT) <= set(_LOWER):  # pragma: no cover - a table renamed a
 ANCHOR_BYTES = frozenset(needle[at].encode()[0] for needle, at in _ANCHORED_AT.items())
 if any(needle.encode()[0] in ANCHOR_BYTES for needle in _needles()):  # pragma: no cover - see ANCHOR_BYTES
     raise ValueError("a regular needle starts with an anchored needle's letter")
-CANDIDATE_RE = needle_pattern(
-    (needle for needle in _needles() if not needle[0].islower()),
-    anchored=tuple(_ANCHORED_AT.items()),
-)
 # The candidate search reads a view of the block (``candidate_view``) in which every byte that a regular needle starts
 # with, and every anchored needle's anchor, reads as NUL (a NUL as \x01): its pattern then opens with one literal byte,
 # which the regex engine finds with a plain byte loop. A pattern that opens with a class of bytes has every byte of
@@ -126,7 +123,7 @@ ENGINE_FRAME_RE = needle_pattern(path for engine in ENGINES for path in engine.m
 
 def rare_line_starts(block: bytes) -> list[int]:
     """Where the lines holding a rare needle start, last first: BootLogAnalyzer.feed_block pops them in order, taking
-    whichever comes first of these and the next CANDIDATE_RE match's line."""
+    whichever comes first of these, the next needle's line (next_candidate) and the next "%"'s."""
     starts: set[int] = set()
     for search in _RARE_SEARCHES:
         if isinstance(search, bytes):

@@ -104,9 +104,9 @@ def test_the_view_reads_each_needle_first_byte_as_nul_and_nothing_else() -> None
 def test_the_reader_finds_the_anchored_needles_and_scans_for_the_others() -> None:
     for needle, at in prefilter._ANCHORED_AT.items():
         line = f"INFO 01-01 00:00:00 [x.py:1] Using a backend {needle}.".encode()
-        match = prefilter.CANDIDATE_RE.search(line)
-        assert match is not None and line[match.start()] in prefilter.ANCHOR_BYTES, needle
-        assert line[match.start() - at : match.start()] == needle[:at].encode()
+        found = prefilter.next_candidate(prefilter.candidate_view(line), line, 0)
+        assert found is not None and line[found[0]] in prefilter.ANCHOR_BYTES, needle
+        assert line[found[0] - at : found[0]] == needle[:at].encode()
         assert needle.encode() not in prefilter._RARE_NEEDLES
 
 
