@@ -8,17 +8,31 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import sys
 from collections.abc import Callable
 from functools import lru_cache
 
 # How far back to look for a timestamped line when a bar frame (which has none) needs a time.
 TIMESTAMP_LOOKBACK_LINES = 64
+# Colour codes, any number of them. What follows them in a timestamp's line is never one, so none is given back
+# (atomic, Python 3.11 on), and a line with none (most) is passed without a repeat's bookkeeping: the look back for a
+# stamp, which tries this pattern at a line's start about 30,000 times in 16 MiB of the real corpus, took a third
+# less time. Python 3.10 has no atomic groups: the plain form there.
+_COLOURS = (
+    rb"(?>\x1b\[[0-9;]*m(?:\x1b\[[0-9;]*m)*+|)" if sys.version_info >= (3, 11) else rb"(?:\x1b\[[0-9;]*m)*"
+)
 # Finds the timestamp a line starts with, in bytes (used while scanning backwards through a block).
 _LINE_TIMESTAMP_RE = re.compile(
-    rb"[ \t]*(?:\x1b\[[0-9;]*m)*(?:\[((?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)[ \]]"
-    rb"|(?:\([^()\n]{1,90}\)(?:\x1b\[[0-9;]*m)* )?(?:\x1b\[[0-9;]*m)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
-    rb"(?:\x1b\[[0-9;]*m)*"
-    rb" (\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) )"
+    rb"[ \t]*"
+    + _COLOURS
+    + rb"(?:\[((?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)[ \]]"
+    + rb"|(?:\([^()\n]{1,90}\)"
+    + _COLOURS
+    + rb" )?"
+    + _COLOURS
+    + rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
+    + _COLOURS
+    + rb" (\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) )"
 )
 _TIMESTAMP_RE = re.compile(
     r"(?:(?:(\d{4})-)?(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?", re.ASCII

@@ -10,7 +10,7 @@ from unittest import mock
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ckptprof.bootlog import analyze_bytes, parse, prefilter, reading, wrappers
+from ckptprof.bootlog import analyze_bytes, parse, prefilter, reading, timestamps, wrappers
 from ckptprof.bootlog.failures import FAILURE_GATE_RE, FAILURE_GATE_WORDS
 from ckptprof.bootlog.parse import needle_pattern
 from ckptprof.engines.log_rules import EngineLog, Rule
@@ -141,6 +141,46 @@ def test_a_wrapped_lines_rest_is_found_where_the_plain_pattern_finds_it(pieces: 
     assert [m.span(1) for m in wrappers._WRAP_NEXT_RE.finditer(block)] == [
         m.span(1) for m in WRAP_NEXT.finditer(block)
     ]
+
+
+# The plain definition of timestamps._LINE_TIMESTAMP_RE, its colour codes in plain repeats.
+PLAIN_LINE_TIMESTAMP = re.compile(
+    rb"[ \t]*(?:\x1b\[[0-9;]*m)*(?:\[((?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)[ \]]"
+    rb"|(?:\([^()\n]{1,90}\)(?:\x1b\[[0-9;]*m)* )?(?:\x1b\[[0-9;]*m)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)"
+    rb"(?:\x1b\[[0-9;]*m)*"
+    rb" (\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) )"
+)
+STAMP_PIECES = st.sampled_from(
+    [
+        b"[2025-11-29 10:00:01 TP0] ",
+        b"[10:00:01 TP0] ",
+        b"[2025-11-29 10:00:01.123]",
+        b"INFO",
+        b"ERROR",
+        b" 11-29 10:00:02 ",
+        b"(VllmWorker rank=0 pid=1)",
+        b"\x1b[1;36m",
+        b"\x1b[0m",
+        b"\x1b[",
+        b" ",
+        b"\t",
+        b"(",
+        b")",
+        b"x",
+    ]
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(STAMP_PIECES, max_size=8).map(b"".join))
+@example(b"\x1b[1;36m(VllmWorker rank=0 pid=1)\x1b[0;0m INFO 11-29 10:00:02 x")
+@example(b"\x1b[36m\x1b[0m INFO 11-29 10:00:02 x")
+def test_a_lines_stamp_read_past_its_colour_codes_is_what_the_plain_pattern_reads(line: bytes) -> None:
+    fast = timestamps._LINE_TIMESTAMP_RE.match(line)
+    plain = PLAIN_LINE_TIMESTAMP.match(line)
+    assert (fast is None) == (plain is None)
+    if fast is not None and plain is not None:
+        assert (fast.span(), fast.groups()) == (plain.span(), plain.groups())
 
 
 QUOTE_OPENING = re.compile(rb"\n(?:\x1b\[[0-9;]*m)*>")  # the definition _quote_openings replaces
