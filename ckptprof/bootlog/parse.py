@@ -86,6 +86,10 @@ class Bar(NamedTuple):
 # Colour codes, also as pastes mangle them: the escape byte replaced by U+FFFD, or written out as "#033"
 # (CloudWatch) or "^[" (a terminal's caret notation).
 _ANSI_RE = re.compile(r"(?:\x1b|\ufffd|#033|\^\[)\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>78]")
+# The escape byte's codes alone, for a text that holds none of the mangled forms (most coloured lines): a pattern that
+# starts with one literal character, which the regex engine skips to, where _ANSI_RE tests every character against
+# the four that can start a code.
+_ESCAPE_CODE_RE = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-z]|[()][A-Za-z0-9]|[=>78])")
 # SGLang's record prefix; releases before 0.4 wrote the time without the date ("[17:43:23 TP6]").
 _SGLANG_PREFIX_RE = re.compile(
     r"\[((?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)((?: [A-Z][A-Z_]{0,15}\d{1,6})*)\] ?", re.ASCII
@@ -337,7 +341,16 @@ def candidate_lines(block: bytes, candidates: re.Pattern[bytes]) -> Iterator[tup
 
 
 def _has_escape(text: str) -> bool:
-    return "\x1b" in text or "\ufffd[" in text or "#033[" in text or "^[[" in text
+    return "\x1b" in text or _has_mangled_escape(text)
+
+
+def _has_mangled_escape(text: str) -> bool:
+    return "\ufffd[" in text or "#033[" in text or "^[[" in text
+
+
+def _without_codes(text: str) -> str:
+    """``text`` without its colour codes (those of _ANSI_RE)."""
+    return (_ANSI_RE if _has_mangled_escape(text) else _ESCAPE_CODE_RE).sub("", text)
 
 
 def has_bar_or_escape(text: str) -> bool:
@@ -346,7 +359,7 @@ def has_bar_or_escape(text: str) -> bool:
 
 
 def strip_ansi(text: str) -> str:
-    return _ANSI_RE.sub("", text) if _has_escape(text) else text
+    return _without_codes(text) if _has_escape(text) else text
 
 
 # What can stand before a record without being part of it: indentation (a quoted or pytest-captured paste), a
@@ -372,7 +385,7 @@ def undecorate(text: str) -> str:
     if text[:1] not in _DECORATION_FIRST:
         return text
     if _has_escape(text):
-        text = _ANSI_RE.sub("", text)
+        text = _without_codes(text)
     stripped = text.lstrip(" \t\x00")
     while stripped.startswith("^@"):
         stripped = stripped[2:].lstrip(" \t\x00")

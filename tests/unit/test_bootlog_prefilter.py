@@ -183,6 +183,38 @@ def test_a_lines_stamp_read_past_its_colour_codes_is_what_the_plain_pattern_read
         assert (fast.span(), fast.groups()) == (plain.span(), plain.groups())
 
 
+CODE_PIECES = st.sampled_from(
+    [
+        "\x1b",
+        "\ufffd",
+        "#033",
+        "^[",
+        "[",
+        "1;36",
+        "0",
+        ";",
+        "?",
+        "m",
+        "K",
+        "(",
+        ")",
+        "B",
+        "=",
+        "7",
+        "x",
+        " ",
+        "\r",
+    ]
+)
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(CODE_PIECES, max_size=16).map("".join))
+@example("\x1b[1;36m(VllmWorker pid=1)\x1b[0;0m INFO x \ufffd[0m")  # an escape byte and a mangled one
+def test_colour_codes_come_off_as_the_whole_pattern_takes_them(text: str) -> None:
+    assert parse.strip_ansi(text) == parse._ANSI_RE.sub("", text)
+
+
 QUOTE_OPENING = re.compile(rb"\n(?:\x1b\[[0-9;]*m)*>")  # the definition _quote_openings replaces
 
 
