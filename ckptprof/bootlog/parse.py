@@ -296,9 +296,10 @@ def needle_pattern(needles: Iterable[str], anchored: Iterable[tuple[str, int]] =
     """One regex that finds any of ``needles``, written as a trie ("Load(?:ing|  weight)..."): the regex engine
     then follows one branch per position instead of trying every needle in turn (twice as fast on real logs).
 
-    ``anchored``: (needle, index) pairs found at their character ``index`` and looked behind from there for the rest
-    ("V(?<=on V)1 engine"); branches of the trie's first alternation, so that the engine still skips every position
-    whose character starts no branch."""
+    ``anchored``: (needle, index) pairs found at their character ``index``, the rest after it matched, then the whole
+    needle looked behind for ("V1 engine(?<=on V1 engine)": the look-behind, the dearer test, only where the rest
+    matched); branches of the trie's first alternation, so that the engine still skips every position whose
+    character starts no branch."""
     tree: _Trie = {}
     for needle in needles:
         node = tree
@@ -312,12 +313,7 @@ def needle_pattern(needles: Iterable[str], anchored: Iterable[tuple[str, int]] =
         alternatives = [re.escape(char) + branch(child) for char, child in sorted(node.items())]
         return alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
 
-    extra = [
-        re.escape(needle[at])
-        + (f"(?<={re.escape(needle[: at + 1])})" if at else "")
-        + re.escape(needle[at + 1 :])
-        for needle, at in anchored
-    ]
+    extra = [re.escape(needle[at:]) + (f"(?<={re.escape(needle)})" if at else "") for needle, at in anchored]
     if not extra:
         return re.compile(branch(tree).encode())
     first = [re.escape(char) + branch(child) for char, child in sorted(tree.items())]

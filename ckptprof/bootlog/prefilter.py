@@ -50,21 +50,13 @@ _VIEW_MAPPED = sorted(
 _TO_VIEW = {ord(char): "\x00" for char in _VIEW_MAPPED} | {0: "\x01"}
 VIEW_TABLE = bytes.maketrans("".join(_VIEW_MAPPED).encode() + b"\x00", b"\x00" * len(_VIEW_MAPPED) + b"\x01")
 _WORDS = tuple(needle for needle in _needles() if not needle[0].islower() and needle != "%")
+# The view's pattern: the NUL, then one alternation of every needle's rest (the anchored needles' after their anchor).
 CANDIDATE_VIEW_RE = re.compile(
-    b"\x00(?:"
-    + b"|".join(
-        (
-            needle_pattern(needle.translate(_TO_VIEW)[1:] for needle in _WORDS).pattern,
-            *(
-                (
-                    re.escape(needle[at + 1 :].translate(_TO_VIEW))
-                    + f"(?<={re.escape(needle.translate(_TO_VIEW))})"
-                ).encode()
-                for needle, at in _ANCHORED_AT.items()
-            ),
-        )
-    )
-    + b")"
+    b"\x00"
+    + needle_pattern(
+        (needle.translate(_TO_VIEW)[1:] for needle in _WORDS),
+        anchored=tuple((needle.translate(_TO_VIEW), at + 1) for needle, at in _ANCHORED_AT.items()),
+    ).pattern
 )
 # What the view's match is in the block: a regular needle itself, or else whatever the needles' own pattern finds there.
 WORD_BYTES = frozenset(needle.encode() for needle in _WORDS)
