@@ -37,7 +37,10 @@ ROUNDS = 5  # the median of these is what extra_info reports; the VM's speed dri
 # (reports/cpu/2026-12-05zg-bootlog-speed-floor). 2026-12-06: 25.6 MB/s on a quiet hour of the VM, 517 logs
 # (reports/cpu/2026-12-06j-bootlog-unseen); later that day 27.6, and about 3% of every figure before it was this file
 # repeating the corpus, which the reader's memos had grown to remember (reports/cpu/2026-12-06k-bootlog-speed;
-# tests/unit/test_bootlog_corpus_repeats.py keeps them from it).
+# tests/unit/test_bootlog_corpus_repeats.py keeps them from it). That afternoon the VM was an AMD EPYC one, about twice
+# as slow at everything: 12.5-13.2 MB/s for the same reader, 12.8-13.4 after a change that took 7% of its instructions
+# off, 18.0-18.3 on a GPU host's Xeon (reports/cpu/2026-12-06l-bootlog-speed). Compare trees on one machine, never
+# figures across machines.
 TARGET_MBPS = 30.0
 # A floor on the best round, asserted only when benchmarking: below the slowest build measured (15.2 MB/s, the H200
 # host's Python 3.12; 18.9 on the VM). The reader compiled with mypyc (CKPTPROF_COMPILE=1, setup.py; optional) read

@@ -17,7 +17,7 @@ from ckptprof.bootlog import BootReport, LogInputError, analyze_path, follow_log
 from ckptprof.bootlog.phases import STALL_AFTER_S
 from ckptprof.errors import CkptprofError
 
-# A log this large takes seconds to read (about 27 MB/s of boot records on a 2-core VM): show how far it got.
+# A log this large takes seconds to read (13-27 MB/s of boot records on a 2-core VM): show how far it got.
 PROGRESS_FROM_BYTES = 64 << 20
 
 
@@ -62,9 +62,10 @@ what it reads:
   A file holding several boots (a restart, a retry loop) is reported on its last one; --boot picks another.
 
 speed:
-  CPU time on a 2-core VM: about 27 MB/s of boot records (the real corpus of about 500 logs repeated to 64 MiB,
-  2026-12-06), 115 MB/s of a serving log (2026-12-01); compiled, about 22 MB/s of the 400-log corpus (52 of the
-  earlier, plainer 51-log one): pip install mypy && CKPTPROF_COMPILE=1 pip install --no-build-isolation .
+  CPU time: about 27 MB/s of boot records on a 2-core Intel Xeon VM, 13 on a 2-core AMD EPYC one and 18 on a
+  GPU host's Xeon (the real corpus of about 500 logs repeated to 64 MiB, 2026-12-06); 115 MB/s of a serving log
+  (2026-12-01); compiled, about 22 MB/s of the 400-log corpus (52 of the earlier, plainer 51-log one):
+  pip install mypy && CKPTPROF_COMPILE=1 pip install --no-build-isolation .
 
 exit status:
   0 the boot is going on or the server is ready; 1 the boot failed (with --follow also: timed out, or the
