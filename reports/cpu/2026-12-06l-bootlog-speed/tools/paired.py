@@ -31,7 +31,10 @@ def main() -> None:
     pairs = int(sys.argv[4]) if len(sys.argv) > 4 else 10
     workers = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, tree, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", WORKER, tree, path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         for tree in (base, head)
     ]
@@ -49,7 +52,9 @@ def main() -> None:
             got[which] = float(worker.stdout.readline())
         pair = [got[0], got[1]]
         times.append((pair[0], pair[1]))
-        print(f"pair {index + 1}: base {pair[0] * 1000:.0f} ms, head {pair[1] * 1000:.0f} ms, head/base {pair[1] / pair[0]:.3f}")
+        print(
+            f"pair {index + 1}: base {pair[0] * 1000:.0f} ms, head {pair[1] * 1000:.0f} ms, head/base {pair[1] / pair[0]:.3f}"
+        )
     for worker in workers:
         assert worker.stdin is not None
         worker.stdin.close()
