@@ -23,7 +23,9 @@ def _needles() -> tuple[str, ...]:
 # start with a small letter are looked for one by one. Small letters are most of a log's text, so the search would
 # otherwise try a branch at almost every byte: split this way the pre-filter ran twice as fast. REGULAR_RE finds the
 # former, "%" among them, in the rest of a line.
-REGULAR_RE = needle_pattern(needle for needle in _needles() if not needle[0].islower())
+# The regular needles but a bar's "%", which the reader finds on its own.
+_WORDS = tuple(needle for needle in _needles() if not needle[0].islower() and needle != "%")
+REGULAR_RE = needle_pattern((*_WORDS, "%"))
 # ...except the small-letter needles that hold a letter a log's text rarely has: the search finds those at that
 # letter and looks behind it for the rest, at about no cost, where each scan of its own cost 9-11 ms a 16 MiB of the
 # real corpus. No regular needle starts with such a letter, so a match that starts with one is an anchored needle's
@@ -43,13 +45,9 @@ if any(needle.encode()[0] in ANCHOR_BYTES for needle in _needles()):  # pragma: 
 # search's 110, where the literal's takes 5 and bytes.translate 11. The anchored needles look behind only once their
 # rest has matched: a look-behind tried first would run at every NUL. A bar's ``%`` is no part of the view's pattern
 # (one byte would make every NUL a match): its lines are found by bytes.find.
-_VIEW_MAPPED = sorted(
-    {needle[0] for needle in _needles() if not needle[0].islower() and needle != "%"}
-    | {needle[at] for needle, at in _ANCHORED_AT.items()}
-)
+_VIEW_MAPPED = sorted({needle[0] for needle in _WORDS} | {needle[at] for needle, at in _ANCHORED_AT.items()})
 _TO_VIEW = {ord(char): "\x00" for char in _VIEW_MAPPED} | {0: "\x01"}
 VIEW_TABLE = bytes.maketrans("".join(_VIEW_MAPPED).encode() + b"\x00", b"\x00" * len(_VIEW_MAPPED) + b"\x01")
-_WORDS = tuple(needle for needle in _needles() if not needle[0].islower() and needle != "%")
 # The view's pattern: the NUL, then one alternation of every needle's rest (the anchored needles' after their anchor).
 CANDIDATE_VIEW_RE = re.compile(
     b"\x00"
