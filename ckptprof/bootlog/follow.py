@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO, TextIO
 
-from ckptprof.bootlog.parse import CHUNK_BYTES, LineSplitter, LogInputError, open_log
+from ckptprof.bootlog.parse import CHUNK_BYTES, LineSplitter, LogInputError, Utf8Text, open_log
 from ckptprof.bootlog.phases import STALL_AFTER_S, BootLogAnalyzer, BootReport
 
 POLL_S = 0.2
@@ -126,6 +126,7 @@ class _Follower:
     def _reset(self) -> None:
         self._analyzer = BootLogAnalyzer(self._stall_after_s)
         self._splitter = LineSplitter()
+        self._text = Utf8Text()  # the file read from its start: its first bytes say how it is encoded
 
     def run(self, timeout_s: float | None, poll_s: float, sleep: Callable[[float], None]) -> FollowOutcome:
         started = self._clock()
@@ -134,13 +135,14 @@ class _Follower:
         while True:
             data = self._read()
             if data:
-                self._feed(self._splitter.feed(data))
+                self._take(data)
                 if self._analyzer.ready:
                     return self._outcome(0, "ready")
                 if self._status_line.due():
                     self._status_line.draw(_status_text(self._analyzer.report()))
                 continue
             if not self._is_file:  # standard input has ended
+                self._take(b"", final=True)
                 self._feed(self._splitter.flush())
                 report = self._analyzer.report()
                 code, reason = (
@@ -185,6 +187,10 @@ class _Follower:
         read1 = getattr(self._stream, "read1", None)
         return read1(CHUNK_BYTES) if read1 is not None else self._stream.read(CHUNK_BYTES)
 
+    def _take(self, data: bytes, final: bool = False) -> None:
+        """Bytes of the file followed, in the order it holds them (a UTF-16 log's decoded: parse.Utf8Text)."""
+        self._feed(self._splitter.feed(self._text.feed(data, final)))
+
     def _feed(self, block: bytes) -> None:
         if block:
             self._analyzer.feed_block(block)
@@ -222,10 +228,12 @@ class _Follower:
             fresh.close()
             return False
         while data := self._stream.read(CHUNK_BYTES):
-            self._feed(self._splitter.feed(data))
+            self._take(data)
+        self._take(b"", final=True)
         self._stream.close()
         self._stream = fresh
         self._head = b""
+        self._text = Utf8Text()  # the new file may be written in another encoding: its own first bytes say
         self._say(
             f"{self._name()} was rotated (renamed away, a new file at its name): following the new file"
         )

@@ -227,19 +227,43 @@ def _first_line_break(data: bytes) -> int:
 UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 
+class Utf8Text:
+    """A log's bytes, fed piece by piece as they arrive, as the UTF-8 text the reader's patterns are written for:
+    passed on as they are, or decoded when the log opens with a UTF-16 byte order mark. Which, the first two bytes
+    say: a piece of one byte (a follower that caught up with a writer) is held until the next one."""
+
+    def __init__(self) -> None:
+        self._held = b""  # the log's first byte, while it is all there is
+        self._decided = False
+        self._decoder: codecs.IncrementalDecoder | None = None
+
+    def feed(self, raw: bytes, final: bool = False) -> bytes:
+        if not self._decided:
+            raw = self._held + raw
+            if len(raw) < 2 and not final:
+                self._held = raw
+                return b""
+            self._held, self._decided = b"", True
+            if raw[:2] in UTF16_BOMS:
+                self._decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        if self._decoder is None:
+            return raw
+        return self._decoder.decode(raw, final=final).encode("utf-8")
+
+
 class Utf16Log:
     """A UTF-16 log read as UTF-8, the bytes the reader's patterns are written for; ``raw_read``: the stream's bytes
     read so far (a progress bar's)."""
 
     def __init__(self, stream: BinaryIO) -> None:
         self._stream = stream
-        self._decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        self._text = Utf8Text()
         self.raw_read = 0
 
     def read(self, size: int = -1) -> bytes:
         raw = self._stream.read(size)
         self.raw_read += len(raw)
-        return self._decoder.decode(raw, final=not raw).encode("utf-8")
+        return self._text.feed(raw, final=not raw)
 
 
 def as_utf8(stream: BinaryIO) -> BinaryIO | Utf16Log:

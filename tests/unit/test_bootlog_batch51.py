@@ -3,12 +3,15 @@ order mark, CRLF), and a notebook cell's error as IPython renders it (`File /pat
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from ckptprof.bootlog import analyze_bytes, analyze_path
-from ckptprof.bootlog.parse import parse_record
+from ckptprof.bootlog.parse import Utf8Text, parse_record, utf8_bytes
 
 LINES = [
     "INFO 06-17 11:26:37 [parallel_state.py:1] world_size=1 rank=0 local_rank=0 distributed_init_method=tcp://h:1",
@@ -39,6 +42,25 @@ def test_a_utf16_log_reads_as_its_text(encoding: str, tmp_path: Path) -> None:
         [phase.name for phase in expected.phases],
     )
     assert sum(counted) == len(data)
+
+
+@given(
+    text=st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=40),
+    encoding=st.sampled_from(["utf-16-le", "utf-16-be", "utf-8"]),
+    cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=6),
+)
+@example(
+    text="INFO 12-01 x\r\n", encoding="utf-16-le", cuts=[1, 4]
+)  # the mark's first byte alone, then half of it
+@example(text="é", encoding="utf-8", cuts=[1])  # a UTF-8 character cut in two
+def test_a_log_fed_in_pieces_reads_as_the_whole(text: str, encoding: str, cuts: list[int]) -> None:
+    """GIVEN a log's bytes (UTF-16 with its byte order mark, or UTF-8) cut anywhere, into pieces of any size WHEN fed
+    piece by piece (a follower's reads) THEN the text is what the whole file reads as."""
+    data = ("\ufeff" + text).encode(encoding) if encoding != "utf-8" else text.encode()
+    bounds = sorted({0, len(data), *(cut for cut in cuts if cut < len(data))})
+    decoding = Utf8Text()
+    fed = b"".join(decoding.feed(data[start:end]) for start, end in itertools.pairwise(bounds))
+    assert fed + decoding.feed(b"", final=True) == utf8_bytes(data)
 
 
 def test_a_log_without_a_byte_order_mark_is_read_as_it_is() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 import threading
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ckptprof.bootlog import follow_log
+from ckptprof.bootlog import analyze_bytes, follow_log
 from ckptprof.bootlog.follow import FollowOutcome, StatusLine
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
@@ -145,6 +146,40 @@ def test_follow_starts_over_when_the_log_is_truncated(growing_log: Path) -> None
     thread.join()
     assert outcome.reason == "ready"
     assert all(phase.ranks == 1 for phase in outcome.report.phases)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_follow_reads_a_utf16_log_written_in_odd_pieces(growing_log: Path, encoding: str) -> None:
+    """GIVEN a log saved as UTF-16 with its byte order mark (PowerShell's `>`), written a piece at a time: its first
+    byte alone, then pieces that cut its characters in two WHEN followed THEN it reads as the same boot in UTF-8 does
+    and returns 0 at `ready`, before the timeout."""
+    text = (LOGS / "sglang_tp8_eagle3_newer_ready.log").read_bytes().decode()
+    data = "\ufeff".encode(encoding) + text.encode(encoding)
+    pieces = [data[:1], *pieces_of(data[1:], 17)]
+    assert any(len(piece) % 2 for piece in pieces[1:])  # a character cut across two pieces
+    writer = Writer(growing_log, pieces, pause_s=0.02)
+    writer.start()
+    outcome = follow_log(str(growing_log), timeout_s=60, poll_s=0.02, status=io.StringIO())
+    writer.join()
+    assert (outcome.exit_code, outcome.reason) == (0, "ready")
+    expected = analyze_bytes(text.encode())
+    assert [(phase.name, phase.model, phase.ranks) for phase in outcome.report.phases] == [
+        (phase.name, phase.model, phase.ranks) for phase in expected.phases
+    ]
+
+
+def test_follow_reads_a_utf16_log_on_standard_input() -> None:
+    """GIVEN a UTF-16 log piped in (``ckptprof log --follow -``) WHEN it ends THEN it was read as its text."""
+    text = (LOGS / "sglang_tp8_eagle3_crash.log").read_bytes().decode()
+    piped = subprocess.run(
+        [sys.executable, "-m", "ckptprof", "log", "--follow", "-", "--json"],
+        input="\ufeff".encode("utf-16-le") + text.encode("utf-16-le"),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert piped.returncode == 1, piped.stderr[-2000:]
+    assert json.loads(piped.stdout)["state"] == analyze_bytes(text.encode()).state == "failed"
 
 
 def test_status_line_on_a_pipe_writes_only_changes() -> None:
