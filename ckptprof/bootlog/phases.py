@@ -28,6 +28,7 @@ from ckptprof.bootlog.boot import MAX_RANKS, Boot
 from ckptprof.bootlog.boot_report import build_report
 from ckptprof.bootlog.clock import LogClock
 from ckptprof.bootlog.failures import FRAME_NEEDLE, TRACEBACK_START, Where
+from ckptprof.bootlog.newest_first import NEWEST_FIRST_WARNING, OldestFirst, reversed_lines, runs_newest_first
 from ckptprof.bootlog.parse import (
     MAX_LINE_BYTES,
     PID_LABEL,
@@ -120,6 +121,8 @@ class BootLogAnalyzer:
         self._stamp = ""
         self._stamp_year: str | None = None
         self._stamp_day: str | None = None
+        # The log's lines ran newest first and were read from its last (newest_first.py): the report says so.
+        self.newest_first = False
 
     def _restart(
         self, record: Record, before: tuple[str | None, float] | None, first_before: str | None = ""
@@ -623,11 +626,16 @@ class BootLogAnalyzer:
         ``log_ended``: the whole log has been read (not a log still being followed), so an HTTP server that came up
         with nothing after it counts as up; a follower waits for the engine's own ready line instead."""
         boots = self._boot.number
+        report = None
         if boot is not None:
             index = boot if boot > 0 else boots + 1 + boot
             if index != boots:
-                return self._kept_boot_report(index, log_ended)
-        return build_report(self._boot, self.stall_after_s, log_ended)
+                report = self._kept_boot_report(index, log_ended)
+        if report is None:
+            report = build_report(self._boot, self.stall_after_s, log_ended)
+        if self.newest_first:
+            report = replace(report, warnings=(NEWEST_FIRST_WARNING, *report.warnings))
+        return report
 
     def _kept_boot_report(self, index: int, log_ended: bool) -> BootReport:
         boots = self._boot.number
@@ -673,6 +681,24 @@ def _in_form_of(raw: str, stamped: str) -> str:
     return raw
 
 
+class _BytesRead:
+    """Tells ``on_bytes`` how many of the log's own bytes each block read took: a UTF-16 log's blocks, as UTF-8, are
+    about half as long as what was read for them."""
+
+    def __init__(self, source: BinaryIO | Utf16Log, on_bytes: Callable[[int], object]) -> None:
+        self._source = source
+        self._on_bytes = on_bytes
+        self._read = 0
+
+    def __call__(self, block: bytes) -> None:
+        source = self._source
+        if isinstance(source, Utf16Log):
+            self._on_bytes(source.raw_read - self._read)
+            self._read = source.raw_read
+        else:
+            self._on_bytes(len(block))
+
+
 def analyze_stream(
     stream: BinaryIO,
     stall_after_s: float = STALL_AFTER_S,
@@ -683,17 +709,14 @@ def analyze_stream(
     """Read a whole stream in bounded chunks and report on it (on its last boot, or on boot ``boot``); ``on_bytes``
     is told the size of each block read (a progress bar)."""
     analyzer = BootLogAnalyzer(stall_after_s)
-    read = 0  # a UTF-16 log's bytes read so far: its blocks, as UTF-8, are about half as long
     try:
         source = as_utf8(stream)  # its peek is the stream's first read, which may fail as any other
-        for block in iter_blocks(source):
+        blocks = OldestFirst(
+            iter_blocks(source), on_read=None if on_bytes is None else _BytesRead(source, on_bytes)
+        )
+        for block in blocks:
             analyzer.feed_block(block)
-            if on_bytes is not None:
-                if isinstance(source, Utf16Log):
-                    on_bytes(source.raw_read - read)
-                    read = source.raw_read
-                else:
-                    on_bytes(len(block))
+        analyzer.newest_first = blocks.reversed
     except OSError as exc:  # EIO, a directory that slipped through open(), ...
         raise LogInputError(name, exc.strerror or str(exc)) from None
     return analyzer.report(boot, log_ended=True)
@@ -719,6 +742,9 @@ def analyze_bytes(data: bytes, stall_after_s: float = STALL_AFTER_S, boot: int |
     analyzer = BootLogAnalyzer(stall_after_s)
     splitter = LineSplitter()
     block = splitter.feed(utf8_bytes(data)) + splitter.flush()  # one block, as iter_blocks gives a short log
+    if block and runs_newest_first(block):
+        block = reversed_lines(block)
+        analyzer.newest_first = True
     if block:
         analyzer.feed_block(block)
     return analyzer.report(boot, log_ended=True)

@@ -37,6 +37,14 @@ WRAPPER_PATTERNS: tuple[tuple[str, bytes], ...] = (
         rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.<>-]{1,120} - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) -"
         rb"(?: |(?=[\r\n]))",
     ),
+    # Google Cloud Logging's console, copied: the entry's severity and its time ("ERROR 2025-04-05T00:01:19.198923587Z
+    # [2025-04-05 00:01:19 TP1] Scheduler hit an exception", sglang#5096). A year-first date with a "T": never vLLM's
+    # own "ERROR 04-05 00:01:19".
+    (
+        "cloud-logging",
+        rb"(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) "
+        rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d) ",
+    ),
     # docker compose: sglang-1  | ...
     ("compose", rb"[A-Za-z0-9][\w.-]{0,80}-\d{1,4} {1,40}\| ?"),
     # a container log viewer's export, its local time to the millisecond and a bar (99sono/DockerBuildFiles' dumps of

@@ -74,7 +74,13 @@ def test_the_second_copy_of_the_corpus_costs_what_the_first_did(
     fed = 0
     with path.open("rb") as stream:
         for block in iter_blocks(stream):
-            if fed >= len(corpus) and copy[0] == 0:
+            if copy[0] == 0 and fed + len(block) > len(corpus):
+                # The block that holds the copies' seam is read in two, at the seam (the corpus ends a line): each copy
+                # is counted whole, whatever the corpus's size in blocks.
+                seam = len(corpus) - fed
+                if seam:
+                    analyzer.feed_block(block[:seam])
+                block, fed = block[seam:], len(corpus)
                 copy[0] = 1
                 for name, memo in memos.items():
                     memo_misses[name].append(memo.cache_info().misses)
@@ -83,8 +89,7 @@ def test_the_second_copy_of_the_corpus_costs_what_the_first_did(
     for name, memo in memos.items():
         first = memo_misses[name][0]
         memo_misses[name].append(memo.cache_info().misses - first)
-    # THEN the second copy is read about as often as the first (a block that spans the two copies counts as the
-    # first): whole readings, readings-cache misses, worker tags, and each memo's misses
+    # THEN the second copy is read about as often as the first: whole readings, readings-cache misses, worker tags, and each memo's misses
     assert min(whole) > 1_000 and min(missed) > 1_000 and min(tags) > 100
     assert whole[1] > 0.9 * whole[0] and missed[1] > 0.9 * missed[0], (whole, missed)
     assert tags[1] > 0.9 * tags[0], tags

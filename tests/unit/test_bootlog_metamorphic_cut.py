@@ -52,6 +52,11 @@ CONCAT_WRONG: dict[str, str] = {
         "batch 25: a log with no boot record at all (its state is starting), then a server's start: after no progress "
         "a configuration is no restart, so the two read as one boot"
     ),
+    "sglang-sglang-5096-llama31-70b-tp8-gcp-logging-reversed-tp1-exception": (
+        "batch 52: a paste whose lines run newest first, then a log written oldest first, in one file: which way a log "
+        "runs is judged once, from its first block, where the second log's stamps outvote the paste's, so the paste is "
+        "read as written (newest_first.py)"
+    ),
 }
 
 
