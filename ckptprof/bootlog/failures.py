@@ -32,6 +32,7 @@ FAILURE_NEEDLES: tuple[str, ...] = (
     "Killed",
     "Fatal Python error",
     "CUDA error",
+    "Failed: Cuda error",
     "rocBLAS error",
     "ERROR ",
     "CRITICAL ",
@@ -90,8 +91,11 @@ DEATH_WORDS: dict[str, str | None] = {
     "Fatal Python error": None,
 }
 # FlashAttention's CHECK_CUDA prints the first and exits the process; rocBLAS prints the second when it finds no
-# kernel library for the GPU's architecture, then aborts (tensile_host.cpp: rocblas_abort()).
-PROCESS_EXITS = ("CUDA error (", "rocBLAS error: Cannot read")
+# kernel library for the GPU's architecture, then aborts (tensile_host.cpp: rocblas_abort()). The CUDACHECK macro
+# of NCCL's examples, which vLLM's custom all-reduce kernels use too (csrc/custom_all_reduce.cuh), prints "Failed: Cuda
+# error <file>:<line> '<reason>'" and exits (SGLang 0.3 through vLLM's kernels on GPUs without peer access,
+# sglang#1509); some copies spell it "CUDA".
+PROCESS_EXITS = ("CUDA error (", "rocBLAS error: Cannot read", "Failed: Cuda error ", "Failed: CUDA error ")
 # flashinfer's FLASHINFER_CUDA_CALL prints a failed CUDA call so ("CUDA Error: no kernel image is available for
 # execution on the device (209) .../handler.cuh: line 170 at function ...") and returns the error to its Python
 # binding, which raises it: the process's failure, whose exception an excerpt may cut.
@@ -126,6 +130,7 @@ FAILURE_GATE_WORDS: tuple[str, ...] = (
     "Killed",
     "Fatal Python error",
     "CUDA error",
+    "Failed: Cuda error",
     "rocBLAS error",
     "above exception",
 )

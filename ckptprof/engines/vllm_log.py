@@ -90,6 +90,11 @@ RECORDS: tuple[Rule, ...] = (
     # and nothing else of vLLM's before the loader's bar, vllm-fork#193). Weighed below an engine's own records:
     # SGLang before 0.4 loaded through vLLM's loader, whose logger writes in SGLang's processes.
     Rule("Loading weights on", Begin("load", "load-weights", "nth", unless_open=True), weight=1),
+    # The loaders that fetch a checkpoint from the Hub (default, sharded-state, Run:ai, bitsandbytes) do it inside their
+    # load_model and say how long it took ("Time spent downloading weights for rednote-hilab/dots.ocr: 170.155065
+    # seconds", model_loader/weight_utils.py in 0.11 and 0.34): the load is under way where its begin lies above a cut
+    # (a Ray worker's lines in vllm#28658). Weighed as "Loading weights on" is, for the same reason.
+    Rule("Time spent downloading weights", Begin("load", "load-weights", "nth", unless_open=True), weight=1),
     # The TPU backend (tpu-inference) begins its model's load with "Loading model with MODEL_IMPL_TYPE=auto"
     # (models/common/model_loader.py get_model; vLLM's own `Starting to load model` is the GPU runner's).
     Rule("Loading model with MODEL_IMPL_TYPE", Begin("load", "load-weights", "nth", unless_open=True)),

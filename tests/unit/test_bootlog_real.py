@@ -67,6 +67,19 @@ FIRST_SIGHT_WRONG: set[str] = {
     # batch 50: an offline V0 engine with `use_tqdm=False`: the answer reads the script's generated text after the graphs
     # as serving (ready), the reader has no line of the engine's that says so (cuda-graph)
     "vllm-swallow-tutorial-llama31-swallow-8b-v061-v0-offline",
+    # batch 52, right on first sight, then read otherwise after batch 53: vLLM 0.19 logs its load's records on rank 0
+    # alone; ranks 1-3 log `Time spent downloading weights` inside their loads, which batch 53's rule reads as the load
+    # under way. The answer counts the one rank that logged the load's records (its doubts say four if ranks that log
+    # inside the step count), the reader the four
+    "vllm-foam-standards-qwen35-27b-v019-tp4-rank0-logging-ready",
+    # batch 53: a Ray worker's traceback through load_model, with no record of the load: the answer lists load-weights
+    # among the phases, the reader only the phases a record began (as batches 49 and 50)
+    "vllm-fastsafetensors-14-dsr1-ray-2node-pp2-load-model-error",
+    # batch 53: vllm-ascend ranks in a drafter's load, one rank's `Loading model weights took` in the same second: the
+    # answer lists the draft's load alone, on the four ranks that logged `Loading drafter model...`; the reader also
+    # lists the target's load that record ended, and counts the two ranks whose proposer says it shares the target's
+    # embedding (inside the drafter's load, as the answer's notes say) among the draft's
+    "vllm-vllm-ascend-9447-glm51-a3-2node-dp-tp16-ep-mtp-drafter-load",
 }
 
 
