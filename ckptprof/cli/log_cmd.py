@@ -56,9 +56,12 @@ what it reads:
   (TP3, DP1 TP3, PP1 TP0 EP0, also a paste's "[TP0] " cut from its time; vLLM's worker prefixes), tracebacks
   (the frames name the phase and the model),
   behind the prefixes that kubectl --timestamps, GitHub Actions, docker compose, journald, TorchServe, a
-  container log viewer's export ("2026-05-01 18:45:09.424 | ") and applications re-logging the server through
+  container log viewer's export ("2026-05-01 18:45:09.424 | "), Google Cloud Logging's console ("ERROR
+  2025-04-05T00:01:19.198923587Z ") and applications re-logging the server through
   Python logging (olmOCR) add, and through the links a notebook
   (Jupyter) makes of a bar's counts.
+  A log whose lines run newest first (copied out of a log viewer) is read from its last line, when its stamps
+  say so; a log saved as UTF-16 (PowerShell's >) is read as its text, --follow too.
   A file holding several boots (a restart, a retry loop) is reported on its last one; --boot picks another.
 
 speed:
