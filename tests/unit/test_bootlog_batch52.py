@@ -67,7 +67,7 @@ def test_a_log_turned_newest_first_reads_as_the_log() -> None:
     reads as the log itself (the same boots, phases, times, ranks and failure), and the report says it was turned.
 
     The stamps of a short excerpt may not tell (fewer than three lines older than the one above them): such a log is
-    read as it is written, and at least 230 of the 531 logs of 2026-12-06 are turned."""
+    read as it is written, and at least 225 of the 546 logs of 2026-12-06 evening are turned (231 then)."""
     turned = 0
     for log in sorted(REAL.glob("*.log")):
         data = utf8_bytes(log.read_bytes())
@@ -77,7 +77,7 @@ def test_a_log_turned_newest_first_reads_as_the_log() -> None:
         turned += 1
         assert _reading(backwards) == _reading(data), log.name
         assert analyze_bytes(backwards).warnings[0] == NEWEST_FIRST_WARNING
-    assert turned >= 230
+    assert turned >= 225
 
 
 @given(
