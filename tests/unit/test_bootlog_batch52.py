@@ -33,6 +33,9 @@ def test_cloud_loggings_severity_and_time_come_off_a_line() -> None:
     assert unwrap(b"INFO 2025-04-05T00:01:04+00:00 [2025-04-05 00:01:04 TP0] ok\n") == (
         b"[2025-04-05 00:01:04 TP0] ok\n"
     )
+    assert unwrap(b"x\nWARN 2025-04-05T00:01:04Z INFO 04-05 00:01:04 [core.py:1] ok\n") == (
+        b"x\nINFO 04-05 00:01:04 [core.py:1] ok\n"
+    )
     vllm = b"ERROR 04-05 00:01:19 [core.py:1] EngineCore failed to start.\n"
     assert unwrap(b"x\n" + vllm) == b"x\n" + vllm
 
