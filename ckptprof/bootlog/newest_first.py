@@ -21,20 +21,19 @@ from ckptprof.bootlog.parse import CHUNK_BYTES
 _STAMP_RE = re.compile(
     rb"(?<![\d:.])((?:\d{4}-)?\d\d-\d\d[T ])?(\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(?![\d:])", re.ASCII
 )
-_STAMP_WITHIN = (
-    120  # bytes from a line's start where its stamp may sit (after a collector's and a level word)
-)
-SAMPLE_LINES = 200  # lines of the log's first block looked at (400 found 242 of 546 logs turned, 200 found 231, in half the time)
-# A log runs newest first when at least this many of its stamped lines are older than the stamped line above them,
-# and at most this share of the pairs that differ go the other way (a log written oldest first has none, but for
-# two clocks that disagree: a collector's and the server's in one file).
+# Bytes from a line's start where its stamps may sit (after a collector's and a level word).
+_STAMP_WITHIN = 120
+_STAMPS_PER_LINE = 3
+# Lines of the log's first block looked at: 400 found 242 of the 546 logs of 2026-12-06 turned, 200 found 231, in half
+# the time (reports/cpu/2026-12-06m-bootlog-unseen).
+SAMPLE_LINES = 200
+# A log runs newest first when at least this many of its stamps are older than the stamp in the same place on the line
+# above, and at most this share of the pairs that differ go the other way (a log written oldest first has none, but for
+# clocks that disagree: a collector's and the server's, or a Ray cluster's nodes, in one file).
 MIN_OLDER = 3
 MAX_NEWER_SHARE = 0.25
 
 NEWEST_FIRST_WARNING = "the log's lines run newest first (a log viewer's export or copy): it was read from its last line to its first"
-
-
-_STAMPS_PER_LINE = 3
 
 
 def _stamp_keys(line: bytes) -> tuple[tuple[int, bytes], ...]:
