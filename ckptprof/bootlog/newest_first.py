@@ -36,13 +36,14 @@ MAX_NEWER_SHARE = 0.25
 NEWEST_FIRST_WARNING = "the log's lines run newest first (a log viewer's export or copy): it was read from its last line to its first"
 
 
-def _stamp_keys(line: bytes) -> tuple[tuple[int, bytes], ...]:
-    """A line's first stamps, each as (its form, date, time and fraction): stamps of one form compare as their text.
+def _stamp_keys(block: bytes, start: int, end: int) -> tuple[tuple[int, bytes], ...]:
+    """The first stamps of the line of ``block`` from ``start`` to ``end`` (searched where it lies, not copied out),
+    each as (its form, date, time and fraction): stamps of one form compare as their text.
 
     Each stamp is compared with the stamp in the same place on the line above: a collector that stamped every line
     alike (a paste re-wrapped with one time) says nothing, and the record's own stamp after it still does."""
     keys = []
-    for match in _STAMP_RE.finditer(line, 0, _STAMP_WITHIN):
+    for match in _STAMP_RE.finditer(block, start, min(end, start + _STAMP_WITHIN)):
         date, time, fraction = match.groups()
         date = (date or b"")[:-1]
         # One form: the same kind of date and the same number of fraction digits, so that text order is time order.
@@ -64,7 +65,7 @@ def runs_newest_first(block: bytes, sample_lines: int = SAMPLE_LINES) -> bool:
         end = block.find(b"\n", start)
         if end < 0:
             end = size
-        keys = _stamp_keys(block[start : min(end, start + _STAMP_WITHIN)])
+        keys = _stamp_keys(block, start, end)
         start = end + 1
         if not keys:
             continue

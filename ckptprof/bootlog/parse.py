@@ -277,7 +277,7 @@ def as_utf8(stream: BinaryIO) -> BinaryIO | Utf16Log:
 
 def utf8_bytes(data: bytes) -> bytes:
     """``data``, or a UTF-16 log's text as UTF-8 when it opens with a UTF-16 byte order mark."""
-    return data.decode("utf-16", "replace").encode("utf-8") if data[:2] in UTF16_BOMS else data
+    return Utf8Text().feed(data, final=True)
 
 
 def iter_blocks(stream: BinaryIO | Utf16Log, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
