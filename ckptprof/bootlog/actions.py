@@ -21,6 +21,24 @@ from ckptprof.engines.log_rules import Action, Begin, Capture, Configure, End, E
 _UNITS_PER_GIB = {"GiB": 1.0, "GB": 1e9 / 2**30, "MiB": 1 / 1024, "MB": 1e6 / 2**30}
 _SPECULATIVE_RE = re.compile(r"speculative_(?:algorithm|config)=(None\b|'[^']*'|\"[^\"]*\"|\{|\w+)")
 _DIGITS_RE = re.compile(r"\d{1,6}\b", re.ASCII)
+# The served model as a configuration names it (vLLM's `non-default args: {'model': 'X'}` and its engine's `config:
+# model='X'`, SGLang's `ServerArgs(model_path='X'`, a JSON dump's `"model": "X"`) or as vLLM's load begins (`Starting to
+# load model X...`). Never a draft's (`speculative_draft_model_path=`, `'draft_model': `): a word character or a dot
+# before "model" rules those out, and the first match of a line is the served model's, which comes first in each.
+_MODEL_NAME_RE = re.compile(
+    r"(?<![\w.])model(?:_path)?(?:='([^'\n]{1,300})'|': '([^'\n]{1,300})'|\": \"([^\"\n]{1,300})\")"
+    r"|Starting to load model (\S{1,300}?)\.\.\."
+)
+
+
+def model_named(message: str) -> str | None:
+    """The served model a configuration or a load's first record names, if it names one."""
+    match = _MODEL_NAME_RE.search(message)
+    if match is None:
+        return None
+    return next((group for group in match.groups() if group), None)
+
+
 # One `name=seconds` of SGLang's startup timings, or a group of them (`cuda_graph={prefill=0.00, decode=1.22}`).
 _TIMING_RE = re.compile(r"(\w{1,40})=(?:\{([^{}]{0,2000})\}|(\d{1,9}(?:\.\d{1,6})?))", re.ASCII)
 
@@ -51,6 +69,8 @@ def apply_reading(boot: Boot, reading: Reading, record: Record) -> None:
     action: Action | None = reading.action  # annotated: mypyc cannot infer it
     assert engine is not None and rule is not None
     if isinstance(action, Begin):
+        if boot.model_name is None and action.phase == "load-weights":
+            boot.model_name = model_named(record.message)
         _begin(boot, action, record)
     elif isinstance(action, End):
         _end(boot, action, reading, record)
@@ -146,6 +166,8 @@ def _ready(boot: Boot, action: Ready, engine: str, record: Record) -> None:
 
 def _configure(boot: Boot, message: str) -> None:
     """The server's configuration: its sizes, whether it runs speculative decoding, DP attention."""
+    if boot.model_name is None:
+        boot.model_name = model_named(message)
     for key in SIZE_KEYS:
         if key not in boot.sizes and (size := int_arg(message, key)) is not None:
             boot.sizes[key] = size

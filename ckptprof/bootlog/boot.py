@@ -84,6 +84,8 @@ class Boot:
     sizes: dict[str, int] = field(default_factory=dict)  # server_args' sizes (tp_size=8, ...)
     dp_attention: bool = False
     configured_by: str | None = None  # the engine whose server configuration this boot logged first
+    # The model the server serves, as its configuration or its load's first record names it (a path or a Hub name).
+    model_name: str | None = None
     filesystem: str | None = None
     loader: str | None = None
     model_loaders: dict[str, str] = field(

@@ -25,6 +25,7 @@ from ckptprof.bootlog.summary import (
     phase_report,
     progress_report,
     stall_warnings,
+    with_model,
 )
 from ckptprof.bootlog.timestamps import timestamp_seconds
 from ckptprof.bootlog.words import PhaseKey, boots_warning, done_words, rank_sort_key
@@ -70,7 +71,7 @@ def build_report(boot: Boot, stall_after_s: float, log_ended: bool) -> BootRepor
         phases=tuple(phase_report(track, until_s) for track in tracks),
         progress=tuple(progress_report(bar) for bar in boot.bars),
         warnings=_warnings(boot, expected, context),
-        summary=build_summary(state, context, failure),
+        summary=with_model(build_summary(state, context, failure), boot.model_name),
         first_timestamp=boot.first_ts,
         last_timestamp=now,
         error=_fatal_error(boot, fatal)[0] if fatal else None,
@@ -84,6 +85,7 @@ def build_report(boot: Boot, stall_after_s: float, log_ended: bool) -> BootRepor
         startup_timings=dict(boot.startup_timings),
         failure=failure,
         unparsed_records=boot.unparsed,
+        model_name=boot.model_name,
     )
 
 

@@ -123,6 +123,8 @@ class BootReport:
     startup_timings: dict[str, float] = field(default_factory=dict)
     # Boot records the reader found but whose line prefix it could not read (#33 item 3).
     unparsed_records: int = 0
+    # The model the server serves, as its configuration or its load's first record names it; None where none does.
+    model_name: str | None = None
 
     @property
     def ready(self) -> bool:
@@ -150,4 +152,5 @@ class BootReport:
             "startup_timings": dict(self.startup_timings),
             "failure": self.failure.to_dict() if self.failure else None,
             "unparsed_records": self.unparsed_records,
+            "model_name": self.model_name,
         }

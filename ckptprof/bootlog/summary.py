@@ -169,6 +169,13 @@ def build_summary(state: str, context: SummaryContext, failure: FailureReport | 
     return _phase_summary(context.current, context)
 
 
+def with_model(summary: str, model_name: str | None) -> str:
+    """The summary with the served model named at its end, where the log names one: which server it is. In brackets,
+    apart from the sentence, whose last clause may be about another step ("draft CUDA graph capture has not
+    started")."""
+    return f"{summary} [model {model_name}]" if model_name else summary
+
+
 def _ready_summary(context: SummaryContext) -> str:
     ready = next((track for track in context.tracks if track.name == "ready"), None)
     ready_at = _latest(span.end for span in ready.spans.values()) if ready else None

@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from ckptprof.bootlog import BootReport, LogInputError, analyze_path, follow_log
 from ckptprof.bootlog.phases import STALL_AFTER_S
+from ckptprof.bootlog.summary import with_model
 from ckptprof.errors import CkptprofError
 
 # A log this large takes seconds to read (13-27 MB/s of boot records on a 2-core VM): show how far it got.
@@ -162,7 +163,8 @@ def render_text(report: BootReport, source: str) -> str:
     name = "standard input" if source == "-" else source
     framework = {"sglang": "SGLang", "vllm": "vLLM"}.get(report.framework, "unrecognised")
     which = f" (boot {report.boot} of {report.boots})" if report.boots > 1 else ""
-    lines = [f"{name}: {framework} boot log{which}, {_span_words(report)}", ""]
+    served = f" of {report.model_name}" if report.model_name else ""
+    lines = [f"{name}: {framework} boot log{served}{which}, {_span_words(report)}", ""]
     if report.phases:
         lines += [_phases_table(report), ""]
     if report.progress:
@@ -176,7 +178,9 @@ def render_text(report: BootReport, source: str) -> str:
         if compiled and report.framework == "vllm" and any(p.name == "kv-cache" for p in report.phases):
             lines.append(_COMPILE_IN_KV_CACHE)
         lines.append("")
-    lines.append(f"state: {report.state} - {report.summary}")
+    # The header names the model: the state's line leaves out the summary's tag that names it again.
+    summary = report.summary.removesuffix(with_model("", report.model_name))
+    lines.append(f"state: {report.state} - {summary}")
     if report.failure is not None:
         lines.append(_failure_words(report))
     if report.warnings:

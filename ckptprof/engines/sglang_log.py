@@ -104,6 +104,10 @@ RECORDS: tuple[Rule, ...] = (
         Capture("startup_timings", re.compile(r"Engine startup timings \(s\): (.+)")),
     ),
     Rule("Scheduler hit an exception", Evidence()),
+    # ServerArgs' own warning under --enable-dp-attention (server_args.py in 0.5.9, arg_groups/parallel_hook.py in
+    # 0.5.23, read in the registry's packages), printed before any record of the boot: an offline Engine's paste may
+    # hold it beside vLLM-form lines of the modules SGLang imports and no line in SGLang's own form. vLLM has no such words.
+    Rule("DP attention is enabled", Evidence(), weight=3),
     Rule("Initialization failed. warmup error", Fail("the warmup request")),
 )
 

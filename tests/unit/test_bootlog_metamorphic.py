@@ -63,6 +63,8 @@ def _reading(report: BootReport) -> dict[str, object]:
         "failure": (failure.rank, failure.phase, failure.model) if failure else None,
         # what failed, as the report words it: an indented paste's error line is still its error line
         "error": report.error,
+        # which model the server serves, as its configuration names it: a decoration is no part of the name
+        "model_name": report.model_name,
     }
 
 

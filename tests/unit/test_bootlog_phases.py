@@ -15,7 +15,7 @@ from ckptprof.bootlog.phases import STALL_AFTER_S, BootLogAnalyzer
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 SEED_SUMMARY = (
     "loading draft weights: 40/64 shards read, `Load weight end` not yet logged on 8 of 8 ranks "
-    "- CUDA graph capture has not started"
+    "- CUDA graph capture has not started [model /data/kimi-k2-instruct]"
 )
 
 
@@ -53,7 +53,7 @@ def test_2025_order_cut_while_draft_loads_after_target_graphs() -> None:
     assert phase_keys(report)[-2:] == [("cuda-graph", "target", None), ("load-weights", "draft", None)]
     assert report.summary.startswith("loading draft weights: 40/64 shards read")
     assert report.summary.endswith(
-        "target CUDA graphs are captured; draft CUDA graph capture has not started"
+        "target CUDA graphs are captured; draft CUDA graph capture has not started [model /data/kimi-k2-instruct]"
     )
 
 
@@ -156,7 +156,7 @@ def test_missing_ranks_are_named() -> None:
     assert report.warnings == ("init-distributed: not logged by TP5 (7 of 8 ranks)",)
     assert report.summary == (
         "loading target weights: 64/64 shards read, `Load weight end` not yet logged on 1 of 8 ranks "
-        "- CUDA graph capture has not started"
+        "- CUDA graph capture has not started [model /data/kimi-k2-instruct]"
     )
     assert report.phases[1].slowest_rank == "TP3"
 

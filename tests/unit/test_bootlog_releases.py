@@ -302,12 +302,13 @@ def test_graphs_captured_while_the_weights_still_load_are_not_a_loaded_server() 
     # THEN the boot waits for its weights (the guess "weights loaded, it must be building CUDA graphs" is the wrong one)
     assert after_capture.state == "load-weights"
     assert (
-        after_capture.summary == "loading target weights in the background: `Load weight end` not yet logged"
+        after_capture.summary
+        == "loading target weights in the background: `Load weight end` not yet logged [model /m]"
     )
     assert after_capture.warnings == ()  # still running: nothing was skipped
     assert during_capture.state == "cuda-graph"
     assert during_capture.summary.endswith(
-        "; loading target weights in the background: `Load weight end` not yet logged"
+        "; loading target weights in the background: `Load weight end` not yet logged [model /m]"
     ), during_capture.summary
 
 

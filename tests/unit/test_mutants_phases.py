@@ -384,6 +384,7 @@ def test_a_log_with_no_dated_record_keeps_its_year_less_stamps() -> None:
     assert (report.first_timestamp, report.last_timestamp) == ("11-29 09:59:58", "11-29 10:00:09")
     assert report.summary == (
         "target weights loaded on 1 of 1 ranks in 6.0 s; nothing newer logged yet - CUDA graph capture has not started"
+        " [model /m]"
     )
 
 
@@ -468,6 +469,7 @@ def test_a_vllm_boot_reports_its_filesystem_loader_prefetch_and_phases() -> None
     ]
     assert report.summary == (
         "ready: the server reported ready 41.0 s after the first log record; longest phase: load-weights (target) 30.0 s"
+        " [model /m]"
     )
     assert report.warnings == ()
     only_started = analyze_bytes(_vllm_ready())
@@ -1119,6 +1121,7 @@ def test_a_real_sglang_tp4_boot_has_every_phase_timed() -> None:
     assert (report.first_timestamp, report.last_timestamp) == ("2025-03-08 12:29:04", "2025-03-08 12:29:47")
     assert report.summary == (
         "ready: the server reported ready 29.0 s after the first log record; longest phase: load-weights (target) 8.0 s"
+        " [model /home/model/Qwen/QwQ-32B]"
     )
 
 
