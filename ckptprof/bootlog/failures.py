@@ -405,6 +405,16 @@ class FailureTracker:
             failure.helper = True
         _read_frame(failure, message, context.frames())
 
+    def on_frame_code(self, record: Record, code: str, context: FailureContext) -> None:
+        """The code line under a frame of a plain traceback (``record``): the function it calls is the next frame's,
+        read as that frame, as a logger's code lines are (on_record), while the traceback still awaits its error."""
+        awaiting = self._awaiting.get(record.rank) or (None if record.rank else self._last_traceback)
+        if awaiting is None or awaiting.error_final:
+            return
+        call = _CALL_RE.match(code)
+        if call is not None:
+            _read_frame(awaiting, f"in {call.group(1)}", context.frames())
+
     def on_record(
         self,
         record: Record,

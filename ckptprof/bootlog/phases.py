@@ -583,6 +583,27 @@ class BootLogAnalyzer:
             if path in message:
                 boot.module_frames[name] += 1
         boot.failures.on_frame(record, self)
+        code = self._code_under_frame()
+        if code is not None:
+            boot.failures.on_frame_code(record, code, self)
+
+    def _code_under_frame(self) -> str | None:
+        """The code line under the frame being read, when the next physical line is one (indented, no frame itself):
+        a plain traceback's, which no needle brings to the reader. The function it calls is the next frame's, which an
+        excerpt may cut (`self.init_cuda_graphs()` under a draft worker's `__init__`, sglang#28521)."""
+        block = self._block
+        end = block.find(b"\n", self._line_start)
+        first = block[end + 1 : end + 2]
+        if end < 0 or (first != b" " and first != b"\x1b"):  # a coloured log's lines open with their codes
+            return None
+        stop = block.find(b"\n", end + 1)
+        code = block[end + 1 : min(stop if stop >= 0 else len(block), end + 1 + MAX_LINE_BYTES)]
+        text = code.decode("utf-8", "replace")
+        if first == b"\x1b":
+            text = strip_ansi(text)
+        if text[:1] != " " or text.lstrip().startswith(FRAME_NEEDLE):
+            return None
+        return text.rstrip("\r")
 
     # ----------------------------------------------------------------------- failures.FailureContext: what a
     # failure's reading asks of the log around its record

@@ -1,0 +1,46 @@
+"""Batch 55 (reports/cpu/2026-12-06p-bootlog-unseen): the code line under a plain traceback's frame names the function
+the next frame runs, which an excerpt may cut (sglang#28521: a draft worker's `__init__` calling
+`self.init_cuda_graphs()`, and the excerpt ends)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ckptprof.bootlog import analyze_bytes
+
+HEAD = b"""[2026-06-17 09:57:15 TP7] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 802, in maybe_init_draft_worker
+    self.draft_worker = DraftWorkerClass(**draft_worker_kwargs)
+  File "/sgl-workspace/sglang/python/sglang/srt/speculative/multi_layer_eagle_worker_v2.py", line 190, in __init__
+"""
+
+
+def _colour(log: bytes) -> bytes:
+    return b"\n".join(b"\x1b[32m" + line + b"\x1b[0m" if line else line for line in log.split(b"\n"))
+
+
+@pytest.mark.parametrize("coloured", [False, True], ids=["plain", "ansi"])
+def test_the_call_under_the_last_frame_says_what_the_process_was_doing(coloured: bool) -> None:
+    """GIVEN a traceback cut after the draft worker's frame WHEN its code line calls init_cuda_graphs THEN the failure
+    is in the draft's CUDA graph capture, in plain text and in colour."""
+    log = HEAD + b"    self.init_cuda_graphs()\n"
+    report = analyze_bytes(_colour(log) if coloured else log)
+    assert report.failure is not None
+    assert (report.failure.rank, report.failure.phase, report.failure.model) == ("TP7", "cuda-graph", "draft")
+
+
+def test_a_call_no_frame_rule_knows_says_no_phase() -> None:
+    """GIVEN the same traceback WHEN the code line calls a function no frame table names THEN no phase is made up."""
+    report = analyze_bytes(HEAD + b"    self.warm_up_kernels()\n")
+    assert report.failure is not None
+    assert (report.failure.phase, report.failure.model) == (None, "draft")
+
+
+def test_a_code_line_after_the_error_names_no_step() -> None:
+    """GIVEN a traceback that ended with its error WHEN another frame's code line follows (a second traceback's, no
+    header of its own) THEN the first failure keeps what its own frames said."""
+    log = HEAD + b"    self.warm_up_kernels()\nRuntimeError: boom\n"
+    log += b'  File "/x/sglang/srt/model_executor/model_runner.py", line 9, in run\n    self.init_cuda_graphs()\n'
+    report = analyze_bytes(log)
+    assert report.failure is not None
+    assert report.failure.phase is None and report.error is not None and "boom" in report.error
