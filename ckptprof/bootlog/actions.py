@@ -154,7 +154,7 @@ def _end(boot: Boot, action: End, reading: Reading, record: Record) -> None:
 
 def _ready(boot: Boot, action: Ready, engine: str, record: Record) -> None:
     if action.served:
-        boot.mark_served()
+        boot.mark_served(requests=action.requests)
     elif action.until_more:
         # The HTTP server is up, the engine may have more to say: up only if nothing happens after this.
         if boot.framework() == engine and boot.ready_seq is None and boot.http_up is None:

@@ -100,6 +100,9 @@ class Boot:
     stated_by_rank: dict[str, dict[str, float]] = field(default_factory=dict)
 
     ready_seq: int | None = None  # the event count when the engine said it was ready
+    # It was seen serving requests (a server's throughput lines), not a script's prompts, with no line saying when it
+    # came up: mark_served's first caller says which.
+    served_requests: bool = False
     # (rank, start, time) of an HTTP server that came up before the engine said ready, and the event count then
     http_up: tuple[str, str | None, str | None] | None = None
     http_up_seq: int = -1
@@ -447,10 +450,12 @@ class Boot:
         self.touch(self.rank_state(record.rank))
         self.ready_seq = self.clock.seq
 
-    def mark_served(self) -> None:
-        """An offline engine served a script's prompts (vLLM's `Processed prompts` bar): it is up, but no line says
-        when it came up, so the boot has no ready step whose end would be invented."""
+    def mark_served(self, requests: bool = False) -> None:
+        """An offline engine served a script's prompts (vLLM's `Processed prompts` bar), or a server ``requests`` (its
+        throughput lines, with no ready line before them): it is up, but no line says when it came up, so the boot has
+        no ready step whose end would be invented."""
         if self.ready_seq is None:
+            self.served_requests = requests
             self.clock.seq += 1
             self.ready_seq = self.clock.progress = self.clock.seq
 

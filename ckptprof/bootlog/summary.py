@@ -37,6 +37,7 @@ class SummaryContext:
     speculative: bool | None
     stalls: list[tuple[BarTrack, float]]
     latest_bars: dict[PhaseKey | None, BarTrack]
+    served_requests: bool = False  # Boot.served_requests
 
 
 # A process tagged by its data-parallel rank alone: vLLM's engine core ("EngineCore_DP0", "EngineCore_0").
@@ -180,10 +181,13 @@ def _ready_summary(context: SummaryContext) -> str:
     ready = next((track for track in context.tracks if track.name == "ready"), None)
     ready_at = _latest(span.end for span in ready.spans.values()) if ready else None
     total = seconds_between(context.first_ts, ready_at)
-    # No ready step: an offline engine serving a script's prompts, which says nothing when it comes up.
+    # No ready step: an offline engine serving a script's prompts, or a server seen serving requests (its throughput
+    # lines) whose ready line the log does not hold: neither says when it came up.
     text = (
         "ready: the server reported ready"
         if ready
+        else "ready: the engine is serving requests (no line in the log says when it came up)"
+        if context.served_requests
         else "ready: the engine is serving prompts (an offline run)"
     )
     if total is not None:

@@ -95,6 +95,8 @@ class Ready:
     # An offline engine serving a script's prompts (vLLM's `LLM(...)`): up, but no line says when it came up, so no
     # ready step is reported (its end would be invented).
     served: bool = False
+    # ...served as a server serves, to requests (its throughput lines), not as a script's `LLM(...)` does.
+    requests: bool = False
 
 
 @dataclass(frozen=True)

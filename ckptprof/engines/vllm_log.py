@@ -187,7 +187,7 @@ RECORDS: tuple[Rule, ...] = (
     # traffic, v1/metrics/loggers.py): an API server whose saved output holds no `Application startup complete`
     # (stdout alone, batch 43) still shows it served. No words of its own for the engine: SGLang logs none of it, but
     # an older SGLang imports vLLM's logger.
-    Rule("Avg prompt throughput", Ready(served=True), weight=0),
+    Rule("Avg prompt throughput", Ready(served=True, requests=True), weight=0),
     Rule(
         "Filesystem type for checkpoints",
         Capture("filesystem", re.compile(r"Filesystem type for checkpoints: ([\w.-]+)")),

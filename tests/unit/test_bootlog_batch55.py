@@ -44,3 +44,22 @@ def test_a_code_line_after_the_error_names_no_step() -> None:
     report = analyze_bytes(log)
     assert report.failure is not None
     assert report.failure.phase is None and report.error is not None and "boom" in report.error
+
+
+STATS = b"INFO 02-22 00:50:01 [loggers.py:123] Engine 000: Avg prompt throughput: 12.3 tokens/s, Avg generation throughput: 4.5 tokens/s\n"
+
+
+def test_a_server_seen_serving_requests_is_not_called_an_offline_run() -> None:
+    """GIVEN an excerpt that opens in a server's serving (batch 55's journald tail: its throughput lines, no ready
+    line) WHEN read THEN it is ready, serving requests, and not said to be a script's offline run."""
+    report = analyze_bytes(STATS)
+    assert report.state == "ready"
+    assert "serving requests" in report.summary and "offline" not in report.summary
+
+
+def test_an_offline_run_is_still_one() -> None:
+    """GIVEN an offline engine's `Processed prompts` bar WHEN read THEN it is the offline run it was, even with a
+    throughput line after it."""
+    bar = b"Processed prompts: 100%|##########| 4/4 [00:01<00:00,  3.10it/s, est. speed input: 20.1 toks/s]\n"
+    report = analyze_bytes(bar + STATS)
+    assert report.state == "ready" and "an offline run" in report.summary
