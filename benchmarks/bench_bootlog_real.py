@@ -6,7 +6,7 @@ Issue #33 item 7 asks 30 MB/s of the pure-Python reader on this file; extra_info
 three is one the parser must read, against one in twenty in a serving log (bench_bootlog.py). `pytest benchmarks
 --benchmark-disable` reads 2 MB of it once.
 
-The file repeats a 9.5 MB corpus (531 logs on 2026-12-06 evening) about 7 times: whatever the reader caches per process
+The file repeats a 10.2 MB corpus (583 logs on 2026-12-06 night) about 6.6 times: whatever the reader caches per process
 (compiled patterns, parsed timestamps) is warm after the first copy, so a single real log read once is slower per byte
 than this (reports/cpu/2026-12-03-bootlog-speed).
 """
