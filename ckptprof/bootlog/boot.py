@@ -114,8 +114,12 @@ class Boot:
     def holds_a_start(self) -> bool:
         """Whether anything of this server's own start is in the log: its configuration, a step or a failure. A boot
         with none is the tail of a server started above the excerpt (its serving alone): not a start the log
-        holds, so not counted as a boot when the next server's configuration follows it."""
-        return bool(self.configured_by or self.phases or self.failures.any())
+        holds, so not counted as a boot when the next server's configuration follows it. Nor are failures of a server
+        seen serving with nothing of its start (a request's traceback, batch 55's journald tail): they are its
+        serving's, not its start's."""
+        if self.configured_by or self.phases:
+            return True
+        return self.failures.any() and not self.ready
 
     def finish(self) -> None:
         """The server restarted: this boot's clock stops where the log was then, and what only reading needs goes."""

@@ -63,3 +63,20 @@ def test_an_offline_run_is_still_one() -> None:
     bar = b"Processed prompts: 100%|##########| 4/4 [00:01<00:00,  3.10it/s, est. speed input: 20.1 toks/s]\n"
     report = analyze_bytes(bar + STATS)
     assert report.state == "ready" and "an offline run" in report.summary
+
+
+def test_a_serving_servers_request_errors_are_no_start_of_its_own() -> None:
+    """GIVEN an excerpt that opens in a server's serving, with a request's traceback (batch 55's journald tail), then a
+    new server's start WHEN read THEN the file holds one start: the earlier server's tail is no boot of its own."""
+    tail = (
+        b"(APIServer pid=3210) ERROR 02-21 16:58:46 [serving.py:323] Traceback (most recent call last):\n"
+        b'(APIServer pid=3210) ERROR 02-21 16:58:46 [serving.py:323]   File "/v/vllm/entrypoints/openai/serving_chat.py"'
+        b", line 9, in create_chat_completion\n"
+        b"(APIServer pid=3210) ERROR 02-21 16:58:46 [serving.py:323] vllm.exceptions.VLLMValidationError: too long\n"
+        b"(APIServer pid=3210) INFO 02-21 19:45:07 [loggers.py:257] Engine 000: Avg prompt throughput: 100.0 tokens/s\n"
+    )
+    start = b"(APIServer pid=1633) INFO 02-22 06:34:50 [utils.py:233] non-default args: {'model': 'q/q'}\n"
+    assert analyze_bytes(tail + start).boots == 1
+    # ...while a failure with nothing served is a start of its own (a crash in the first second, then a retry)
+    crashed = tail.replace(b"Engine 000: Avg prompt throughput: 100.0 tokens/s", b"Engine core exited")
+    assert analyze_bytes(crashed + start).boots == 2

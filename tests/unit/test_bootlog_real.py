@@ -88,10 +88,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     # for the load's bar; the report lists the capture bar the answers give, with the count they give
     "vllm-evolving-quantum-compilers-qwen25-coder-14b-v0191-graph-capture-not-permitted",
     "vllm-multimodal-rocm-examples-gemma3-27b-v011-compose-rocm-ready",
-    # batch 55: a journald excerpt that opens in an earlier server's serving (its start cut), then two starts: the answer
-    # counts the starts the file holds (two; its doubts say three servers are seen), the reader the earlier server's
-    # tail as a boot of its own too (three), as it reads any excerpt that opens in a serving server
-    "vllm-clawd-qwen25-14b-awq-v0151-journald-kvcache-fail-restart-ready",
 }
 
 
