@@ -302,6 +302,14 @@ def _frame_hits(text: str, frames: Iterable[FrameRule]) -> Iterable[FrameRule]:
     return hits
 
 
+def _read_call(failure: Failure, code: str, context: FailureContext) -> None:
+    """A traceback's code line, read as the frame of the function its first call names (that call's frame is the
+    next one, which an excerpt may cut), while ``failure`` still awaits its error."""
+    call = _CALL_RE.match(code)
+    if call is not None and not failure.error_final:
+        _read_frame(failure, f"in {call.group(1)}", context.frames())
+
+
 def _read_frame(failure: Failure, text: str, frames: Iterable[FrameRule]) -> None:
     """What the frame rules that ``text`` holds say the failing process was doing: the phase of the first that
     names one, the model of the first that names one. One frame can say both in two rules' words (SGLang's
@@ -409,11 +417,8 @@ class FailureTracker:
         """The code line under a frame of a plain traceback (``record``): the function it calls is the next frame's,
         read as that frame, as a logger's code lines are (on_record), while the traceback still awaits its error."""
         awaiting = self._awaiting.get(record.rank) or (None if record.rank else self._last_traceback)
-        if awaiting is None or awaiting.error_final:
-            return
-        call = _CALL_RE.match(code)
-        if call is not None:
-            _read_frame(awaiting, f"in {call.group(1)}", context.frames())
+        if awaiting is not None:
+            _read_call(awaiting, code, context)
 
     def on_record(
         self,
@@ -472,10 +477,7 @@ class FailureTracker:
             # A code line of a traceback a logger prints line by line (vLLM's, at ERROR): the function it calls is the
             # next frame's. Read as that frame, it says what the process was doing when the excerpt cuts the
             # traceback below it (`self.worker.load_model()`, then the caret line; a Hugging Face thread, batch 25).
-            call = _CALL_RE.match(message)
-            awaiting = self._awaiting[record.rank]
-            if call is not None and not awaiting.error_final:
-                _read_frame(awaiting, f"in {call.group(1)}", context.frames())
+            _read_call(self._awaiting[record.rank], message, context)
         elif CHAINED_WORDS in message:
             # Python prints the root cause first: the traceback that follows continues this one.
             closed = self._closed.get(record.rank)
