@@ -168,9 +168,10 @@ FOLLOW_LAG_WITHIN = 1.0
 
 
 def _busy_log() -> list[bytes]:
-    """A TP8 boot, ~10 MB of serving lines in FOLLOW_PIECES pieces, then `ready` last."""
+    """A TP8 boot, ~10 MB of prefill lines in FOLLOW_PIECES pieces, then `ready` last (decode statistics would say
+    the server serves, and the follower would stop at the first)."""
     boot = (LOGS / "sglang_tp8_ready.log").read_bytes().replace(b"The server is fired up", b"Warmup done,")
-    filler = b"[2025-11-29 10:02:00 TP0] Decode batch. #running-req: 12, #token: 34567, token usage: 0.12\n"
+    filler = b"[2025-11-29 10:02:00 TP0] Prefill batch. #new-seq: 12, #new-token: 34567, token usage: 0.12\n"
     filler *= 110_000
     size = len(filler) // FOLLOW_PIECES
     ready = b"[2025-11-29 10:03:00] The server is fired up and ready to roll!\n"

@@ -447,12 +447,16 @@ class Boot:
         track.begun_seq = min(other.begun_seq for other in later)
 
     def mark_ready(self, record: Record) -> None:
-        if self.ready_seq is not None:
+        if self.ready_seq is not None and not self.served_requests:
             return
+        # A ready line after requests were seen served (a client's request answered during SGLang's warm-up, before
+        # its ready line) still says when the server came up; it was up from the first request on.
+        self.served_requests = False
         start = self.last_phase_end or record.timestamp
         self.track(READY_KEY, "ready").spans[record.rank] = RankSpan(start=start, end=record.timestamp)
         self.touch(self.rank_state(record.rank))
-        self.ready_seq = self.clock.seq
+        if self.ready_seq is None:
+            self.ready_seq = self.clock.seq
 
     def mark_served(self, requests: bool = False) -> None:
         """An offline engine served a script's prompts (vLLM's `Processed prompts` bar), or a server ``requests`` (its

@@ -59,6 +59,7 @@ from ckptprof.bootlog.prefilter import (
     REGULAR_RE,
     candidate_view,
     next_candidate,
+    next_serving_line,
     rare_line_starts,
 )
 from ckptprof.bootlog.reading import (
@@ -202,6 +203,9 @@ class BootLogAnalyzer:
         needle: tuple[int, int] | None = None  # the next needle's span, reused while it lies ahead
         exhausted = False  # no needle is left in the block: the "%" and the rare needles' lines alone remain
         percent = -1  # the next "%" at or after ``pos``; ``size`` when none is left
+        # Where the next line that says the server serves starts, looked for only while the boot is not ready
+        # (prefilter.SERVING_NEEDLES); before ``pos`` when not looked for since.
+        serving = -1
         while True:
             if (needle is None and not exhausted) or (needle is not None and needle[0] < pos):
                 needle = next_candidate(view, block, pos)
@@ -236,7 +240,12 @@ class BootLogAnalyzer:
                 start = hit_end = size
             while rare and rare[-1] < pos:
                 rare.pop()
-            if rare and rare[-1] < start:
+            if serving < pos and self._boot.ready_seq is None:
+                serving = next_serving_line(block, pos)
+            if pos <= serving < start and (not rare or serving < rare[-1]) and self._boot.ready_seq is None:
+                start = hit_end = serving  # read as a rare needle's line is
+                regular = False
+            elif rare and rare[-1] < start:
                 start = hit_end = rare.pop()
                 regular = False  # a rare needle's line: the needle and the "%", further on, are kept for later lines
             elif needle is None and percent >= size:

@@ -12,10 +12,27 @@ import re
 from ckptprof.bootlog.failures import FAILURE_NEEDLES, FRAME_NEEDLE, HELPER_FRAMES, IPYTHON_FRAME_NEEDLES
 from ckptprof.bootlog.parse import needle_pattern
 from ckptprof.bootlog.reading import ENGINES
+from ckptprof.engines.log_rules import Ready
+
+# The needles of the records that say a server serves requests and matter only until the boot is ready (SGLang's
+# decode statistics: Ready.until_ready). A busy server writes them for hours (a line every 40 decode steps on every
+# rank): the candidate search leaves them out, and the reader looks for the next one by itself only while the boot is
+# not ready (BootLogAnalyzer.feed_block). Found by the search, they made such a log read two to six times slower.
+# vLLM's throughput lines stay in the search: read, they move the log's clock in the engine's own stamp form, which
+# a look back over skipped lines cannot tell from a foreign logger's (an LMCache line's dated stamp, batch 56).
+SERVING_NEEDLES = tuple(
+    dict.fromkeys(
+        rule.needle.encode()
+        for engine in ENGINES
+        for rule in engine.records
+        if isinstance(rule.action, Ready) and rule.action.until_ready
+    )
+)
 
 
 def _needles() -> tuple[str, ...]:
-    records = [rule.needle for engine in ENGINES for rule in engine.records]
+    serving = {needle.decode() for needle in SERVING_NEEDLES}
+    records = [rule.needle for engine in ENGINES for rule in engine.records if rule.needle not in serving]
     return (*dict.fromkeys(records), *FAILURE_NEEDLES, FRAME_NEEDLE, *IPYTHON_FRAME_NEEDLES, "%")
 
 
@@ -125,3 +142,13 @@ def rare_line_starts(block: bytes) -> list[int]:
             for match in search(block):
                 starts.add(block.rfind(b"\n", 0, match.start()) + 1)
     return sorted(starts, reverse=True)
+
+
+def next_serving_line(block: bytes, pos: int) -> int:
+    """Where the first line at or after ``pos`` that holds a serving needle starts; ``len(block)`` when none does."""
+    first = len(block)
+    for needle in SERVING_NEEDLES:
+        at = block.find(needle, pos, first)
+        if at >= 0:
+            first = at
+    return first if first == len(block) else max(pos, block.rfind(b"\n", 0, first) + 1)

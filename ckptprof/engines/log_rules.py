@@ -97,6 +97,9 @@ class Ready:
     served: bool = False
     # ...served as a server serves, to requests (its throughput lines), not as a script's `LLM(...)` does.
     requests: bool = False
+    # A line a busy server writes for hours: read only while the boot is not ready yet, and left out of the pre-filter's
+    # search (bootlog/prefilter.SERVING_NEEDLES).
+    until_ready: bool = False
 
 
 @dataclass(frozen=True)

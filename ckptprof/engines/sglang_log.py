@@ -96,6 +96,12 @@ RECORDS: tuple[Rule, ...] = (
     Rule("The server is fired up and ready to roll", Ready()),
     # uvicorn is up; the warm-up request and its message come after (a log cut before them: up, until it fails).
     Rule("Application startup complete", Ready(when_leading=True, until_more=True), weight=0),
+    # The scheduler's decode statistics (scheduler_metrics_mixin.py in 0.5.9, metrics_reporter.py in 0.5.23: "Decode
+    # batch, #running-req: ..."), logged every 40 decode steps by default: more than the warm-up request's 8 tokens, so
+    # only while requests are served. A node of a multi-node server prints no ready line of its own (batch 57's Ascend
+    # decode node) and still serves. No words of the engine's own weight. Logged on every rank, often: read only
+    # until the boot is ready.
+    Rule("Decode batch", Ready(served=True, requests=True, until_ready=True), weight=0),
     Rule("Loading safetensors using Fastsafetensor loader", Capture("loader", value="fastsafetensors")),
     # 0.5.2x's summary of the boot, by the main process once the schedulers are up (entrypoints/engine.py,
     # _set_startup_time): each step's duration as the schedulers measured it, which a tail excerpt may hold alone.

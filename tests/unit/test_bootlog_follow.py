@@ -108,10 +108,12 @@ def test_follow_shows_the_draft_bar_before_tqdm_writes_a_newline(growing_log: Pa
 
 
 def busy_log() -> list[bytes]:
-    """A TP8 boot, ~10 MB of serving lines in 50 pieces, then `ready`: what a busy server writes in about 1 s."""
+    """A TP8 boot, ~10 MB of prefill lines in 50 pieces, then `ready`: what a busy server writes in about 1 s.
+
+    Prefill lines, not decode statistics: those say the server serves, and a follower stops at them (batch 57)."""
     boot = (LOGS / "sglang_tp8_ready.log").read_bytes().replace(b"The server is fired up", b"Warmup done,")
     filler = (
-        b"[2025-11-29 10:02:00 TP0] Decode batch. #running-req: 12, #token: 34567, token usage: 0.12\n"
+        b"[2025-11-29 10:02:00 TP0] Prefill batch. #new-seq: 12, #new-token: 34567, token usage: 0.12\n"
         * 110_000
     )
     return [boot, *pieces_of(filler, 50), READY]
@@ -199,7 +201,7 @@ import os, sys, time
 path, rate, seconds, rotate_at, mode = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
 head = open(sys.argv[6], "rb").read()
 ready = b"[2025-11-29 10:09:00] The server is fired up and ready to roll!\n"
-line = b"[2025-11-29 10:02:%02d TP0] Decode batch. #running-req: 12, #token: 34567, token usage: 0.12, gen throughput (token/s): 1234.56\n"
+line = b"[2025-11-29 10:02:%02d TP0] Prefill batch. #new-seq: 12, #new-token: 34567, token usage: 0.12, #queue-req: 1234\n"
 log = open(path, "ab")
 log.write(head)
 log.flush()

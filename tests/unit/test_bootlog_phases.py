@@ -301,7 +301,8 @@ def test_a_phase_whose_end_was_never_logged_ends_when_the_server_was_ready(came_
         "[2025-11-29 10:00:08 TP0] Load weight end. elapsed=8.00 s, type=X",
         "[2025-11-29 10:00:10 TP0] Capture cuda graph begin. This can take up to several minutes.",
         *(["[2025-11-29 10:00:40] The server is fired up and ready to roll!"] if came_up else []),
-        "[2025-11-29 10:05:00 TP0] Decode batch. #running-req: 1, #token: 10, token usage: 0.01",
+        # a request's prefill: served once up, or the warm-up's own (decode statistics would say it serves: batch 57)
+        "[2025-11-29 10:05:00 TP0] Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0",
     ]
     report = analyze_bytes(sglang(lines))
     graphs = next(phase for phase in report.phases if phase.name == "cuda-graph")

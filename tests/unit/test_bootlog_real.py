@@ -88,6 +88,9 @@ FIRST_SIGHT_WRONG: set[str] = {
     # for the load's bar; the report lists the capture bar the answers give, with the count they give
     "vllm-evolving-quantum-compilers-qwen25-coder-14b-v0191-graph-capture-not-permitted",
     "vllm-multimodal-rocm-examples-gemma3-27b-v011-compose-rocm-ready",
+    # batch 57: the answer's `summary_contains: ["draft"]` is its guess at the words of a ready server's summary (its
+    # doubts say so); the summary names the longest phase, the target's load, and the phase table lists the draft's
+    "sglang-for-debug-ascend-dsr1-w8a8-pd-decode-2node-dp32-mtp-node0-ready",
 }
 
 
