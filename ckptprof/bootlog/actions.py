@@ -153,7 +153,12 @@ def _end(boot: Boot, action: End, reading: Reading, record: Record) -> None:
 
 
 def _ready(boot: Boot, action: Ready, engine: str, record: Record) -> None:
-    if action.served:
+    if action.warming:
+        if boot.http_up is not None and boot.ready_seq is None and boot.framework() == engine:
+            # The HTTP server's coming up is no longer the last thing that happened: not ready until the engine says.
+            boot.clock.seq += 1
+            boot.warming = True
+    elif action.served:
         boot.mark_served(requests=action.requests)
     elif action.until_more:
         # The HTTP server is up, the engine may have more to say: up only if nothing happens after this.

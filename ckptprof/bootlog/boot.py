@@ -103,6 +103,8 @@ class Boot:
     # It was seen serving requests (a server's throughput lines), not a script's prompts, with no line saying when it
     # came up: mark_served's first caller says which.
     served_requests: bool = False
+    # Its HTTP server came up and the engine's warm-up request was seen under way, with no ready line yet.
+    warming: bool = False
     # (rank, start, time) of an HTTP server that came up before the engine said ready, and the event count then
     http_up: tuple[str, str | None, str | None] | None = None
     http_up_seq: int = -1
@@ -366,7 +368,11 @@ class Boot:
             key = (phase, self.model_for(rank, slot, phase, model), variant)
             new = key not in self.phases
             track = self.track(key, slot)
-            track.begun_seq = self.clock.seq
+            if new or record.rank in track.spans:
+                # The phase's first span, or the rank's second run of the step (a second capture), makes it the
+                # newest; a late rank's end of a step the others had left (the eighth rank's `Init torch distributed
+                # ends` after seven began loading) is no step begun later.
+                track.begun_seq = self.clock.seq
             if (
                 new
                 and start is not None

@@ -59,7 +59,7 @@ from ckptprof.bootlog.prefilter import (
     REGULAR_RE,
     candidate_view,
     next_candidate,
-    next_serving_line,
+    next_until_ready_line,
     rare_line_starts,
 )
 from ckptprof.bootlog.reading import (
@@ -203,9 +203,10 @@ class BootLogAnalyzer:
         needle: tuple[int, int] | None = None  # the next needle's span, reused while it lies ahead
         exhausted = False  # no needle is left in the block: the "%" and the rare needles' lines alone remain
         percent = -1  # the next "%" at or after ``pos``; ``size`` when none is left
-        # Where the next line that says the server serves starts, looked for only while the boot is not ready
-        # (prefilter.SERVING_NEEDLES); before ``pos`` when not looked for since.
-        serving = -1
+        # Where the next line of a record that matters only until the boot is ready starts (a serving server's
+        # statistics, its warm-up's lines: prefilter.UNTIL_READY_NEEDLES), looked for only while the boot is not
+        # ready; before ``pos`` when not looked for since.
+        until_ready = -1
         while True:
             if (needle is None and not exhausted) or (needle is not None and needle[0] < pos):
                 needle = next_candidate(view, block, pos)
@@ -240,10 +241,14 @@ class BootLogAnalyzer:
                 start = hit_end = size
             while rare and rare[-1] < pos:
                 rare.pop()
-            if serving < pos and self._boot.ready_seq is None:
-                serving = next_serving_line(block, pos)
-            if pos <= serving < start and (not rare or serving < rare[-1]) and self._boot.ready_seq is None:
-                start = hit_end = serving  # read as a rare needle's line is
+            if until_ready < pos and self._boot.ready_seq is None:
+                until_ready = next_until_ready_line(block, pos)
+            if (
+                pos <= until_ready < start
+                and (not rare or until_ready < rare[-1])
+                and self._boot.ready_seq is None
+            ):
+                start = hit_end = until_ready  # read as a rare needle's line is
                 regular = False
             elif rare and rare[-1] < start:
                 start = hit_end = rare.pop()

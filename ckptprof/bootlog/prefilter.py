@@ -14,13 +14,14 @@ from ckptprof.bootlog.parse import needle_pattern
 from ckptprof.bootlog.reading import ENGINES
 from ckptprof.engines.log_rules import Ready
 
-# The needles of the records that say a server serves requests and matter only until the boot is ready (SGLang's
-# decode statistics: Ready.until_ready). A busy server writes them for hours (a line every 40 decode steps on every
-# rank): the candidate search leaves them out, and the reader looks for the next one by itself only while the boot is
-# not ready (BootLogAnalyzer.feed_block). Found by the search, they made such a log read two to six times slower.
-# vLLM's throughput lines stay in the search: read, they move the log's clock in the engine's own stamp form, which
-# a look back over skipped lines cannot tell from a foreign logger's (an LMCache line's dated stamp, batch 56).
-SERVING_NEEDLES = tuple(
+# The needles of the records that matter only until the boot is ready (Ready.until_ready): SGLang's decode statistics,
+# which say it serves, and its warm-up's lines, which say it is not ready yet. A busy server writes them for hours (a
+# decode line every 40 steps on every rank, a prefill line for every batch): the candidate search leaves them out, and
+# the reader looks for the next one by itself only while the boot is not ready (BootLogAnalyzer.feed_block). Found by
+# the search, they made such a log read two to six times slower. vLLM's throughput lines stay in the search: read,
+# they move the log's clock in the engine's own stamp form, which a look back over skipped lines cannot tell from a
+# foreign logger's (an LMCache line's dated stamp, batch 56).
+UNTIL_READY_NEEDLES = tuple(
     dict.fromkeys(
         rule.needle.encode()
         for engine in ENGINES
@@ -31,7 +32,7 @@ SERVING_NEEDLES = tuple(
 
 
 def _needles() -> tuple[str, ...]:
-    serving = {needle.decode() for needle in SERVING_NEEDLES}
+    serving = {needle.decode() for needle in UNTIL_READY_NEEDLES}
     records = [rule.needle for engine in ENGINES for rule in engine.records if rule.needle not in serving]
     return (*dict.fromkeys(records), *FAILURE_NEEDLES, FRAME_NEEDLE, *IPYTHON_FRAME_NEEDLES, "%")
 
@@ -144,10 +145,11 @@ def rare_line_starts(block: bytes) -> list[int]:
     return sorted(starts, reverse=True)
 
 
-def next_serving_line(block: bytes, pos: int) -> int:
-    """Where the first line at or after ``pos`` that holds a serving needle starts; ``len(block)`` when none does."""
+def next_until_ready_line(block: bytes, pos: int) -> int:
+    """Where the first line at or after ``pos`` that holds an until-ready needle starts; ``len(block)`` when none
+    does."""
     first = len(block)
-    for needle in SERVING_NEEDLES:
+    for needle in UNTIL_READY_NEEDLES:
         at = block.find(needle, pos, first)
         if at >= 0:
             first = at

@@ -38,6 +38,7 @@ class SummaryContext:
     stalls: list[tuple[BarTrack, float]]
     latest_bars: dict[PhaseKey | None, BarTrack]
     served_requests: bool = False  # Boot.served_requests
+    warming: bool = False  # Boot.warming
 
 
 # A process tagged by its data-parallel rank alone: vLLM's engine core ("EngineCore_DP0", "EngineCore_0").
@@ -218,8 +219,11 @@ def _phase_summary(track: PhaseTrack, context: SummaryContext) -> str:
     if len(ended) == len(expected):
         report = phase_report(track, context.now_s)
         took = f" in {format_duration(report.seconds)}" if report.seconds is not None else ""
-        text = f"{done_words(track.key)} on {len(ended)} of {len(expected)} ranks{took}; nothing newer logged yet"
-        text += behind
+        text = f"{done_words(track.key)} on {len(ended)} of {len(expected)} ranks{took}"
+        if context.warming and not behind:
+            # After the last step: the HTTP server came up and the engine's warm-up request is what runs now.
+            return f"{text}; the HTTP server is up and the engine's warm-up request is under way (no ready line yet)"
+        text += "; nothing newer logged yet" + behind
         return f"{text} - {note}" if note else text
     details = []
     bar = context.latest_bars.get(track.key)

@@ -98,8 +98,11 @@ class Ready:
     # ...served as a server serves, to requests (its throughput lines), not as a script's `LLM(...)` does.
     requests: bool = False
     # A line a busy server writes for hours: read only while the boot is not ready yet, and left out of the pre-filter's
-    # search (bootlog/prefilter.SERVING_NEEDLES).
+    # search (bootlog/prefilter.UNTIL_READY_NEEDLES).
     until_ready: bool = False
+    # Not ready yet: the engine's own warm-up request is under way after its HTTP server came up (SGLang asks for the
+    # model's information, then generates a few tokens, and says ready only once they came back).
+    warming: bool = False
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,13 @@ RECORDS: tuple[Rule, ...] = (
     # decode node) and still serves. No words of the engine's own weight. Logged on every rank, often: read only
     # until the boot is ready.
     Rule("Decode batch", Ready(served=True, requests=True, until_ready=True), weight=0),
+    # The warm-up request after uvicorn's `Application startup complete` (http_server.py, _wait_and_warmup): the model's
+    # information asked for (0.5.x releases that still asked the deprecated `/get_model_info` log its warning), then a
+    # prefill of a few tokens. Seen after the HTTP server came up and before the ready line, they say the server is not
+    # ready yet (a log cut in its warm-up). Read only until the boot is ready: a serving server logs a prefill line for
+    # every batch. uvicorn's access lines are no record of the engine's (untimed, behind uvicorn's own prefix).
+    Rule("Endpoint '/get_model_info' is deprecated", Ready(warming=True, until_ready=True), weight=0),
+    Rule("Prefill batch", Ready(warming=True, until_ready=True), weight=0),
     Rule("Loading safetensors using Fastsafetensor loader", Capture("loader", value="fastsafetensors")),
     # 0.5.2x's summary of the boot, by the main process once the schedulers are up (entrypoints/engine.py,
     # _set_startup_time): each step's duration as the schedulers measured it, which a tail excerpt may hold alone.
@@ -114,6 +121,9 @@ RECORDS: tuple[Rule, ...] = (
     # 0.5.23, read in the registry's packages), printed before any record of the boot: an offline Engine's paste may
     # hold it beside vLLM-form lines of the modules SGLang imports and no line in SGLang's own form. vLLM has no such words.
     Rule("DP attention is enabled", Evidence(), weight=3),
+    # ModelConfig's warning for an FP8 checkpoint whose scales are not UE8M0 while DeepGEMM is on (configs/model_config.py
+    # in 0.5.9), printed before the boot's records (batch 58's excerpt holds it alone). vLLM has no such words.
+    Rule("DeepGemm is enabled but the scale_fmt of checkpoint", Evidence(), weight=3),
     Rule("Initialization failed. warmup error", Fail("the warmup request")),
 )
 

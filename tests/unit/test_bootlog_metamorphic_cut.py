@@ -61,6 +61,10 @@ CONCAT_WRONG: dict[str, str] = {
         "batch 54: as batch 25's, a log with no boot record (four ranks' import warnings in SGLang's prefix, state "
         "starting), then a vLLM server's start: no configuration was logged before it, so the two read as one boot"
     ),
+    "sglang-23386-dgx-spark-gb10-nemotron-nvfp4-starting": (
+        "batch 58: as batches 25 and 54, a log with no boot record (torch's warning and one SGLang warning, state "
+        "starting), then a vLLM server's start: a boot with nothing of a start is no server start of the file's"
+    ),
 }
 
 

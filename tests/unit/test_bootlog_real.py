@@ -91,6 +91,18 @@ FIRST_SIGHT_WRONG: set[str] = {
     # batch 57: the answer's `summary_contains: ["draft"]` is its guess at the words of a ready server's summary (its
     # doubts say so); the summary names the longest phase, the target's load, and the phase table lists the draft's
     "sglang-for-debug-ascend-dsr1-w8a8-pd-decode-2node-dp32-mtp-node0-ready",
+    # batch 58: a traceback through the graph runner with no record of the capture, cut before its error line: the
+    # answer lists cuda-graph among the phases (the reader only the phases a record began, as batches 49-54) and takes
+    # the error from the OutOfMemoryError line above the traceback's header, which the reader leaves to the traceback
+    # that line ended (its rank is not in the excerpt)
+    "sglang-5285-deepep-2node-h20-cuda-graph-oom-tp7",
+    # batch 58: Ray workers' tracebacks through load_model, with no record of the load: the answer lists load-weights
+    # among the phases, the reader only the phases a record began (as batches 49-54)
+    "vllm-ascend-485-dsv3-0324-910b-v073-v0-ray-4node-tp32-load-keyerror",
+    # batch 58: the driver and a Ray worker fail in the same second with the same KeyError: the answer gives the failure
+    # to the untagged driver, whose error ends the server, the reader to the worker (pid1949); the answer's doubts call
+    # either reading defensible
+    "vllm-ascend-986-dsr1-w8a8-v085rc1-v0-ray-2node-tp8-pp2-load-keyerror",
 }
 
 
