@@ -103,6 +103,13 @@ FIRST_SIGHT_WRONG: set[str] = {
     # to the untagged driver, whose error ends the server, the reader to the worker (pid1949); the answer's doubts call
     # either reading defensible
     "vllm-ascend-986-dsr1-w8a8-v085rc1-v0-ray-2node-tp8-pp2-load-keyerror",
+    # batch 59: a server hung in init (a Gloo peer that never connects) until its test harness's timeout killed it: the
+    # answer keeps the state init-distributed (the server itself never crashed), the reader reads the harness's
+    # TimeoutError traceback as the boot's failure
+    "sglang-ascend-dsr1-w8a8-pd-prefill-dp2-tp16-gloo-rank8-hang-timeout",
+    # batch 59: vLLM's kernel warm-up crashed after the KV cache was sized: the answer says kv-cache (the last step a
+    # record began), the reader cuda-graph (compile_or_warm_up_model runs the warm-up and the capture), as batch 49's
+    "vllm-dockerbuildfiles-qwen36-27b-mtp-rtx5090-v0200-warmup-autotune-device-not-ready",
 }
 
 
