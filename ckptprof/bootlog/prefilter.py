@@ -32,8 +32,12 @@ UNTIL_READY_NEEDLES = tuple(
 
 
 def _needles() -> tuple[str, ...]:
-    serving = {needle.decode() for needle in UNTIL_READY_NEEDLES}
-    records = [rule.needle for engine in ENGINES for rule in engine.records if rule.needle not in serving]
+    records = [
+        rule.needle
+        for engine in ENGINES
+        for rule in engine.records
+        if not (isinstance(rule.action, Ready) and rule.action.until_ready)  # looked for on their own
+    ]
     return (*dict.fromkeys(records), *FAILURE_NEEDLES, FRAME_NEEDLE, *IPYTHON_FRAME_NEEDLES, "%")
 
 
