@@ -289,9 +289,12 @@ class RunCommand:
         _add_outputs(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from ckptprof.run import resolve
+        from ckptprof.run import resolve, warm_rank_server
 
         CLOCK.restart()  # every stage's time, from here, for the summary (ckptprof.cli.stages)
+        # First: the ranks' fork server imports torch on the other core while this process resolves the run (and
+        # imports torch itself), rather than after it.
+        warm_rank_server()
         # Every choice is made (and a typo refused) before anything slow: the built-in checkpoint, the probe.
         config = resolve(request_from_args(args))
         is_rank0 = config.is_rank0

@@ -26,7 +26,7 @@ from typing import Any
 
 from ckptprof import interrupts
 from ckptprof.fstypes import is_network_fs
-from ckptprof.loader import stuck
+from ckptprof.loader import rank_start, stuck
 from ckptprof.loader.changed import explain_signal_death, remember_mounts
 from ckptprof.loader.plan import ReplayPlan
 from ckptprof.loader.progress import ProgressFn
@@ -56,7 +56,9 @@ def _rank_main(
     results: Any,
     barrier: Any,
     keep_params: list[Any] | None = None,
+    env: dict[str, str] | None = None,
 ) -> None:
+    rank_start.apply_environment(env)
     # Ctrl-C reaches the whole process group. The parent owns the reaction (it stops every rank and saves what
     # the ranks reported so far), so a rank ignores SIGINT instead of dying mid-import with a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -259,9 +261,7 @@ def run_spawned(
     on_start: Callable[[int, int], None] | None = None,
 ) -> list[RankResult]:
     """One spawned process per rank. ``on_start(rank, pid)`` runs as each starts (py-spy attaches there)."""
-    import torch.multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
+    ctx = rank_start.context()
     # A SimpleQueue writes each message to the pipe before put() returns (a Queue hands it to a feeder thread):
     # a shard a rank reported survives the rank being killed the next instant (the OOM killer's SIGKILL).
     results = ctx.SimpleQueue()
@@ -269,7 +269,10 @@ def run_spawned(
     plan_dict = plan.to_dict()
     procs = [
         ctx.Process(
-            target=_rank_main, args=(plan_dict, r, faithful, results, barrier), daemon=True, name=f"rank{r}"
+            target=_rank_main,
+            args=(plan_dict, r, faithful, results, barrier, None, rank_start.environment()),
+            daemon=True,
+            name=f"rank{r}",
         )
         for r in range(plan.tp)
     ]
@@ -280,6 +283,7 @@ def run_spawned(
         with _main_without_missing_file():
             for rank, p in enumerate(procs):
                 p.start()
+                rank_start.track(p)
                 if on_start is not None and p.pid is not None:
                     on_start(rank, p.pid)
         _collect(procs, results, barrier, collector, plan.rank_timeout_s)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
-import multiprocessing as mp
 import os
 import signal
 import threading
@@ -23,8 +22,15 @@ import time
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from ckptprof.loader import rank_start
 from ckptprof.loader.plan import ReplayPlan
-from ckptprof.loader.ranks import _die_with_parent, _exit_reason, _main_without_missing_file, _rank_main
+from ckptprof.loader.ranks import (
+    _die_with_parent,
+    _exit_reason,
+    _main_without_missing_file,
+    _rank_main,
+    _title,
+)
 from ckptprof.session import RankResult, rank_from_dict
 
 # What the parent says to a rank.
@@ -87,9 +93,13 @@ class _StartLine:
         """The rank failed before its start line: its result says so, and the parent aborts the others."""
 
 
-def _resident_main(conn: Connection, go: Connection, plan_dict: dict[str, Any], rank: int) -> None:
+def _resident_main(
+    conn: Connection, go: Connection, plan_dict: dict[str, Any], rank: int, env: dict[str, str]
+) -> None:
+    rank_start.apply_environment(env)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C, as with run_spawned's ranks
     _die_with_parent()
+    _title(rank)  # ckptprof:TP3, as a run's rank: what ps, watch and a test that stops it go by
     # torch and the strategies are imported (with this module): put what they made out of the collector's reach.
     # A full collection walks every object torch created (~0.1 s here) and fell in the first rounds' timed part;
     # a resident rank would otherwise pay it at random moments of the rounds, which a fresh rank does not repeat.
@@ -141,7 +151,7 @@ class ResidentRanks:
 
     def start(self) -> None:
         """Spawn the ranks and wait until each has imported torch and the strategies."""
-        ctx = mp.get_context("spawn")
+        ctx = rank_start.context()
         plan_dict = self.plan.to_dict()
         go_read, self.go = ctx.Pipe(duplex=False)
         atexit.register(self.close)
@@ -150,11 +160,12 @@ class ResidentRanks:
                 ours, theirs = ctx.Pipe(duplex=True)
                 proc = ctx.Process(
                     target=_resident_main,
-                    args=(theirs, go_read, plan_dict, rank),
+                    args=(theirs, go_read, plan_dict, rank, rank_start.environment()),
                     daemon=True,
                     name=f"rank{rank}",
                 )
                 proc.start()
+                rank_start.track(proc)
                 theirs.close()  # the rank holds the only other end: its death reads as EOF here
                 self.procs.append(proc)
                 self.conns.append(ours)

@@ -6,8 +6,17 @@ The command line and ``ckptprof.replay()`` both go through here, so they cannot 
 
 from __future__ import annotations
 
-from ckptprof.run.execute import RunOutcome, execute, replay, run_request
+from ckptprof.run.execute import RunOutcome, execute, replay, run_request, warm_rank_server
 from ckptprof.run.policy import RunConfig, resolve
 from ckptprof.run.request import RunRequest
 
-__all__ = ["RunConfig", "RunOutcome", "RunRequest", "execute", "replay", "resolve", "run_request"]
+__all__ = [
+    "RunConfig",
+    "RunOutcome",
+    "RunRequest",
+    "execute",
+    "replay",
+    "resolve",
+    "run_request",
+    "warm_rank_server",
+]

@@ -19,6 +19,7 @@ from ckptprof import inprogress, interrupts
 from ckptprof.analysis.server_log import server_vs_replay
 from ckptprof.devices import default_device_spec, parse_devices
 from ckptprof.errors import CkptprofError
+from ckptprof.loader import rank_start, torchrun
 from ckptprof.loader.options import COLD_THEN_WARM, DEFAULT_RANK_TIMEOUT_S, ReplayOptions
 from ckptprof.results import Ceilings
 from ckptprof.run import cache_state, referee, stages
@@ -167,10 +168,18 @@ def shared_options(config: RunConfig, devices: str | tuple[str, ...]) -> dict[st
     }
 
 
+def warm_rank_server() -> None:
+    """Start the ranks' fork server, which imports torch on another core while the run goes on
+    (ckptprof.loader.rank_start); a torchrun launch starts no rank of its own."""
+    if not torchrun.in_torchrun():
+        rank_start.warm()
+
+
 def _execute(config: RunConfig, say: Printer | None, progress: bool) -> RunOutcome:
     from ckptprof.run import strategies as series
 
     request = config.request
+    warm_rank_server()
     tell = say or (lambda _msg: None)
     is_rank0 = config.is_rank0
     target = request.target or builtin_checkpoint(request.synth_size, quiet=not progress or not is_rank0)

@@ -45,14 +45,14 @@ def start_run(ckpt: Path, out: Path, tp: int = 2, delay: float = 0.4) -> subproc
 
 
 def rank_processes(parent: int, count: int, timeout: float = 60.0) -> list[psutil.Process]:
-    """The spawned rank processes (not multiprocessing's resource tracker), once they have started loading.
+    """The rank processes (by their title: not the fork server or the resource tracker), once they have started loading.
 
     The deadlines here and in ``loading`` are hang guards for the waits, not claims about speed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             kids = psutil.Process(parent).children(recursive=True)
-            ranks = [k for k in kids if "spawn_main" in " ".join(k.cmdline())]
+            ranks = [k for k in kids if k.name().startswith("ckptprof:TP")]
         except psutil.Error:
             ranks = []
         if len(ranks) == count:

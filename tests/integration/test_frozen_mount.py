@@ -56,7 +56,7 @@ class Run:
             kids = psutil.Process(self.proc.pid).children(recursive=True)
         except psutil.Error:
             return []
-        return [k for k in kids if "spawn_main" in " ".join(k.cmdline())]
+        return [k for k in kids if k.name().startswith("ckptprof:TP")]
 
 
 @pytest.fixture
