@@ -13,7 +13,7 @@ import re
 from ckptprof.bootlog.boot import Boot
 from ckptprof.bootlog.parse import Record
 from ckptprof.bootlog.reading import SIZE_KEYS, Reading
-from ckptprof.bootlog.state import PhaseTrack
+from ckptprof.bootlog.state import PhaseKey, PhaseTrack
 from ckptprof.bootlog.timestamps import stamp_before
 from ckptprof.engines import sglang_log
 from ckptprof.engines.log_rules import Action, Begin, Capture, Configure, End, Evidence, Fail, Ready
@@ -101,6 +101,8 @@ def _begin(boot: Boot, action: Begin, record: Record) -> None:
         return
     if action.unless_open and slot in rank.open:
         return
+    if action.unless_going_on and _goes_on(boot, rank.unfinished, slot):
+        return
     if record.relayed and stamp_before(record.timestamp, rank.last_end):
         # Ray flushes its deduplicated copies late, each with its own stamp: a begin stamped before the rank's last
         # end came before that end (vLLM 0.5's `Starting to load model` after the same worker's `Loading model
@@ -116,6 +118,11 @@ def _begin(boot: Boot, action: Begin, record: Record) -> None:
     _count_record(track, action.one_rank_per_node)
     if action.in_background:
         track.background = True
+
+
+def _goes_on(boot: Boot, unfinished: PhaseKey | None, slot: str) -> bool:
+    """Whether the rank's step of ``slot`` goes on after its phase's end record (End.step_goes_on)."""
+    return unfinished is not None and boot.phases[unfinished].slot == slot
 
 
 def _count_record(track: PhaseTrack, one_rank_per_node: bool) -> None:

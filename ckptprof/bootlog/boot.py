@@ -253,6 +253,11 @@ class Boot:
         if phase == "load-weights":
             return "target" if count == 1 and "cuda-graph" not in rank.phases_seen else "draft"
         if count == 1:
+            if self.framework() == "vllm":
+                # vLLM loads a drafter inside the target's load_model, before the engine sizes its KV cache and
+                # captures its graphs: those are the engine's (the target's), even in an excerpt that holds only the
+                # drafter's load. The drafter's own captures have lines of their own (Begin(..., "draft")).
+                return "target"
             loaded: set[str | None] = set(rank.models_loaded) or {
                 key[1]
                 for key, track in self.phases.items()

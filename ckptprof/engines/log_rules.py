@@ -31,6 +31,9 @@ class Begin:
     from_last_end: bool = False
     # Begin only when the slot is not already open on the rank (a phase reported by several lines).
     unless_open: bool = False
+    # Nor when the rank's step of the slot goes on after its phase's end record (End.step_goes_on): a line logged later
+    # in the same step (vLLM's drafter sharing the target's embedding after its `Loading weights took`).
+    unless_going_on: bool = False
     # The phase open in the slot goes on in the background from here, beside the phases that begin after it, until its
     # own end record (SGLang 0.5.23's --startup-weight-load-mode=overlap: the checkpoint is read while the KV pool is
     # built and the CUDA graphs are captured, and `Load weight end. Committed real weights after CUDA graph capture`

@@ -71,7 +71,13 @@ RECORDS: tuple[Rule, ...] = (
     # The drafter's load_model, once its weights are in, shares the target's embedding or lm_head (0.33's
     # llm_base_proposer.py: "Detected MTP model. Sharing target model embedding weights with the draft model."):
     # the draft's load is under way on that rank, where `Loading drafter model...` (logged once) lies above a cut.
-    Rule("Sharing target model", Begin("load", "load-weights", "draft", unless_open=True), weight=2),
+    # After the drafter's own `Loading weights took` it is a line of the same step (load_model returns at `Model loading
+    # took`, whose seconds are the whole load_model's, target and drafter): it opens no second draft load there.
+    Rule(
+        "Sharing target model",
+        Begin("load", "load-weights", "draft", unless_open=True, unless_going_on=True),
+        weight=2,
+    ),
     # From 0.11.1 the V1 GPU runner logs its load, KV-memory and graph records with info_once: `Starting to load
     # model` by global rank 0 alone, the others by each node's first local rank (the scope's default, "process",
     # became "local" in 0.19); 0.11.0 and the V2 runner (0.12 on, the only one in 0.34) log some on every rank. The

@@ -40,11 +40,6 @@ CUT_WRONG: dict[str, str] = {
         "start, computed from its stated 0.69 s, falls after the cut: the excerpt holds one load and nothing that says "
         "it is the draft's, so the rule asks what no reader of the excerpt could know"
     ),
-    "vllm-dockerbuildfiles-qwen36-35b-prismaquant-mtp-spark-v0202-ready": (
-        "batch 59: the excerpt opens at `Loading drafter model...`, after the target's load: with no target load in "
-        "it, the KV cache and graph steps that follow are read as the draft's, the model loaded last, where the whole "
-        "log reads them as the target's"
-    ),
 }
 # Where the next server's launcher stamps lines before that server's configuration, those lines are read as the
 # untimed log's boot, and so is their time (the boundary between the two servers is taken at the configuration).
