@@ -55,4 +55,3 @@ def test_an_excerpt_opening_at_the_drafters_load_reads_the_kv_cache_and_graphs_a
     got = seconds(DRAFTER + AFTER)
     assert set(got) >= {("load-weights", "draft"), ("kv-cache", "target"), ("cuda-graph", "target")}
     assert ("kv-cache", "draft") not in got and ("cuda-graph", "draft") not in got
-
