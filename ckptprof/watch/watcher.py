@@ -342,6 +342,9 @@ class Watcher:
                     break
                 if state == "ready":
                     self.record.end_reason = "ready"
+                    # The sample above may be older than the load's last reads, which ended before the ready line:
+                    # one more look, so that a shard read in between is seen whole.
+                    self._sample()
                     break
                 if self.timeout_s is not None and self.elapsed() >= self.timeout_s:
                     self.record.end_reason = "timeout"
