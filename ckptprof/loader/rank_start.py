@@ -10,7 +10,7 @@ imports torch and never runs a kernel, so it holds neither.
 What a server fixes when it starts is what its forks see: the environment (libraries read some of it once, at
 import: OMP_NUM_THREADS) and where standard output and error go. A start finds the server it would use; if either
 changed since that server began (a caller that sets a variable between runs, pytest's capture), it is stopped and
-a fresh one begins. ``CKPTPROF_RANK_START=spawn`` goes back to spawning every rank.
+a fresh one begins, unless a rank it forked is still alive. ``CKPTPROF_RANK_START=spawn`` goes back to spawning every rank.
 """
 
 from __future__ import annotations
@@ -81,13 +81,15 @@ def _ensure(restart_if_stale: bool) -> None:
         server: Any = forkserver._forkserver
         running = server._forkserver_pid is not None
         now = _what_forks_inherit()
-        stale = running and _started_with != now
         # A server's forks die with it (PR_SET_PDEATHSIG): one with a rank alive (the pytest plugin's resident
         # ranks) is kept even if stale, and the rank's start applies the caller's environment (apply_environment).
-        if running and not (restart_if_stale and stale and not any(p.is_alive() for p in _forks)):
+        replace = (
+            running and restart_if_stale and _started_with != now and not any(p.is_alive() for p in _forks)
+        )
+        if running and not replace:
             server.ensure_running()  # starts it again if it died
             return
-        if running:
+        if replace:
             server._stop()
         server.set_forkserver_preload(PRELOAD)
         server.ensure_running()
