@@ -168,6 +168,9 @@ class FaithfulEngine:
     """That module's file."""
     import_check_s: Seconds | None = None
     """How long checking that the engine imports took."""
+    import_check_reused: Flag | None = None
+    """True where an earlier run's answer for the same installation was reused instead of importing the engine again
+    (``$CKPTPROF_CACHE/engine-checks``; ``CKPTPROF_ENGINE_CHECK=fresh`` imports it again)."""
     stand_ins: list[Text] | None = None
     """Kernel packages absent here that an import-only stand-in replaced."""
 

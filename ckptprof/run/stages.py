@@ -136,6 +136,7 @@ def _faithful_config(
             module=identity.get("module"),
             file=identity.get("file"),
             import_check_s=round(time.perf_counter() - began, 3),
+            import_check_reused=True if identity.get("import_check_reused") else None,
             stand_ins=list(stand_ins) if stand_ins else None,
         )
 

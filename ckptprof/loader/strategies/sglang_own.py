@@ -45,6 +45,7 @@ from ckptprof.engines.versions import installed_version
 from ckptprof.loader import kernel_standin
 from ckptprof.loader.plan import ModelPlan, ReplayPlan, UnreadableShard
 from ckptprof.loader.recorder import Recorder
+from ckptprof.loader.strategies import engine_import_memo
 from ckptprof.loader.strategies.base import LoadContext, Strategy, StrategyUnavailable
 from ckptprof.session import ShardTiming
 
@@ -154,6 +155,8 @@ def check_engine(plan: ReplayPlan, wanted_engine: bool = True) -> EngineCheck:
     child = check_in_child(wanted, module)
     problem, refused, where = child.problem, child.refused, child.file
     identity: dict[str, Any] = {"package": package, "version": release, "module": module, "file": where}
+    if child.reused:
+        identity["import_check_reused"] = True
     if child.stand_ins:
         identity["stand_ins"] = child.stand_ins
     if problem is not None:
@@ -248,34 +251,48 @@ class ChildCheck:
     refused: dict[str, str | None]  # per function, why it cannot be called with its keywords (None: it can)
     file: str | None = None  # the module's file
     stand_ins: list[str] = field(default_factory=list)  # kernel packages stood in for (absent here)
+    reused: bool = False  # the answer of an earlier run (engine_import_memo.py), not a child started now
 
 
 def check_in_child(wanted: dict[str, dict[str, Any]], module: str = MODULE) -> ChildCheck:
-    """Import ``module`` in a fresh interpreter and ask it whether the wanted functions take their keywords."""
+    """Import ``module`` in a fresh interpreter and ask it whether the wanted functions take their keywords; the
+    answer of an earlier run with the same installation and question is reused (engine_import_memo.py)."""
+    import_path = os.pathsep.join(p for p in sys.path if p)
+    digest = engine_import_memo.key(module, wanted, import_path, (__file__, str(kernel_standin.__file__)))
+    answer = engine_import_memo.lookup(digest)
+    fresh = answer is None
+    if answer is None:
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", _CHILD_CHECK, json.dumps(wanted), module],
+                capture_output=True,
+                text=True,
+                timeout=IMPORT_CHECK_TIMEOUT_S,
+                env={**os.environ, "PYTHONPATH": import_path},
+            )
+        except subprocess.TimeoutExpired:
+            return ChildCheck(f"the import took more than {IMPORT_CHECK_TIMEOUT_S} s", {})
+        if done.returncode != 0:
+            lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+            return ChildCheck(lines[-1] if lines else f"exit status {done.returncode}", {})
+        try:
+            answer = json.loads(done.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return ChildCheck("the check printed no answer", {})
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", _CHILD_CHECK, json.dumps(wanted), module],
-            capture_output=True,
-            text=True,
-            timeout=IMPORT_CHECK_TIMEOUT_S,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
-        )
-    except subprocess.TimeoutExpired:
-        return ChildCheck(f"the import took more than {IMPORT_CHECK_TIMEOUT_S} s", {})
-    if done.returncode != 0:
-        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
-        return ChildCheck(lines[-1] if lines else f"exit status {done.returncode}", {})
-    try:
-        answer = json.loads(done.stdout.strip().splitlines()[-1])
         functions = answer["functions"]
-    except (ValueError, IndexError, KeyError, TypeError):
+        check = ChildCheck(
+            None,
+            {str(k): (str(v) if v else None) for k, v in functions.items()},
+            answer.get("file") or None,
+            [str(name) for name in answer.get("stand_ins") or []],
+            reused=not fresh,
+        )
+    except (KeyError, TypeError, AttributeError):
         return ChildCheck("the check printed no answer", {})
-    return ChildCheck(
-        None,
-        {str(k): (str(v) if v else None) for k, v in functions.items()},
-        answer.get("file") or None,
-        [str(name) for name in answer.get("stand_ins") or []],
-    )
+    if fresh:
+        engine_import_memo.store(digest, answer)
+    return check
 
 
 def call_problem(call: OwnCall, module: Any = None) -> str | None:
