@@ -309,3 +309,27 @@ def test_the_schema_names_every_key_the_fixtures_hold() -> None:
     # the ranges a refusal enforces are in the schema too
     assert defs["ShardTiming"]["properties"]["read_s"]["maximum"] == 1e9
     assert defs["ShardTiming"]["properties"]["bytes"]["minimum"] == 0
+
+
+def test_a_reused_import_check_is_said_in_the_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN an engine check answered from an earlier run's memo (engine_import_memo.py)
+    from ckptprof.loader.strategies import sglang_own
+    from ckptprof.run import stages
+
+    identity = {
+        "package": "sglang",
+        "version": "0.5.23",
+        "module": "m",
+        "file": "f.py",
+        "import_check_reused": True,
+    }
+    monkeypatch.setattr(
+        sglang_own, "check_engine", lambda plan, iterator: sglang_own.EngineCheck(True, "x", identity)
+    )
+    session = Session(config={"tp": 1})
+    options = SimpleNamespace(faithful_rounds=1, sample_threads=False, engine_iterator=None)
+    stages._faithful_config(session, SimpleNamespace(faithful_own=False), options, None)  # type: ignore[arg-type]
+    # THEN the session says so, and reads back the same
+    written = session.to_dict()["config"]["faithful_engine"]
+    assert written["import_check_reused"] is True
+    assert Session.from_dict(session.to_dict()).config.faithful_engine == session.config.faithful_engine
