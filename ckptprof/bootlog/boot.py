@@ -22,6 +22,7 @@ from ckptprof.bootlog.words import PhaseKey, rank_sort_key
 READY_KEY: PhaseKey = ("ready", None, None)
 # A bound that keeps memory flat whatever the input (a hostile log could invent endless ranks).
 MAX_RANKS = 4096
+GRAPH_SLOT = "graph"  # the engines' tables' slot for a CUDA graph capture
 
 
 def _per_engine() -> dict[str, int]:
@@ -234,6 +235,11 @@ class Boot:
         """Count the rank's begins of ``slot`` and say whose phase this is; "nth" follows ``_nth_model``."""
         count = rank.begun.get(slot, 0) + 1
         rank.begun[slot] = count
+        if phase == "kv-cache" and count == 1 and rank.begun.get(GRAPH_SLOT) and self.framework() == "vllm":
+            # vLLM 0.21 on profiles its CUDA graphs' memory before it sizes the KV cache ("CUDA graph memory
+            # profiling is enabled"): a capture before the rank's KV cache step was that profile's, and the capture
+            # after it is the engine's own, the target's, not a draft's second (batch 60, the V2 model runner).
+            rank.begun[GRAPH_SLOT] = 0
         if model == "nth":
             model = self._nth_model(rank, phase, count)
         rank.phases_seen.add(phase)

@@ -100,6 +100,13 @@ PROCESS_EXITS = ("CUDA error (", "rocBLAS error: Cannot read", "Failed: Cuda err
 # execution on the device (209) .../handler.cuh: line 170 at function ...") and returns the error to its Python
 # binding, which raises it: the process's failure, whose exception an excerpt may cut.
 NATIVE_ERRORS = ("CUDA Error: ",)
+# The C++ runtime's last words when an exception leaves a thread uncaught (libstdc++'s verbose terminate handler):
+# "terminate called after throwing an instance of 'c10::Error'", then "  what():  NPU out of memory. ..." on the next
+# line, then the abort (Python's "Fatal Python error: Aborted"). The process dies of the exception the what() line
+# names: torch's c10 errors, a watchdog's std::runtime_error (batch 60: an Ascend node out of memory in graph capture).
+TERMINATE_WORDS = "terminate called after throwing an instance of "
+_WHAT = "what():"
+ABORTED = "Fatal Python error: Aborted"
 CHAINED_WORDS = (
     "above exception"  # "During handling of the above exception", "The above exception was the direct cause"
 )
@@ -247,6 +254,17 @@ class FailureContext(Protocol):
         ...
 
 
+def _terminate_error(message: str, after: list[str]) -> str:
+    """An uncaught C++ exception's error: its class, and the what() line under it where the log has it
+    (`c10::Error: NPU out of memory. Tried to allocate 4.00 GiB ...`)."""
+    thrown = message[message.find(TERMINATE_WORDS) + len(TERMINATE_WORDS) :].strip().strip("'")
+    for line in after[:1]:
+        at = line.find(_WHAT)
+        if at >= 0 and not line[:at].strip():
+            return f"{thrown}: {line[at + len(_WHAT) :].strip()}"
+    return message.strip()
+
+
 def validation_cause(error: str, after: Callable[[], list[str]]) -> str:
     """A pydantic ValidationError's line with its first error's cause from the lines ``after`` it (the same
     process's next messages): `... 1 validation error for SpeculativeConfig: Value error, Invalid repository ID ...`.
@@ -358,6 +376,9 @@ class FailureTracker:
         self._chained: dict[str, Failure] = {}  # rank -> the traceback the next one on that rank continues
         self._last_traceback: Failure | None = None
         self._methods: dict[str, str] = {}  # rank -> "in <method>" it named failing, until its traceback
+        self._terminated: dict[
+            str, Failure
+        ] = {}  # rank -> its uncaught C++ exception, until the abort it causes
         # rank -> its tracebacks since its last retry() (a try's chain can be several, not linked where a paste
         # hides their error lines); the last few only
         self._tries: dict[str, deque[Failure]] = {}
@@ -366,6 +387,12 @@ class FailureTracker:
 
     def all(self) -> list[Failure]:
         return [*self._first, *self._recent]
+
+    def newest(self) -> Failure | None:
+        """The failure added last."""
+        if self._recent:
+            return self._recent[-1]
+        return self._first[-1] if self._first else None
 
     def any(self) -> bool:
         return bool(self._first)
@@ -464,7 +491,13 @@ class FailureTracker:
             or (self._awaits(record.rank) and QUALIFIED_EXCEPTION_LINE_RE.match(message))
         ):
             self._on_exception_line(record, context)
+        elif TERMINATE_WORDS in message:
+            error = _terminate_error(message, context.lines_after(record))
+            self._terminated[record.rank] = self.add(record, "death", error, context.where(record))
         elif gate_passed and is_death(message):
+            terminated = self._terminated.pop(record.rank, None)
+            if terminated is not None and message.startswith(ABORTED) and self.newest() is terminated:
+                return  # the abort that the uncaught exception above it caused: that exception is the error
             self.add(record, "death", message.strip(), context.where(record))
         elif message.startswith(NATIVE_ERRORS):
             self.add(record, "exception", message.strip(), context.where(record))
