@@ -61,6 +61,7 @@ from ckptprof.bootlog.prefilter import (
     next_candidate,
     next_until_ready_line,
     rare_line_starts,
+    until_ready_ahead,
 )
 from ckptprof.bootlog.reading import (
     ENGINE_NAMES,
@@ -207,6 +208,7 @@ class BootLogAnalyzer:
         # statistics, its warm-up's lines: prefilter.UNTIL_READY_NEEDLES), looked for only while the boot is not
         # ready; before ``pos`` when not looked for since.
         until_ready = -1
+        ahead = until_ready_ahead()  # where each until-ready needle lies next in the block
         while True:
             if (needle is None and not exhausted) or (needle is not None and needle[0] < pos):
                 needle = next_candidate(view, block, pos)
@@ -242,7 +244,7 @@ class BootLogAnalyzer:
             while rare and rare[-1] < pos:
                 rare.pop()
             if until_ready < pos and self._boot.ready_seq is None:
-                until_ready = next_until_ready_line(block, pos)
+                until_ready = next_until_ready_line(block, pos, ahead)
             if (
                 pos <= until_ready < start
                 and (not rare or until_ready < rare[-1])

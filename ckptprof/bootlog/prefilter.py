@@ -149,12 +149,24 @@ def rare_line_starts(block: bytes) -> list[int]:
     return sorted(starts, reverse=True)
 
 
-def next_until_ready_line(block: bytes, pos: int) -> int:
+def next_until_ready_line(block: bytes, pos: int, ahead: list[int]) -> int:
     """Where the first line at or after ``pos`` that holds an until-ready needle starts; ``len(block)`` when none
-    does."""
-    first = len(block)
-    for needle in UNTIL_READY_NEEDLES:
-        at = block.find(needle, pos, first)
-        if at >= 0:
+    does. ``ahead`` holds, per needle, where it was last found in this block (``len(block)``: nowhere further; below
+    ``pos``: look again), so that each needle's search moves through the block once: searched afresh from every
+    line, a needle the block lacks was looked for to the block's end each time (a serving log with no ready line
+    read at 0.4 MB/s)."""
+    size = len(block)
+    first = size
+    for index, needle in enumerate(UNTIL_READY_NEEDLES):
+        at = ahead[index]
+        if at < pos:
+            at = block.find(needle, pos)
+            ahead[index] = at = size if at < 0 else at
+        if at < first:
             first = at
-    return first if first == len(block) else max(pos, block.rfind(b"\n", 0, first) + 1)
+    return first if first == size else max(pos, block.rfind(b"\n", 0, first) + 1)
+
+
+def until_ready_ahead() -> list[int]:
+    """A fresh ``ahead`` for next_until_ready_line: every needle still to be looked for."""
+    return [-1] * len(UNTIL_READY_NEEDLES)
