@@ -34,6 +34,7 @@ FAILURE_NEEDLES: tuple[str, ...] = (
     "CUDA error",
     "Failed: Cuda error",
     "rocBLAS error",
+    "Memory access fault by GPU",
     "ERROR ",
     "CRITICAL ",
     "During handling of the above exception",
@@ -95,7 +96,16 @@ DEATH_WORDS: dict[str, str | None] = {
 # of NCCL's examples, which vLLM's custom all-reduce kernels use too (csrc/custom_all_reduce.cuh), prints "Failed: Cuda
 # error <file>:<line> '<reason>'" and exits (SGLang 0.3 through vLLM's kernels on GPUs without peer access,
 # sglang#1509); some copies spell it "CUDA".
-PROCESS_EXITS = ("CUDA error (", "rocBLAS error: Cannot read", "Failed: Cuda error ", "Failed: CUDA error ")
+# ROCm's runtime (HSA) prints the third when a kernel touches memory it may not, then aborts the process ("Memory
+# access fault by GPU node-4 (Agent handle: 0x...) on address 0x.... Reason: Unknown.", batch 62: eight MI300X ranks
+# in torch.compile's autotuning during graph capture, no Python traceback after it).
+PROCESS_EXITS = (
+    "CUDA error (",
+    "rocBLAS error: Cannot read",
+    "Memory access fault by GPU ",
+    "Failed: Cuda error ",
+    "Failed: CUDA error ",
+)
 # flashinfer's FLASHINFER_CUDA_CALL prints a failed CUDA call so ("CUDA Error: no kernel image is available for
 # execution on the device (209) .../handler.cuh: line 170 at function ...") and returns the error to its Python
 # binding, which raises it: the process's failure, whose exception an excerpt may cut.
@@ -139,6 +149,7 @@ FAILURE_GATE_WORDS: tuple[str, ...] = (
     "CUDA error",
     "Failed: Cuda error",
     "rocBLAS error",
+    "Memory access fault by GPU",
     "above exception",
 )
 # The gate's definition; the reader asks it as reading.may_fail_words does, which finds the same.

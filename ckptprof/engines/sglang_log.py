@@ -109,6 +109,10 @@ RECORDS: tuple[Rule, ...] = (
     # every batch. uvicorn's access lines are no record of the engine's (untimed, behind uvicorn's own prefix).
     Rule("Endpoint '/get_model_info' is deprecated", Ready(warming=True, until_ready=True), weight=0),
     Rule("Prefill batch", Ready(warming=True, until_ready=True), weight=0),
+    # Under PD disaggregation the warm-up is a request of its own (http_server.py, _wait_and_warmup: "Start of pd
+    # disaggregation warmup ..."), after uvicorn is up; the server is up once it returns (batch 62: a decode server
+    # whose warm-up hung until its watchdog killed it read as ready).
+    Rule("Start of pd disaggregation warmup", Ready(warming=True), weight=0),
     Rule("Loading safetensors using Fastsafetensor loader", Capture("loader", value="fastsafetensors")),
     # 0.5.2x's summary of the boot, by the main process once the schedulers are up (entrypoints/engine.py,
     # _set_startup_time): each step's duration as the schedulers measured it, which a tail excerpt may hold alone.
@@ -125,6 +129,12 @@ RECORDS: tuple[Rule, ...] = (
     # in 0.5.9), printed before the boot's records (batch 58's excerpt holds it alone). vLLM has no such words.
     Rule("DeepGemm is enabled but the scale_fmt of checkpoint", Evidence(), weight=3),
     Rule("Initialization failed. warmup error", Fail("the warmup request")),
+    # The scheduler's watchdog (scheduler.py's watchdog_thread; scheduler_runtime_checker_mixin.py in 0.5.6): a forward
+    # batch made no progress for --watchdog-timeout seconds, so it logs this, dumps the schedulers' stacks and sends
+    # its parent SIGQUIT, which ends the server.
+    Rule(
+        "Watchdog timeout (self.watchdog_timeout=", Fail("a forward batch the scheduler's watchdog timed out")
+    ),
 )
 
 END_MARKERS = {

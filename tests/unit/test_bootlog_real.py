@@ -118,6 +118,14 @@ FIRST_SIGHT_WRONG: set[str] = {
     # init-distributed among the phases, the reader only the phases a record began (as batch 50's); the failure is
     # read in init-distributed, as the answer says
     "vllm-ascend-800-deepseek-70b-910b-v085-v0-tp4-kserve-pod-init-device-fail",
+    # batch 62: a rank out of HIP memory after its KV pool and before its graph capture (the attention backend's
+    # setup): the answer puts the failure in kv-cache (the last step that ran, its doubts say), the reader after it
+    # (the KV cache had ended everywhere; the failure names the step it came after)
+    "sglang-amdci-llama4-mi300x-v055post3-tp8-hip-oom-after-kv-pool",
+    # batch 62: four vLLM engines in Llumnix's Ray actors, each `(Llumlet pid=N)`: the answer counts four ranks in each
+    # step, the reader one (a process name with no rank and no "Worker" in it reads as the main process's, as
+    # `(APIServer pid=N)` does); telling engines apart by their pids where a name repeats is for a later session
+    "vllm-llumnix-qwen25-7b-v063-ray-llumlet-4-instances-eager-ready-sigterm",
 }
 
 
