@@ -129,6 +129,10 @@ RECORDS: tuple[Rule, ...] = (
     # in 0.5.9), printed before the boot's records (batch 58's excerpt holds it alone). vLLM has no such words.
     Rule("DeepGemm is enabled but the scale_fmt of checkpoint", Evidence(), weight=3),
     Rule("Initialization failed. warmup error", Fail("the warmup request")),
+    # uvicorn cannot listen on the server's port ("ERROR:    [Errno 98] error while attempting to bind on address
+    # ('127.0.0.1', 30000): address already in use") and shuts the HTTP server down: the server never serves, and the
+    # warm-up request that fails minutes later fails for it (batch 63: a port an earlier server still held).
+    Rule("error while attempting to bind on address", Fail("the HTTP server's start (its port)")),
     # The scheduler's watchdog (scheduler.py's watchdog_thread; scheduler_runtime_checker_mixin.py in 0.5.6): a forward
     # batch made no progress for --watchdog-timeout seconds, so it logs this, dumps the schedulers' stacks and sends
     # its parent SIGQUIT, which ends the server.
