@@ -387,9 +387,8 @@ class FailureTracker:
         self._chained: dict[str, Failure] = {}  # rank -> the traceback the next one on that rank continues
         self._last_traceback: Failure | None = None
         self._methods: dict[str, str] = {}  # rank -> "in <method>" it named failing, until its traceback
-        self._terminated: dict[
-            str, Failure
-        ] = {}  # rank -> its uncaught C++ exception, until the abort it causes
+        # rank -> its uncaught C++ exception, until the abort it causes
+        self._terminated: dict[str, Failure] = {}
         # rank -> its tracebacks since its last retry() (a try's chain can be several, not linked where a paste
         # hides their error lines); the last few only
         self._tries: dict[str, deque[Failure]] = {}
