@@ -22,6 +22,8 @@ from ckptprof.bootlog.words import PhaseKey, rank_sort_key
 READY_KEY: PhaseKey = ("ready", None, None)
 # A bound that keeps memory flat whatever the input (a hostile log could invent endless ranks).
 MAX_RANKS = 4096
+# Process names (and ids under each) Boot.concurrent_process keeps: bounded, whatever the log.
+PROCESS_NAMES_KEPT = 64
 GRAPH_SLOT = "graph"  # the engines' tables' slot for a CUDA graph capture
 
 
@@ -56,6 +58,10 @@ class Boot:
     # The process ids of launchers whose tag stands before records that name their own rank (Ray's `(WorkerDict
     # pid=N)` before SGLang's `[time TP1]`): that tag's other lines are no rank's.
     launcher_pids: set[str] = field(default_factory=set)
+    # A process name that names no rank ("Llumlet", "APIServer") -> the ids seen under it, the last one last; and the
+    # names several processes write under at once (concurrent_process).
+    process_pids: dict[str, list[str]] = field(default_factory=dict)
+    concurrent_processes: set[str] = field(default_factory=set)
     # A global rank -> the group ranks a record stated for it ((("DP", 0), ("PP", 0), ("TP", 1)): vLLM's `rank 1 in
     # world size 2 is assigned as ...`): the report names a rank read from an untagged record by these.
     assigned_ranks: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
@@ -154,6 +160,30 @@ class Boot:
         return True
 
     # --------------------------------------------------------------------------------------------- ranks
+
+    def concurrent_process(self, name: str, pid: str) -> bool:
+        """Whether the process ``pid`` tagged ``name`` (a name that names no rank) is one of several under that name at
+        once, a rank of its own told by its id: four engines in Llumnix's Ray actors, each `(Llumlet pid=N)`. Known
+        once an id written before comes back after another's (the tags interleave); a new id alone is a process that
+        may have replaced the old (a restart), and is the same process until then. The name's first id stays the
+        untagged process's throughout, as its records before that were: the others are counted beside it."""
+        seen = self.process_pids.get(name)
+        if seen is None:
+            if len(self.process_pids) < PROCESS_NAMES_KEPT:
+                self.process_pids[name] = [pid]
+            return False
+        if name in self.concurrent_processes:
+            return pid != seen[0]
+        if seen[-1] == pid:
+            return False
+        if pid in seen:
+            self.concurrent_processes.add(name)
+            return pid != seen[0]
+        if len(seen) < PROCESS_NAMES_KEPT:
+            seen.append(pid)
+        else:
+            seen[-1] = pid
+        return False
 
     def rank_state(self, label: str) -> RankState:
         state = self.ranks.get(label)

@@ -47,6 +47,9 @@ class Record(NamedTuple):
     # The process id of the worker tag the rank was read from ("(Worker_TP0 pid=374) ": "374"), "" when none: vLLM V1
     # tags a worker "(Worker pid=374)" until it knows its rank, then "(Worker_TP0 pid=374)" (Boot.named_pids).
     pid: str = ""
+    # The name in that tag ("Worker_TP0", "Llumlet"), "" when none: a name that names no rank is one process's until
+    # several processes write under it at once (Boot.concurrent_process).
+    process: str = ""
 
 
 # A record (or a bar frame) built as a plain tuple of all its fields: their constructor is namedtuple's Python function,
@@ -477,7 +480,7 @@ def parse_record(text: str) -> Record:
                 match = _SGLANG_PREFIX_RE.match(text) if first == "[" else None
         if match is not None:
             stamp, tags = match.groups()
-            return new_record(Record, (stamp, tags.strip(), text[match.end() :], "sglang", "", 0, ""))
+            return new_record(Record, (stamp, tags.strip(), text[match.end() :], "sglang", "", 0, "", ""))
         untimed = _SGLANG_UNTIMED_PREFIX_RE.match(text)
         if untimed is not None:
             return Record(None, untimed.group(1), text[untimed.end() :], "sglang")
@@ -486,6 +489,7 @@ def parse_record(text: str) -> Record:
             return Record(None, f"GPU{int(gpu.group(1))}", text[gpu.end() :], "sglang")
     rank = ""
     pid = ""
+    name = ""
     worker = worker_tag(text) if first == "(" else None
     if worker is not None:
         # Launchers nest process tags (Ray's task, then vLLM's engine core): the innermost names the process.
@@ -496,15 +500,16 @@ def parse_record(text: str) -> Record:
             inner = worker_tag(text)
             if inner is None:
                 break
-            end, name, inner_pid = inner
+            end, inner_name, inner_pid = inner
             text = text[end:]
             # ...unless it is vLLM V1's lone "Worker" (multiproc_executor.py names a worker so when every parallel
             # size is 1) inside a process that names a rank: `(EngineCore_DP0 pid=..) (Worker pid=..)` is DP0's one
             # rank, and the bars it draws untagged are that rank's (vllm-ascend#4037). Ray's workers inside an engine
             # core are several, told apart by their process ids (dynamo#4941).
-            if name != "Worker" or not _names_rank(rank):
-                rank = worker_rank_label(name, inner_pid)
+            if inner_name != "Worker" or not _names_rank(rank):
+                rank = worker_rank_label(inner_name, inner_pid)
                 pid = inner_pid
+                name = inner_name
         if text[:1] == "[":
             # An SGLang record behind a launcher's process tag (Ray's `(WorkerDict pid=N)` before the lines of the
             # SGLang engine a verl actor runs, batch 45): the record's own prefix names its time and rank, and the
@@ -512,7 +517,7 @@ def parse_record(text: str) -> Record:
             inner_record = _SGLANG_PREFIX_RE.match(text)
             if inner_record is not None:
                 stamp, tags = inner_record.groups()
-                return Record(stamp, tags.strip(), text[inner_record.end() :], "sglang", "", False, pid)
+                return Record(stamp, tags.strip(), text[inner_record.end() :], "sglang", "", False, pid, name)
     elif text.startswith("[rank"):
         # torch.distributed's own prefix on every line a rank prints while it dies: "[rank3]: Traceback ..."
         torch_rank = _TORCH_RANK_RE.match(text)
@@ -529,11 +534,13 @@ def parse_record(text: str) -> Record:
     vllm = _VLLM_PREFIX_RE.match(text)
     if vllm is not None:
         return new_record(
-            Record, (vllm.group(2), rank, text[vllm.end() :], "vllm", vllm.group(1), False, pid)
+            Record, (vllm.group(2), rank, text[vllm.end() :], "vllm", vllm.group(1), False, pid, name)
         )
     if text[:5] == "File " and text[5:6] != '"':
         text = python_frame(text)
-    return new_record(Record, (None, rank, text, "vllm" if worker is not None else "plain", "", False, pid))
+    return new_record(
+        Record, (None, rank, text, "vllm" if worker is not None else "plain", "", False, pid, name)
+    )
 
 
 # IPython's frame: `File /vol/env/lib/python3.12/site-packages/vllm/worker/worker.py:314, in Worker._init_cache_engine(self)`

@@ -441,9 +441,12 @@ class BootLogAnalyzer:
             clock.now, clock.now_s = timestamp, seconds
         boot = self._boot
         first = boot.first_ts
-        if first is None or (timestamp[4:5] == "-" and first[4:5] != "-"):  # dated after year-less ones
+        if first is None or (timestamp[4:5] == "-" and first[4:5] != "-" and not boot.order):
             # A year-less stamp before the first dated one comes from a foreign logger (vLLM's, imported by an
-            # older SGLang) whose clock the server's own records do not share: the span starts at a dated one.
+            # older SGLang) whose clock the server's own records do not share: the span starts at a dated one. Only
+            # while no step has begun: a dated stamp first seen after that is no server's first record but a
+            # launcher's (Llumnix's and Ray's around vLLM's year-less records, at the log's end), and the span
+            # cannot start after the steps in it.
             boot.first_ts = timestamp
 
     # --------------------------------------------------------------------------------------------- records
@@ -483,13 +486,18 @@ class BootLogAnalyzer:
                 # An SGLang record behind a launcher's process tag (parse_record): the pid is the launcher's, which
                 # runs every rank whose lines it prints (verl's Ray actor).
                 boot.launcher_pids.add(pid)
-            elif pid in boot.launcher_pids and rank.startswith(PID_LABEL):
-                rank = ""  # a line of no rank's own behind that tag: untagged, as it would be without the launcher
+            elif pid in boot.launcher_pids:
+                if rank.startswith(PID_LABEL):
+                    rank = ""  # a line of no rank's own behind that tag: untagged, as it would be without the launcher
+            elif not rank and record.process and boot.concurrent_process(record.process, pid):
+                rank = f"{PID_LABEL}{int(pid)}"
         if rank not in boot.ranks and len(boot.ranks) >= MAX_RANKS:
             rank = "?"
         message = record.message
         if timestamp != raw or rank != record.rank:
-            record = new_record(Record, (timestamp, rank, message, style, record.level, record.relayed, pid))
+            record = new_record(
+                Record, (timestamp, rank, message, style, record.level, record.relayed, pid, record.process)
+            )
         if (
             pid
             and pid not in boot.named_pids
@@ -580,6 +588,7 @@ class BootLogAnalyzer:
             record.level,
             record.relayed,
             announcing.pid,
+            announcing.process,
         )
 
     def _note_unparsed(self, message: str, needle: str) -> None:

@@ -83,6 +83,14 @@ def end_marker(track: PhaseTrack, framework: str) -> str:
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:
+    if start and end and (start[4:5] == "-") != (end[4:5] == "-") and "-" in (start[2:3], end[2:3]):
+        # One dated stamp, one year-less ('2025-07-16 12:30:41' and '07-16 12:30:26'): the log's clock lends the
+        # year where it knew it, and where it did not the two are of one log, so of one year. Read apart, the
+        # year-less one would fall in an arbitrary year, decades off.
+        if start[4:5] == "-":
+            end = f"{start[:5]}{end}"
+        else:
+            start = f"{end[:5]}{start}"
     start_s = timestamp_seconds(start) if start else None
     end_s = timestamp_seconds(end) if end else None
     return end_s - start_s if start_s is not None and end_s is not None else None

@@ -122,10 +122,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     # setup): the answer puts the failure in kv-cache (the last step that ran, its doubts say), the reader after it
     # (the KV cache had ended everywhere; the failure names the step it came after)
     "sglang-amdci-llama4-mi300x-v055post3-tp8-hip-oom-after-kv-pool",
-    # batch 62: four vLLM engines in Llumnix's Ray actors, each `(Llumlet pid=N)`: the answer counts four ranks in each
-    # step, the reader one (a process name with no rank and no "Worker" in it reads as the main process's, as
-    # `(APIServer pid=N)` does); telling engines apart by their pids where a name repeats is for a later session
-    "vllm-llumnix-qwen25-7b-v063-ray-llumlet-4-instances-eager-ready-sigterm",
     # batch 63: every DP-attention rank raises "Not enough memory" in init_memory_pool with no record of the KV cache
     # step: the answer lists kv-cache among the phases, the reader only the phases a record began (as batches 49-61)
     "sglang-amdci-dsv3-mi300x-v053post3-dpattn-dp8-kvpool-notenoughmem",
