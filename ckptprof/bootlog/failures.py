@@ -64,6 +64,11 @@ EXCEPTION_LINE_RE = re.compile(
 QUALIFIED_EXCEPTION_LINE_RE = re.compile(
     r"(?:\[rank\d{1,6}\]: ?)?(?:[A-Za-z_]\w*\.)+[A-Z]\w*(?::\s.*|:?\s*$)", re.ASCII
 )
+# SGLang's processes log their fatal exception as `Scheduler hit an exception: Traceback ...` (so do its data-parallel
+# controller, tokenizer and detokenizer managers), then send their parent SIGQUIT: the process is done, whatever other
+# ranks log after it. vLLM's `WorkerProc hit an exception.` (its traceback on the lines after) is a failed call the
+# worker survives.
+EXITED_WORDS = " hit an exception: " + TRACEBACK_START
 # Python's words above a traceback it printed and ignored (3.8-3.12 "Exception ignored in: <...>", 3.13 "Exception
 # ignored while ..."): sys.unraisablehook's, for an exception raised where nothing could catch it.
 IGNORED_WORDS = "Exception ignored "
@@ -489,7 +494,7 @@ class FailureTracker:
                     record, "traceback", _traceback_header(message, process), context.where(record)
                 )
                 failure.ignored = IGNORED_WORDS in before or before.startswith(UNRETRIEVED_FUTURE)
-                failure.exited = process is not None
+                failure.exited = process is not None or EXITED_WORDS in message
                 failure.whole = True
             self._awaiting[record.rank] = failure
             self._last_traceback = failure
