@@ -159,6 +159,17 @@ class Boot:
                     return False
         return True
 
+    def engine_evidenced(self) -> bool:
+        """Something stronger than a process tag has said which engine wrote the log: a record only an engine writes,
+        a record prefix, or a module in a traceback. A tag's form may be another engine's (vLLM's platform line,
+        imported by SGLang, before a launcher's traceback through SGLang's modules alone, batch 65): the traceback's
+        frames are read until then."""
+        for counts in (self.evidence, self.styles, self.module_frames):
+            for count in counts.values():
+                if count:
+                    return True
+        return False
+
     # --------------------------------------------------------------------------------------------- ranks
 
     def concurrent_process(self, name: str, pid: str) -> bool:

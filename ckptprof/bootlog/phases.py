@@ -327,7 +327,7 @@ class BootLogAnalyzer:
         if FRAME_RULES_RE.search(block, start, end) is not None:
             return False
         boot = self._boot
-        return (boot.failures.any() and not boot.process_tags_needed()) or ENGINE_FRAME_RE.search(
+        return (boot.failures.any() and boot.engine_evidenced()) or ENGINE_FRAME_RE.search(
             block, start, end
         ) is None
 
