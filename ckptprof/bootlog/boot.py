@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ckptprof.bootlog.clock import LogClock
 from ckptprof.bootlog.failures import FailureTracker, Where
-from ckptprof.bootlog.parse import WORLD_RANK_LABEL, Record
+from ckptprof.bootlog.parse import HOST_MARK, WORLD_RANK_LABEL, Record
 from ckptprof.bootlog.reading import ENGINE_NAMES
 from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan, RankState
 from ckptprof.bootlog.timestamps import shift_timestamp, stamp_before
@@ -62,6 +62,8 @@ class Boot:
     # names several processes write under at once (concurrent_process).
     process_pids: dict[str, list[str]] = field(default_factory=dict)
     concurrent_processes: set[str] = field(default_factory=set)
+    # A worker's process id -> the node it was first seen on (host_label).
+    pid_hosts: dict[str, str] = field(default_factory=dict)
     # A global rank -> the group ranks a record stated for it ((("DP", 0), ("PP", 0), ("TP", 1)): vLLM's `rank 1 in
     # world size 2 is assigned as ...`): the report names a rank read from an untagged record by these.
     assigned_ranks: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
@@ -158,6 +160,18 @@ class Boot:
                 if count:
                     return False
         return True
+
+    def host_label(self, label: str, pid: str) -> str:
+        """The label of a worker known by its process id (``label``, 'pid433') on the node ``pid`` names
+        ('433@10.129.10.184'): the id's alone on the first node seen with it, the id and the node on any other (two
+        nodes' workers with one id are two ranks: batch 66's Ray run of four workers on three nodes)."""
+        number, _, host = pid.partition(HOST_MARK)
+        first = self.pid_hosts.get(number)
+        if first is None:
+            if len(self.pid_hosts) < MAX_RANKS:
+                self.pid_hosts[number] = host
+            return label
+        return label if first == host else f"{label}{HOST_MARK}{host}"
 
     def engine_evidenced(self) -> bool:
         """Something stronger than a process tag has said which engine wrote the log: a record only an engine writes,

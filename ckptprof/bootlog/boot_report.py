@@ -12,7 +12,7 @@ from typing import TypeAlias
 
 from ckptprof.bootlog.boot import MAX_RANKS, READY_KEY, Boot
 from ckptprof.bootlog.failures import Failure
-from ckptprof.bootlog.parse import PID_LABEL, WORLD_RANK_LABEL
+from ckptprof.bootlog.parse import PID_LABEL, WORLD_RANK_LABEL, pid_label
 from ckptprof.bootlog.reading import ENGINES
 from ckptprof.bootlog.report import BootReport, FailureReport
 from ckptprof.bootlog.state import BarTrack, PhaseTrack, RankSpan
@@ -132,7 +132,7 @@ def _tracks(boot: Boot) -> list[PhaseTrack]:
 def _rank_aliases(boot: Boot) -> dict[str, str]:
     """The labels the report gives ranks read under another: each worker first tagged by its process id alone -> the
     rank its tag came to name; each rank read from an untagged record's words -> its tag (``_world_rank_aliases``)."""
-    aliases = {f"{PID_LABEL}{int(pid)}": label for pid, label in boot.named_pids.items()}
+    aliases = {pid_label(pid): label for pid, label in boot.named_pids.items()}
     aliases.update(_world_rank_aliases(boot))
     return aliases
 

@@ -112,7 +112,7 @@ _SGLANG_GPU_ID_RE = re.compile(r"\[gpu_id=(\d{1,4})\] ", re.ASCII)
 # ("(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=162837) ", ray-project/ray#56905).
 _PROCESS_NAME = r"[A-Za-z](?:[^()\n]|\((?:[^()\n]|\([^()\n]{0,80}\)){0,80}\)){0,80}?"
 _WORKER_PREFIX_RE = re.compile(
-    r"\((" + _PROCESS_NAME + r") pid=(\d{1,10})(?:, ip=[^()\s]{1,64})?\) ", re.ASCII
+    r"\((" + _PROCESS_NAME + r") pid=(\d{1,10})(?:, ip=([^()\s]{1,64}))?\) ", re.ASCII
 )
 _VLLM_PREFIX_RE = re.compile(
     r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?) "
@@ -564,6 +564,16 @@ PID_LABEL = "pid"
 # An untagged record that names its own global rank in a world of several (vLLM's workers print `world_size=2 rank=1
 # ...` before their line tags are set up) is labelled by that rank: the report names it as the rank's tag does.
 WORLD_RANK_LABEL = "global"
+# Between a process id and the address of the node it runs on, where its tag names one ("433@10.129.10.184").
+HOST_MARK = "@"
+
+
+def pid_label(pid: str) -> str:
+    """The rank label of a worker known by its process id alone: 'pid433', whatever node it runs on (a node is named
+    only where two share an id: BootLogAnalyzer._on_record)."""
+    return f"{PID_LABEL}{int(pid.partition(HOST_MARK)[0])}"
+
+
 # The process tags read so far, as written ("(VllmWorker rank=3 pid=123) "), with their name and process id: a worker
 # writes its tag on every line, and a dictionary finds it again in a third of what the pattern takes to read it.
 _WORKER_TAGS: dict[str, tuple[str, str]] = {}
@@ -571,7 +581,8 @@ _WORKER_TAGS_KEPT = 256  # a boot's workers several times over; the corpus's 624
 
 
 def worker_tag(text: str) -> tuple[int, str, str] | None:
-    """The process tag that opens ``text`` (_WORKER_PREFIX_RE's match): where it ends, the process's name and id.
+    """The process tag that opens ``text`` (_WORKER_PREFIX_RE's match): where it ends, the process's name and id (with
+    its node's address after HOST_MARK where the tag names one).
 
     A tag read before is looked up by ``text`` up to its first ") ". Only whole tags are kept, and a tag whose first
     ") " ends it is the pattern's match on any text that opens with it: every attempt the pattern makes before its
@@ -585,7 +596,11 @@ def worker_tag(text: str) -> tuple[int, str, str] | None:
     match = _WORKER_PREFIX_RE.match(text)
     if match is None:
         return None
-    name, pid = match.groups()
+    name, pid, ip = match.groups()
+    if ip:
+        # Ray names the node of a worker on another (`(RayWorkerVllm pid=433, ip=10.129.10.184)`): process ids are
+        # a node's own, and two nodes' containers often give their workers the same one.
+        pid = f"{pid}{HOST_MARK}{ip}"
     if len(_WORKER_TAGS) >= _WORKER_TAGS_KEPT:
         _WORKER_TAGS.clear()
     _WORKER_TAGS[match.group()] = (name, pid)
@@ -613,7 +628,7 @@ def worker_rank_label(name: str, pid: str = "") -> str:
     if engine_core is not None:
         return f"DP{int(engine_core.group(1))}"
     if pid and ("Worker" in name or name == _DP_ENGINE_ACTOR):
-        return f"{PID_LABEL}{int(pid)}"
+        return pid_label(pid)
     return ""
 
 

@@ -30,6 +30,7 @@ from ckptprof.bootlog.clock import LogClock
 from ckptprof.bootlog.failures import FRAME_NEEDLE, TRACEBACK_START, Where
 from ckptprof.bootlog.newest_first import NEWEST_FIRST_WARNING, OldestFirst, reversed_lines, runs_newest_first
 from ckptprof.bootlog.parse import (
+    HOST_MARK,
     MAX_LINE_BYTES,
     PID_LABEL,
     WORLD_RANK_LABEL,
@@ -47,6 +48,7 @@ from ckptprof.bootlog.parse import (
     new_record,
     open_log,
     parse_record,
+    pid_label,
     split_line,
     strip_ansi,
     utf8_bytes,
@@ -490,7 +492,9 @@ class BootLogAnalyzer:
                 if rank.startswith(PID_LABEL):
                     rank = ""  # a line of no rank's own behind that tag: untagged, as it would be without the launcher
             elif not rank and record.process and boot.concurrent_process(record.process, pid):
-                rank = f"{PID_LABEL}{int(pid)}"
+                rank = pid_label(pid)
+            if HOST_MARK in pid and rank.startswith(PID_LABEL):
+                rank = boot.host_label(rank, pid)
         if rank not in boot.ranks and len(boot.ranks) >= MAX_RANKS:
             rank = "?"
         message = record.message

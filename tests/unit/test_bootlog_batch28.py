@@ -39,4 +39,5 @@ def test_an_actor_tag_names_its_process() -> None:
     record = parse_record(
         "(APIServer pid=5332) (DPEngineCoreActor pid=5439, ip=10.233.69.249) INFO 01-12 06:15:20 [x.py:1] hello"
     )
-    assert (record.rank, record.pid, record.message) == ("pid5439", "5439", "hello")
+    # the process id carries the node its tag names (batch 66: ids are a node's own)
+    assert (record.rank, record.pid, record.message) == ("pid5439", "5439@10.233.69.249", "hello")

@@ -125,6 +125,10 @@ FIRST_SIGHT_WRONG: set[str] = {
     # batch 63: every DP-attention rank raises "Not enough memory" in init_memory_pool with no record of the KV cache
     # step: the answer lists kv-cache among the phases, the reader only the phases a record began (as batches 49-61)
     "sglang-amdci-dsv3-mi300x-v053post3-dpattn-dp8-kvpool-notenoughmem",
+    # batch 66: a notebook's V1 worker fails in init_device ("Cannot re-initialize CUDA in forked subprocess") with no
+    # record of the step: the answer lists init-distributed among the phases, the reader only the phases a record
+    # began (as batches 49-63)
+    "vllm-fast-llm-inference-llama31-8b-bnb4bit-v085-v1-notebook-fork-init-device-fail",
 }
 
 
