@@ -154,12 +154,21 @@ class Boot:
 
     def process_tags_needed(self) -> bool:
         """Nothing else has said which engine wrote the log yet: the names it gives its processes may."""
+        return not self.engine_evidenced() and not any(self.process_tags.values())
+
+    def engine_evidenced(self) -> bool:
+        """Something stronger than a process tag has said which engine wrote the log: a record only an engine writes,
+        a record prefix, or a module in a traceback. A tag's form may be another engine's (vLLM's platform line,
+        imported by SGLang, before a launcher's traceback through SGLang's modules alone, batch 65): the traceback's
+        frames are read until then."""
         # Loops, not any() over generators: asked on each traceback frame the pre-filter passes.
-        for counts in (self.evidence, self.styles, self.module_frames, self.process_tags):
+        for counts in (self.evidence, self.styles, self.module_frames):
             for count in counts.values():
                 if count:
-                    return False
-        return True
+                    return True
+        return False
+
+    # --------------------------------------------------------------------------------------------- ranks
 
     def host_label(self, label: str, pid: str) -> str:
         """The label of a worker known by its process id (``label``, 'pid433') on the node ``pid`` names
@@ -172,19 +181,6 @@ class Boot:
                 self.pid_hosts[number] = host
             return label
         return label if first == host else f"{label}{HOST_MARK}{host}"
-
-    def engine_evidenced(self) -> bool:
-        """Something stronger than a process tag has said which engine wrote the log: a record only an engine writes,
-        a record prefix, or a module in a traceback. A tag's form may be another engine's (vLLM's platform line,
-        imported by SGLang, before a launcher's traceback through SGLang's modules alone, batch 65): the traceback's
-        frames are read until then."""
-        for counts in (self.evidence, self.styles, self.module_frames):
-            for count in counts.values():
-                if count:
-                    return True
-        return False
-
-    # --------------------------------------------------------------------------------------------- ranks
 
     def concurrent_process(self, name: str, pid: str) -> bool:
         """Whether the process ``pid`` tagged ``name`` (a name that names no rank) is one of several under that name at

@@ -570,7 +570,7 @@ HOST_MARK = "@"
 
 def pid_label(pid: str) -> str:
     """The rank label of a worker known by its process id alone: 'pid433', whatever node it runs on (a node is named
-    only where two share an id: BootLogAnalyzer._on_record)."""
+    only where two share an id: Boot.host_label)."""
     return f"{PID_LABEL}{int(pid.partition(HOST_MARK)[0])}"
 
 
