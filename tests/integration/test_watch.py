@@ -306,7 +306,12 @@ def test_a_log_file_given_with_pid_ends_the_watch_at_ready(ckpt: Path, tmp_path:
     assert data["log"]["source"] == str(log) and data["log"]["report"]["state"] == "ready"
     assert [p["name"] for p in data["log"]["report"]["phases"]][:1] == ["load-weights"]
     assert all(r["status"] == "running" for r in data["ranks"])
-    assert all(was_full(s) for s in data["models"][0]["shards"])
+    # Every rank had fetched all of its shards from storage by ready, as /proc's I/O counters say. Not "every shard
+    # seen whole in the page cache": this watch attaches after the ranks began, and a kernel that reclaims idle page
+    # cache proactively (DAMON's pageout on the CI VMs) took pages of a shard read before watch's first sample, so it
+    # was never seen whole (failed once in CI, stop 64).
+    for rank, r in enumerate(data["ranks"]):
+        assert r["at_last_sight"]["read_bytes"] >= 0.9 * rank_shard_bytes(ckpt, rank)
 
 
 def test_the_servers_output_passes_through_in_whole_lines(tmp_path: Path) -> None:
