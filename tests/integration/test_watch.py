@@ -92,10 +92,15 @@ def assert_loaded_everything(data: dict[str, Any], ckpt: Path, from_start: bool)
     assert model["path"] == str(ckpt) and model["from"] == "--model-path"
     assert len(model["shards"]) == 8
     for shard in model["shards"]:
-        assert was_full(shard)
         if from_start:
+            assert was_full(shard)
             assert shard["resident_at_start"] == 0
             assert shard["full_s"] is not None and shard["full_s"] > 0
+        else:
+            # A shard read before watch attached may never be seen whole: a kernel that reclaims idle page cache
+            # proactively (DAMON's pageout on the CI VMs) takes pages of it back in the seconds watch needs to start
+            # (the --pid test below failed so in CI, stop 64). The storage counters above say it was fetched.
+            assert was_full(shard) or shard["resident_at_start"] > 0, shard
     assert data["totals"]["checkpoint_bytes"] == sum(p.stat().st_size for p in shards(ckpt))
     assert 0.9 <= data["totals"]["read_amplification"] <= 1.2
 
