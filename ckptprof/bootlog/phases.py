@@ -127,6 +127,10 @@ class BootLogAnalyzer:
         self._stamp_day: str | None = None
         # The log's lines ran newest first and were read from its last (newest_first.py): the report says so.
         self.newest_first = False
+        # The rank label the last record was read under (_on_record), and that of a worker's tag standing alone on
+        # the line above the bar line being read (_tag_alone_above): the bar's, where its own line names none.
+        self._record_label = ""
+        self._bar_tag = ""
 
     def _restart(
         self, record: Record, before: tuple[str | None, float] | None, first_before: str | None = ""
@@ -262,8 +266,10 @@ class BootLogAnalyzer:
             self._line_start = start
             if find(b"%", start, hit_end) >= 0:  # a bar frame carries no time of its own
                 self._advance_clock(self._timestamp_before(block, start))
+                self._bar_tag = self._tag_alone_above(block, start)
                 run_end = self._feed_bar_run(block, start)
                 if run_end is not None:
+                    self._bar_tag = ""
                     pos = run_end
                     continue
             end = find(b"\n", hit_end)
@@ -285,13 +291,37 @@ class BootLogAnalyzer:
                 # A CRLF log's line: one record, read as feed_line would read its only segment.
                 text = text[:-1]
             if "%" in text or "\r" in text or "\x1b" in text:
+                if not self._bar_tag and "%" in text:
+                    self._bar_tag = self._tag_alone_above(block, start)
                 self.feed_line(text)
+                self._bar_tag = ""
             elif text and not text.isspace():
                 # feed_line's common case, inlined: one plain record on the line.
                 on_record(parse_record(text))
             pos = end + 1
         # Lines the pre-filter skipped still move the log's clock, which stall detection needs.
         self._advance_clock(last_timestamp_before(block, size))
+
+    def _tag_alone_above(self, block: bytes, start: int) -> str:
+        """The rank of a worker's process tag that stands alone on the line above ``start``, read as a record; "" when
+        that line is anything else. Ray prints an actor's tag, then the actor's tqdm frame on a line of its own, with
+        no tag (`(RayWorkerWrapper pid=1273)` over `Loading safetensors checkpoint shards:   7% ...`): the frame is
+        that worker's, not global rank 0's by default, which a Ray engine core's tag (`EngineCore_0`, DP0) would be."""
+        if start < 2:
+            return ""
+        above = block[block.rfind(b"\n", 0, start - 1) + 1 : start - 1]
+        if b"pid=" not in above:  # every worker tag names its process id
+            return ""
+        text = strip_ansi(above.decode("utf-8", "replace")).strip()
+        if text[-1:] != ")":
+            return ""
+        record = parse_record(text + " ")  # a tag is read with the blank that ends it
+        if not record.rank or record.message.strip():
+            return ""
+        # Read as the record it is: the label comes out as every other record of that worker's does (its node
+        # where two nodes share the id, a launcher's tag untagged).
+        self._on_record(record)
+        return self._record_label
 
     def _first_own_timestamp(self, block: bytes) -> str | None:
         """The first stamp near the block's start, for a boot with no time yet (its first lines may be bars and
@@ -406,8 +436,11 @@ class BootLogAnalyzer:
         # changes nothing the last one does not, so only a bar's first frame and its newest are applied.
         drawn: Bar | None = None  # the bar frame seen last since the last record
         skipped: Bar | None = None  # its newest frame, when it has not been applied
+        tag = self._bar_tag
         for item in split_line(line):
             if isinstance(item, Bar):
+                if tag and not item.rank:
+                    item = item._replace(rank=tag)  # a frame under its worker's tag (_tag_alone_above)
                 if drawn is not None and continues(drawn, item):
                     skipped = item
                 else:
@@ -497,6 +530,7 @@ class BootLogAnalyzer:
                 rank = boot.host_label(rank, pid)
         if rank not in boot.ranks and len(boot.ranks) >= MAX_RANKS:
             rank = "?"
+        self._record_label = rank
         message = record.message
         if timestamp != raw or rank != record.rank:
             record = new_record(
