@@ -307,12 +307,17 @@ class BootLogAnalyzer:
         that line is anything else. Ray prints an actor's tag, then the actor's tqdm frame on a line of its own, with
         no tag (`(RayWorkerWrapper pid=1273)` over `Loading safetensors checkpoint shards:   7% ...`): the frame is
         that worker's, not global rank 0's by default, which a Ray engine core's tag (`EngineCore_0`, DP0) would be."""
-        if start < 2:
+        end = start - 1  # the line break that ends the line above
+        # A tag ends with ")", then the blank tqdm's output follows it with, a colour reset's "m" or a CR: a bar's
+        # previous frame ("it/s]"), the commonest line above, is turned away by its last byte.
+        if end < 1 or block[end - 1] not in _TAG_LINE_LAST_BYTES:
             return ""
-        above = block[block.rfind(b"\n", 0, start - 1) + 1 : start - 1]
-        if b"pid=" not in above:  # every worker tag names its process id
+        above = block.rfind(b"\n", 0, end) + 1
+        # Every worker tag names its process id; looked for in place, most bar lines' line above being no tag at all
+        # (a bar's previous frame, a long record).
+        if block.find(b"pid=", above, end) < 0:
             return ""
-        text = strip_ansi(above.decode("utf-8", "replace")).strip()
+        text = strip_ansi(block[above:end].decode("utf-8", "replace")).strip()
         if text[-1:] != ")":
             return ""
         record = parse_record(text + " ")  # a tag is read with the blank that ends it
@@ -736,6 +741,9 @@ class BootLogAnalyzer:
             warnings = (boots_warning(boots, report.boot), *warnings)
         return replace(report, boots=boots, warnings=warnings)
 
+
+# The last bytes a line that is only a worker's process tag can end with (BootLogAnalyzer._tag_alone_above).
+_TAG_LINE_LAST_BYTES = frozenset(b" )m\r")
 
 # The records that can start a new server (a configuration that restarts a boot): a look-ahead for a stamp stops
 # at them.
