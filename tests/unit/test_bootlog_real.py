@@ -129,6 +129,11 @@ FIRST_SIGHT_WRONG: set[str] = {
     # record of the step: the answer lists init-distributed among the phases, the reader only the phases a record
     # began (as batches 49-63)
     "vllm-fast-llm-inference-llama31-8b-bnb4bit-v085-v1-notebook-fork-init-device-fail",
+    # batch 68: an API server that died fetching a gated repo's config, before any step: the answer gives the failure's
+    # phase as `starting` (as batch 50's), the reader none (docs/json-contract.md: null when nothing was running); and
+    # the answer's error is the chain's last exception (`OSError: You are trying to access a gated repo`), the reader's
+    # its root cause (`httpx.HTTPStatusError: ... 403 Forbidden`), as a chained traceback is read throughout the corpus
+    "vllm-specdecoding-study-llama3-8b-eagle-v0240-gated-repo-403-before-engine",
 }
 
 
