@@ -317,7 +317,7 @@ class BootLogAnalyzer:
         # (a bar's previous frame, a long record).
         if block.find(b"pid=", above, end) < 0:
             return ""
-        text = strip_ansi(block[above:end].decode("utf-8", "replace")).strip()
+        text = self.line_before()  # the line at ``start`` is the one being read (feed_block set _line_start)
         if text[-1:] != ")":
             return ""
         record = parse_record(text + " ")  # a tag is read with the blank that ends it
