@@ -13,7 +13,7 @@ import re
 from ckptprof.bootlog.boot import Boot
 from ckptprof.bootlog.parse import Record
 from ckptprof.bootlog.reading import SIZE_KEYS, Reading
-from ckptprof.bootlog.state import PhaseKey, PhaseTrack
+from ckptprof.bootlog.state import PhaseKey, PhaseTrack, RankState
 from ckptprof.bootlog.timestamps import stamp_before
 from ckptprof.engines import sglang_log
 from ckptprof.engines.log_rules import Action, Begin, Capture, Configure, End, Evidence, Fail, Ready
@@ -68,6 +68,8 @@ def apply_reading(boot: Boot, reading: Reading, record: Record) -> None:
     engine, rule = reading.engine, reading.rule
     action: Action | None = reading.action  # annotated: mypyc cannot infer it
     assert engine is not None and rule is not None
+    if record.relayed:
+        boot.relays_seen = True
     if isinstance(action, Begin):
         if boot.model_name is None and action.phase == "load-weights":
             boot.model_name = model_named(record.message)
@@ -108,6 +110,8 @@ def _begin(boot: Boot, action: Begin, record: Record) -> None:
         # end came before that end (vLLM 0.5's `Starting to load model` after the same worker's `Loading model
         # weights took`), and opens no second phase.
         return
+    if record.relayed and _relays_the_open_step(boot, rank, slot, record):
+        return
     key = (action.phase, boot.model_for(rank, slot, action.phase, action.model), action.variant)
     if action.again_variant is not None and rank.begun[slot] > 1 and boot.speculative is not False:
         key = (action.phase, key[1], action.again_variant)
@@ -118,6 +122,23 @@ def _begin(boot: Boot, action: Begin, record: Record) -> None:
     _count_record(track, action.one_rank_per_node)
     if action.in_background:
         track.background = True
+
+
+def _relays_the_open_step(boot: Boot, rank: RankState, slot: str, record: Record) -> bool:
+    """Whether a relayed begin is the rank's open step of ``slot`` arriving late: Ray flushes a deduplicated line
+    after the worker's later ones, so vLLM 0.10's `Starting to load model` (23:27:29) can follow the same worker's
+    `Loading model from scratch` (23:27:30). A begin stamped no later than the open span's start is that step, not a
+    second load (which, with nothing said of speculation, would read as a draft's). Its earlier stamp is where the
+    step began on that rank."""
+    key = rank.open.get(slot)
+    span = boot.phases[key].spans.get(record.rank) if key is not None else None
+    if span is None or span.start is None or record.timestamp is None:
+        return False
+    if stamp_before(span.start, record.timestamp):
+        return False
+    if stamp_before(record.timestamp, span.start):
+        span.start = record.timestamp
+    return True
 
 
 def _goes_on(boot: Boot, unfinished: PhaseKey | None, slot: str) -> bool:
@@ -138,6 +159,14 @@ def _end(boot: Boot, action: End, reading: Reading, record: Record) -> None:
     begun = rank.begun.get(action.slot, 0)
     if begun > 0 and (action.only_first or action.only_if_open_or_new) and action.slot not in rank.open:
         return
+    if (
+        boot.relays_seen
+        and begun > 0
+        and action.slot not in rank.open
+        and stamp_before(record.timestamp, rank.last_end)
+        and _ended_late(boot, action, reading, record, rank)
+    ):
+        return
     if action.only_if_open or action.by_one_for_all:
         # Never opens the step: it ends where it is open (on every rank, for a line one rank logs for all).
         others = action.by_one_for_all and boot.close_on_others(record, action.slot)
@@ -157,6 +186,25 @@ def _end(boot: Boot, action: End, reading: Reading, record: Record) -> None:
         track.folded_ends += record.relayed
     if action.step_goes_on:
         rank.unfinished = ended
+
+
+def _ended_late(boot: Boot, action: End, reading: Reading, record: Record, rank: RankState) -> bool:
+    """Whether the record is an end of the step the rank ended last, stamped inside that step's span: Ray relayed it
+    late (a worker's `Loading weights took` at 23:47:57 after its `Model loading took` at 23:48:00), so it is no
+    second run of the step. Read in the order the worker wrote them, this record ended the step and the later one
+    did not: the rank's span ends here, with this record's stated seconds."""
+    for track in boot.phases.values():
+        span = track.spans.get(record.rank)
+        if span is None or track.slot != action.slot or track.name != action.phase:
+            continue
+        if span.end is None or span.end != rank.last_end or stamp_before(record.timestamp, span.start):
+            continue
+        span.end = record.timestamp
+        if reading.elapsed_s is not None:
+            span.elapsed_s = reading.elapsed_s
+        rank.last_end = record.timestamp
+        return True
+    return False
 
 
 def _ready(boot: Boot, action: Ready, engine: str, record: Record) -> None:

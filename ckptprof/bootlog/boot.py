@@ -55,6 +55,9 @@ class Boot:
     # A worker's process id -> the rank its tag named once it knew it ("(Worker_TP0 pid=374)"): before that, vLLM V1
     # tagged it "(Worker pid=374)", read as rank pid374. The report counts the two as one rank (boot_report.py).
     named_pids: dict[str, str] = field(default_factory=dict)
+    # Whether a boot record came as Ray's summary of deduplicated lines (`[repeated 3x across cluster]`): Ray then
+    # relays lines late, out of their worker's order (actions._ended_late).
+    relays_seen: bool = False
     # The process ids of launchers whose tag stands before records that name their own rank (Ray's `(WorkerDict
     # pid=N)` before SGLang's `[time TP1]`): that tag's other lines are no rank's.
     launcher_pids: set[str] = field(default_factory=set)

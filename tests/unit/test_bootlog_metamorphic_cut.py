@@ -35,12 +35,6 @@ CUT = 0.2
 # Logs whose excerpt or concatenation the reader does not yet read as the rule above asks; strict, so a fix flips
 # them and they must come off the list. One line each: why.
 CUT_WRONG: dict[str, str] = {
-    "vllm-vllm-benchmarking-gptoss120b-tp4-4node-ray-ready": (
-        "2026-12-07j: the excerpt opens after the engine's configuration (speculative_config=None), and Ray relays "
-        "pid1273's `Starting to load model` after its `Loading model from scratch`: a second begin of the load on that "
-        "worker, which with nothing said of speculation reads as a draft's load. The whole log's load (its start now "
-        "the workers' own line, not the relayed bar's clock) lies inside the excerpt and is compared since"
-    ),
     "vllm-specdecoding-study-eagle3-eager-ready": (
         "batch 23: the draft's load began in the cut head (its bar's first frame, after the target's load), and its "
         "start, computed from its stated 0.69 s, falls after the cut: the excerpt holds one load and nothing that says "
