@@ -637,9 +637,14 @@ def parse_bar(text: str) -> tuple[Bar, int] | None:
     rank = ""
     offset = 0
     worker = worker_tag(text) if text.startswith("(") else None
-    if worker is not None:
+    while worker is not None:
         offset, name, pid = worker
         rank = worker_rank_label(name, pid)
+        # Launchers nest process tags (Ray's worker inside vLLM's engine core: `(EngineCore_0 pid=1) (RayWorkerWrapper
+        # pid=2) Loading ...%`): the innermost names the process that drew the bar, as parse_record reads it.
+        worker = worker_tag(text[offset:]) if text.startswith("(", offset) else None
+        if worker is not None:
+            worker = (offset + worker[0], worker[1], worker[2])
     # _BAR_RE's lazy description, read from colon to colon: the pattern tried the rest at every character of it.
     limit = offset + _BAR_DESC_MAX + 1
     for line_break in ("\r", "\n"):

@@ -67,3 +67,22 @@ def test_the_ray_run_on_four_nodes_counts_its_four_workers() -> None:
     # fourth), not the engine core (DP0) that drew no bar
     load = next(phase for phase in report.phases if phase.name == "load-weights")
     assert load.ranks == 4
+
+
+NESTED = "(EngineCore_0 pid=100) (RayWorkerWrapper pid=201) "
+
+
+def test_a_frame_behind_nested_tags_is_the_inner_workers() -> None:
+    # GIVEN the two workers' run, the first worker's frames behind both tags on the frame's own line (Ray's worker
+    # tag inside the engine core's), one frame a line and then the frames of one line joined by CRs
+    for bars in (
+        "".join(NESTED + frame for frame in FRAMES),
+        "\r".join(NESTED + frame.rstrip("\n") for frame in FRAMES) + "\n",
+    ):
+        report = analyze_bytes((CONFIG + bars + WORKERS).encode())
+        # THEN the bar is the load's, under its own words, so the loader is read from them; and no third rank
+        (bar,) = report.progress
+        assert (bar.desc, bar.done, bar.total) == ("Loading safetensors checkpoint shards", 2, 2)
+        assert report.loader == "default"
+        (load,) = report.phases
+        assert load.ranks == 2
