@@ -105,6 +105,11 @@ def _begin(boot: Boot, action: Begin, record: Record) -> None:
         return
     if action.unless_going_on and _goes_on(boot, rank.unfinished, slot):
         return
+    if action.unless_begun_anywhere:
+        if (action.phase, action.model) in boot.steps_begun:
+            return
+    else:
+        boot.steps_begun.add((action.phase, action.model))
     if record.relayed and stamp_before(record.timestamp, rank.last_end):
         # Ray flushes its deduplicated copies late, each with its own stamp: a begin stamped before the rank's last
         # end came before that end (vLLM 0.5's `Starting to load model` after the same worker's `Loading model

@@ -55,6 +55,8 @@ class Boot:
     # A worker's process id -> the rank its tag named once it knew it ("(Worker_TP0 pid=374)"): before that, vLLM V1
     # tagged it "(Worker pid=374)", read as rank pid374. The report counts the two as one rank (boot_report.py).
     named_pids: dict[str, str] = field(default_factory=dict)
+    # (phase, model) of each step a begin record of the step's own opened on some rank (Begin.unless_begun_anywhere).
+    steps_begun: set[tuple[str, str | None]] = field(default_factory=set)
     # Whether a boot record came as Ray's summary of deduplicated lines (`[repeated 3x across cluster]`): Ray then
     # relays lines late, out of their worker's order (actions._ended_late).
     relays_seen: bool = False
@@ -115,6 +117,8 @@ class Boot:
     # It was seen serving requests (a server's throughput lines), not a script's prompts, with no line saying when it
     # came up: mark_served's first caller says which.
     served_requests: bool = False
+    # Its HTTP server said it came up, then it served requests, with no ready line (mark_served): up since the former.
+    up_then_served: bool = False
     # Its HTTP server came up and the engine's warm-up request was seen under way, with no ready line yet.
     warming: bool = False
     # (rank, start, time) of an HTTP server that came up before the engine said ready, and the event count then
@@ -534,7 +538,14 @@ class Boot:
         throughput lines, with no ready line before them): it is up, but no line says when it came up, so the boot has
         no ready step whose end would be invented."""
         if self.ready_seq is None:
-            self.served_requests = requests
+            if requests and self.http_up is not None:
+                # Its HTTP server said it came up (vLLM's `Starting vLLM server on ...` and its routes), then it served:
+                # it was up from then, where the ready line (uvicorn's, on stderr) is not in the log.
+                rank, start, at = self.http_up
+                self.track(READY_KEY, "ready").spans[rank] = RankSpan(start=start, end=at)
+                self.up_then_served = True
+            else:
+                self.served_requests = requests
             self.clock.seq += 1
             self.ready_seq = self.clock.progress = self.clock.seq
 

@@ -65,6 +65,7 @@ def build_report(boot: Boot, stall_after_s: float, log_ended: bool) -> BootRepor
         stalls=_stalled_bars(boot, now_s, stall_after_s),
         latest_bars={bar.phase: bar for bar in boot.bars},
         served_requests=boot.served_requests,
+        up_then_served=boot.up_then_served,
         warming=boot.warming,
     )
     return BootReport(

@@ -203,6 +203,9 @@ class Failure:
     # What the traceback's frames say the process was doing (innermost frame that one of the tables knows).
     frame_phase: str | None = None
     frame_model: str | None = None
+    # ``frame_phase`` was named by a function's frame (`in _initialize_kv_caches`), which a deeper frame named only by
+    # its module's path does not overrule (FrameRule.names_a_path).
+    frame_phase_by_call: bool = False
     step: str | None = None
     error_final: bool = False  # a chained traceback's later errors do not replace its root cause
     after: bool = False  # ``phase`` had ended everywhere when it failed
@@ -309,6 +312,18 @@ _HITS_KEPT = 64
 _hits_by_table: dict[int, tuple[tuple[FrameRule, ...], dict[str, tuple[FrameRule, ...]]]] = {}
 
 
+def _names_more(text: str, needle: str) -> bool:
+    """Whether every ``needle`` in ``text`` goes on into a longer name (FrameRule.whole_name: vLLM's `in init_device`
+    is not SGLang's `in init_device_graphs`)."""
+    at = text.find(needle)
+    while at >= 0:
+        after = text[at + len(needle) : at + len(needle) + 1]
+        if not (after.isalnum() or after == "_"):
+            return False
+        at = text.find(needle, at + 1)
+    return True
+
+
 def _frame_hits(text: str, frames: Iterable[FrameRule]) -> Iterable[FrameRule]:
     """The rules of ``frames`` whose needle ``text`` holds, in order, up to the one after which _read_frame reads no
     further (pure: it depends on the text and the table alone)."""
@@ -323,7 +338,7 @@ def _frame_hits(text: str, frames: Iterable[FrameRule]) -> Iterable[FrameRule]:
         found: list[FrameRule] = []
         phase_read = model_read = False
         for frame in frames:
-            if frame.needle not in text:
+            if frame.needle not in text or (frame.whole_name and _names_more(text, frame.needle)):
                 continue
             found.append(frame)
             phase_read = phase_read or frame.phase is not None
@@ -351,12 +366,15 @@ def _read_frame(failure: Failure, text: str, frames: Iterable[FrameRule]) -> Non
     model is not a word against the second's."""
     phase_read = model_read = False
     for frame in _frame_hits(text, frames):
-        if frame.needle not in text:
+        if frame.needle not in text or (frame.whole_name and _names_more(text, frame.needle)):
             continue
         if frame.phase is not None and not phase_read:
             phase_read = True
-            failure.frame_phase = frame.phase
-            failure.step = frame.step or failure.step
+            by_path = frame.names_a_path
+            if not (by_path and failure.frame_phase_by_call):
+                failure.frame_phase = frame.phase
+                failure.step = frame.step or failure.step
+                failure.frame_phase_by_call = not by_path
         if frame.model is not None and not model_read:
             model_read = True
             failure.frame_model = frame.model

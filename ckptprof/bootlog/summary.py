@@ -38,6 +38,7 @@ class SummaryContext:
     stalls: list[tuple[BarTrack, float]]
     latest_bars: dict[PhaseKey | None, BarTrack]
     served_requests: bool = False  # Boot.served_requests
+    up_then_served: bool = False  # Boot.up_then_served
     warming: bool = False  # Boot.warming
 
 
@@ -193,7 +194,9 @@ def _ready_summary(context: SummaryContext) -> str:
     # No ready step: an offline engine serving a script's prompts, or a server seen serving requests (its throughput
     # lines) whose ready line the log does not hold: neither says when it came up.
     text = (
-        "ready: the server reported ready"
+        "ready: its HTTP server came up"
+        if ready and context.up_then_served
+        else "ready: the server reported ready"
         if ready
         else "ready: the engine is serving requests (no line in the log says when it came up)"
         if context.served_requests
@@ -201,6 +204,8 @@ def _ready_summary(context: SummaryContext) -> str:
     )
     if total is not None:
         text += f" {format_duration(total)} after the first log record"
+    if ready and context.up_then_served:
+        text += ", then served requests (its ready line is not in the log)"
     # A phase whose end was never logged ended, at the latest, when the server said it was ready: the phase table
     # times it so, and the longest phase named here must agree with it (not run on to the log's last line).
     ready_s = timestamp_seconds(ready_at) if ready_at else None

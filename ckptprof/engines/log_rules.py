@@ -34,6 +34,12 @@ class Begin:
     # Nor when the rank's step of the slot goes on after its phase's end record (End.step_goes_on): a line logged later
     # in the same step (vLLM's drafter sharing the target's embedding after its `Loading weights took`).
     unless_going_on: bool = False
+    # Only where no rank of the boot has logged a begin record of this model's phase that is the step's own (one without
+    # this flag): a line logged inside a step by every rank, whose begin record only one rank logs (vLLM's drafter
+    # sharing the target's embedding on each worker, where rank 0 alone logs `Loading drafter model...`). It says the
+    # step is under way where its begin lies above a cut, and counts no rank that logged none of the step's own
+    # records where they are in the log.
+    unless_begun_anywhere: bool = False
     # The phase open in the slot goes on in the background from here, beside the phases that begin after it, until its
     # own end record (SGLang 0.5.23's --startup-weight-load-mode=overlap: the checkpoint is read while the KV pool is
     # built and the CUDA graphs are captured, and `Load weight end. Committed real weights after CUDA graph capture`
@@ -167,6 +173,16 @@ class FrameRule:
     phase: str | None
     model: Literal["target", "draft"] | None
     step: str | None  # words finer than the phase's own ("memory profiling"), or None
+    # The needle names a whole function: it does not match where a longer name goes on from it. Most needles are
+    # meant as prefixes too (`in load_model` also finds `load_model_with_memory_saver`, the same step).
+    whole_name: bool = False
+
+    @property
+    def names_a_path(self) -> bool:
+        """Whether the needle is a module's path (`model_loader/`, `cuda_graph_runner.py`), not a function's name: a
+        module's helpers can be called from another step's function (a fork's `model_loader/tiered_moe_kv.py` sizing
+        the KV cache under `_initialize_kv_caches`), so such a frame does not overrule a function's."""
+        return self.needle.endswith(("/", ".py"))
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,10 @@ RECORDS: tuple[Rule, ...] = (
     # decode node) and still serves. No words of the engine's own weight. Logged on every rank, often: read only
     # until the boot is ready.
     Rule("Decode batch", Ready(served=True, requests=True, until_ready=True), weight=0),
+    # bench_one_batch (bench_latency before 0.4) boots the engine in its own process, with no HTTP server and no ready
+    # line, then prints each batch's latency ("Prefill. latency: 0.30282 s, throughput: ..."): the engine is serving
+    # its prompts, as vLLM's offline engine is once its `Processed prompts` bar is drawn (batch 69).
+    Rule("Prefill. latency: ", Ready(served=True, until_ready=True), weight=0),
     # The warm-up request after uvicorn's `Application startup complete` (http_server.py, _wait_and_warmup): the model's
     # information asked for (0.5.x releases that still asked the deprecated `/get_model_info` log its warning), then a
     # prefill of a few tokens. Seen after the HTTP server came up and before the ready line, they say the server is not

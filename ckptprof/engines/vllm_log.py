@@ -72,10 +72,19 @@ RECORDS: tuple[Rule, ...] = (
     # llm_base_proposer.py: "Detected MTP model. Sharing target model embedding weights with the draft model."):
     # the draft's load is under way on that rank, where `Loading drafter model...` (logged once) lies above a cut.
     # After the drafter's own `Loading weights took` it is a line of the same step (load_model returns at `Model loading
-    # took`, whose seconds are the whole load_model's, target and drafter): it opens no second draft load there.
+    # took`, whose seconds are the whole load_model's, target and drafter): it opens no second draft load there. Every
+    # worker logs it, where only rank 0 logs the drafter's load (info_once, 0.23): it opens no draft load on a rank
+    # once a rank's is in the log (batch 69's TP4; batch 53's answer counted only the ranks that logged the load).
     Rule(
         "Sharing target model",
-        Begin("load", "load-weights", "draft", unless_open=True, unless_going_on=True),
+        Begin(
+            "load",
+            "load-weights",
+            "draft",
+            unless_open=True,
+            unless_going_on=True,
+            unless_begun_anywhere=True,
+        ),
         weight=2,
     ),
     # From 0.11.1 the V1 GPU runner logs its load, KV-memory and graph records with info_once: `Starting to load
@@ -185,6 +194,12 @@ RECORDS: tuple[Rule, ...] = (
     # says the capture is under way, so the first opens the phase and the others leave it as it is.
     Rule("Graph capturing for", Begin("graph", "cuda-graph", "nth", unless_open=True), weight=2),
     Rule("Application startup complete", Ready(when_leading=True), weight=0),
+    # The API server's own line before uvicorn's (entrypoints/openai/api_server.py, `Starting vLLM API server on` to
+    # 0.10, `Starting vLLM API server 0 on` with API server counts, `Starting vLLM server on` from 0.11): its HTTP
+    # server is coming up. Up only if nothing happens after it, or if it then serves (Boot.mark_served): its
+    # `Application startup complete` went to stderr where only stdout was saved (batch 69).
+    Rule("Starting vLLM API server", Ready(until_more=True), weight=0),
+    Rule("Starting vLLM server on", Ready(until_more=True), weight=0),
     # The offline engine prints no ready line: its `Processed prompts` bar (entrypoints/llm.py; 0.34's
     # entrypoints/common/offline.py) is drawn only once it serves. Read here as a record when it is no frame the bar
     # reader takes (an unknown total's `0it [...]`, a long postfix); log_bars.py has it as a bar.
@@ -282,7 +297,9 @@ END_MARKERS = {
 
 FRAMES: tuple[FrameRule, ...] = (
     FrameRule("init_worker_distributed_environment", "init-distributed", None, None),
-    FrameRule("in init_device", "init-distributed", None, "device initialisation"),
+    # The whole name: SGLang's model runner has `init_device_graphs` (its capture), read with this table where a log
+    # has not said which engine wrote it.
+    FrameRule("in init_device", "init-distributed", None, "device initialisation", whole_name=True),
     FrameRule("in load_model", "load-weights", None, None),
     FrameRule("in load_weights", "load-weights", None, None),
     FrameRule("model_loader/", "load-weights", None, None),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -371,10 +373,14 @@ def _read_frame_uncached(failure: Failure, text: str, frames: tuple[FrameRule, .
     for frame in frames:
         if frame.needle not in text:
             continue
+        if frame.whole_name and not re.search(re.escape(frame.needle) + r"(?![A-Za-z0-9_])", text):
+            continue  # the needle only as the start of a longer name
         if frame.phase is not None and not phase_read:
             phase_read = True
-            failure.frame_phase = frame.phase
-            failure.step = frame.step or failure.step
+            if not (frame.names_a_path and failure.frame_phase_by_call):
+                failure.frame_phase = frame.phase
+                failure.step = frame.step or failure.step
+                failure.frame_phase_by_call = not frame.names_a_path
         if frame.model is not None and not model_read:
             model_read = True
             failure.frame_model = frame.model
