@@ -140,8 +140,9 @@ FIRST_SIGHT_WRONG: set[str] = {
     # vLLM's `Processed prompts` is read), and the reader now does too
     "sglang-MI300-testing-bench-latency",
     # batch 70: as batch 24's, an SGLang offline Engine (here at DP2 and log level `error`, bars only) whose only sign of
-    # serving is the script's own undescribed bar after the capture. Read as serving, a bare bar after a finished
-    # capture bar turned 19 answers wrong: SGLang draws a draft's capture, and 0.4 (January 2025) its own, with no description
+    # serving is the script's own undescribed bar after the capture. Reading a bare bar after finished capture bars as
+    # serving turned 1 to 19 answers wrong: SGLang draws a draft's capture, and 0.4 (January 2025) its own, with no
+    # description (report 2026-12-07o)
     "sglang-llmsys-hw6-c0derzer0-qwen25-7b-dp2-offline-engine-error-level-bars-serving",
     # batch 70: vLLM's V2 runner captures the target's graphs, then the DFlash speculator's, and logs one `Graph
     # capturing finished` for both; this stdout-only log holds no line of the target's capture (its bar went to
