@@ -109,8 +109,9 @@ _SGLANG_UNTIMED_PREFIX_RE = re.compile(rf"\[({_SGLANG_TAG}(?: {_SGLANG_TAG}){{0,
 _SGLANG_GPU_ID_RE = re.compile(r"\[gpu_id=(\d{1,4})\] ", re.ASCII)
 # vLLM's multiprocess workers prefix every line: "(VllmWorker rank=3 pid=123) ", "(Worker_TP3 pid=1) ".
 # A process name may hold parentheses itself, two deep: Ray Data names its actors after their stages
-# ("(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=162837) ", ray-project/ray#56905).
-_PROCESS_NAME = r"[A-Za-z](?:[^()\n]|\((?:[^()\n]|\([^()\n]{0,80}\)){0,80}\)){0,80}?"
+# ("(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=162837) ", ray-project/ray#56905). Ray names private actor
+# classes as written, with their leading underscore: "(_MapWorker pid=1)", "(_EngineBackgroundProcess pid=4800, ...)".
+_PROCESS_NAME = r"[A-Za-z_](?:[^()\n]|\((?:[^()\n]|\([^()\n]{0,80}\)){0,80}\)){0,80}?"
 _WORKER_PREFIX_RE = re.compile(
     r"\((" + _PROCESS_NAME + r") pid=(\d{1,10})(?:, ip=([^()\s]{1,64}))?\) ", re.ASCII
 )
@@ -392,7 +393,7 @@ _DECORATION_FIRST = frozenset(" \t\x00^#\ufffd")
 # behind whatever an unknown collector or a re-logging pipeline put in front of it.
 _EMBEDDED_PREFIX_RE = re.compile(
     r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]\n]{0,40}\] "
-    r"|\([A-Za-z][^()\n]{0,80}? pid=\d{1,10}(?:, ip=[^()\s]{1,64})?\) "
+    r"|\([A-Za-z_][^()\n]{0,80}? pid=\d{1,10}(?:, ip=[^()\s]{1,64})?\) "
     r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d",
     re.ASCII,
 )
@@ -707,7 +708,7 @@ def clock_seconds(text: str) -> int | None:
 # A tqdm frame in bytes, for runs of frames: its head (ANSI colours, a worker prefix and the description) is
 # matched once, then the frames that repeat that head exactly make the run.
 _FRAME_HEAD = (
-    rb"(?:\x1b\[[0-9;?]*[A-Za-z])*(?:\([A-Za-z][^()\r\n]{0,80}? pid=\d{1,10}\)(?:\x1b\[[0-9;?]*[A-Za-z])* \r*)?"
+    rb"(?:\x1b\[[0-9;?]*[A-Za-z])*(?:\([A-Za-z_][^()\r\n]{0,80}? pid=\d{1,10}\)(?:\x1b\[[0-9;?]*[A-Za-z])* \r*)?"
     rb"[^\r\n%]{0,200}?"
 )
 _FRAME_HEAD_RE = re.compile(rb"(" + _FRAME_HEAD + rb"): *\d{1,3}%")

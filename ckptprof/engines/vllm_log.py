@@ -198,6 +198,15 @@ RECORDS: tuple[Rule, ...] = (
     # 0.10, `Starting vLLM API server 0 on` with API server counts, `Starting vLLM server on` from 0.11): its HTTP
     # server is coming up. Up only if nothing happens after it, or if it then serves (Boot.mark_served): its
     # `Application startup complete` went to stderr where only stdout was saved (batch 69).
+    # Ray Serve's LLM deployment runs the engine in a replica and says when it serves ("[STATUS] Server is ready.",
+    # then Serve's own "Application 'default' is ready at http://..."): vLLM logs no ready line there (batch 71).
+    Rule("[STATUS] Server is ready", Ready(when_leading=True), weight=0),
+    Rule(
+        "Application '",
+        Ready(when_leading=True),
+        weight=0,
+        pattern=re.compile(r"Application '[^']{1,200}' is ready at "),
+    ),
     Rule("Starting vLLM API server", Ready(until_more=True), weight=0),
     Rule("Starting vLLM server on", Ready(until_more=True), weight=0),
     # The offline engine prints no ready line: its `Processed prompts` bar (entrypoints/llm.py; 0.34's

@@ -1,0 +1,82 @@
+"""Batch 71 (reports/cpu/2026-12-07p-bootlog-unseen): Ray's private actor classes and Ray Serve's ready line.
+
+- Ray tags a private actor class's lines with its name as written, leading underscore and all
+  (`(_EngineBackgroundProcess pid=4800, ip=...)`, Ray Data's `(_MapWorker pid=2260, ...)`): a process tag like any other.
+- Ray Serve's LLM deployment says its vLLM replica serves (`[STATUS] Server is ready.`, then Serve's `Application
+  'default' is ready at http://...`): vLLM logs no ready line of its own there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ckptprof.bootlog import analyze_bytes
+
+REAL = Path(__file__).parents[1] / "fixtures" / "logs" / "real"
+
+DRIVER = "\x1b[36m(_EngineBackgroundProcess pid=4800, ip=10.0.2.213)\x1b[0m "
+WORKER = "\x1b[36m(RayWorkerWrapper pid=4893, ip=10.0.2.213)\x1b[0m "
+BOOT = (
+    f"{DRIVER}INFO 05-19 09:43:41 [llm_engine.py:241] Initializing a V0 LLM engine (v0.8.2) with config: model='m', "
+    "speculative_config=None, tensor_parallel_size=2\n"
+    f"{DRIVER}INFO 05-19 09:43:51 [model_runner.py:1110] Starting to load model m...\n"
+    f"{WORKER}INFO 05-19 09:43:51 [model_runner.py:1110] Starting to load model m...\n"
+    f"{DRIVER}INFO 05-19 09:45:55 [loader.py:447] Loading weights took 7.61 seconds\n"
+    f"{WORKER}INFO 05-19 09:45:55 [loader.py:447] Loading weights took 7.66 seconds\n"
+    f"{DRIVER}INFO 05-19 09:46:18 [llm_engine.py:447] init engine (profile, create kv cache, warmup model) took 22.35 "
+    "seconds\n"
+)
+REPLICA = "\x1b[36m(ServeReplica:default:LLMDeployment:m pid=3174, ip=10.0.2.213)\x1b[0m "
+SERVE_READY = (
+    f"{REPLICA}INFO 2025-05-19 09:46:18,377 default_LLMDeployment:m a4imwh9z -- [STATUS] Server is ready.\n"
+)
+APP_READY = (
+    "INFO 2025-05-19 09:46:26,426 serve 8988 -- Application 'default' is ready at http://127.0.0.1:8000/.\n"
+)
+
+
+def test_a_private_actor_class_tag_is_a_process_tag() -> None:
+    report = analyze_bytes(BOOT.encode())
+    # THEN its records are read (none is left as an unknown prefix), and the load counts the driver and the worker
+    assert report.unparsed_records == 0
+    (load,) = [p for p in report.phases if p.name == "load-weights"]
+    assert load.ranks == 2
+
+
+def test_ray_serves_status_line_says_the_replica_serves() -> None:
+    report = analyze_bytes((BOOT + SERVE_READY + APP_READY).encode())
+    assert report.state == "ready"
+    assert report.phases[-1].name == "ready"
+
+
+def test_serves_application_line_alone_says_it_serves() -> None:
+    report = analyze_bytes((BOOT + APP_READY).encode())
+    assert report.state == "ready"
+
+
+def test_without_a_serve_line_the_boot_is_not_ready() -> None:
+    assert analyze_bytes(BOOT.encode()).state != "ready"
+
+
+def test_the_real_ray_serve_logs_are_ready() -> None:
+    for name in (
+        "vllm-anyscale-templates-qwen25-32b-v082-v0-ray-serve-tp4-rayworker-a10g-ready",
+        "vllm-e2e-llm-workflows-qwen25-7b-v072-v0-ray-serve-lora-engine-bg-process-ready",
+    ):
+        report = analyze_bytes((REAL / f"{name}.log").read_bytes())
+        assert report.state == "ready", name
+        # Only Serve's own `INFO 2025-05-19 09:46:26,426 serve 8988 -- ...` prefix is left unread (one record at most):
+        # every vLLM record behind Ray's tags, the private actor classes' among them, is read
+        assert report.unparsed_records <= 1, name
+
+
+def test_the_ray_data_jobs_workers_are_four_ranks() -> None:
+    # GIVEN vLLM V1 at TP4 inside Ray Data: each worker's line behind `(_MapWorker ...)` or Ray Data's stage tag, then
+    # `(VllmWorker rank=N pid=...)`
+    log = (
+        REAL
+        / "vllm-anyscale-templates-qwen25-32b-v082-v1-ray-data-tp4-nested-workers-ready-shutdown-nccl-oom.log"
+    )
+    report = analyze_bytes(log.read_bytes())
+    ranks = {p.name: p.ranks for p in report.phases if p.model == "target"}
+    assert ranks["load-weights"] == 4 and ranks["cuda-graph"] == 4
