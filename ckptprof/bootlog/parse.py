@@ -121,6 +121,12 @@ _VLLM_PREFIX_RE = re.compile(
     r"(?:\[[^\]\n]{1,120}(?:\] ?|$)|[\w.-]{1,120}\.py:\d{1,6}\] ?)?",
     re.ASCII,
 )
+# Ray's own loggers (Serve's controller, proxy and replicas): the level, a dated time with milliseconds after a comma,
+# the component (and a replica's id), then " -- " ("INFO 2025-05-19 09:46:26,426 serve 8988 -- Application 'default'
+# is ready at http://127.0.0.1:8000/.", ray/serve/_private/logging_utils.py's format).
+_RAY_PREFIX_RE = re.compile(
+    r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) [^\n]{1,200}? -- ", re.ASCII
+)
 _RAY_REPEATED_RE = re.compile(r" ?\[repeated (\d{1,9})x across cluster\]\s*$", re.ASCII)
 _TORCH_RANK_RE = re.compile(r"\[rank(\d{1,6})\]: ?", re.ASCII)
 _TORCH_GLOG_RE = re.compile(
@@ -537,6 +543,23 @@ def parse_record(text: str) -> Record:
         return new_record(
             Record, (vllm.group(2), rank, text[vllm.end() :], "vllm", vllm.group(1), False, pid, name)
         )
+    if text.startswith(_LEVEL_WORDS):
+        ray = _RAY_PREFIX_RE.match(text)
+        if ray is not None:
+            return new_record(
+                # its milliseconds written as every other dated stamp is ("09:46:26.426")
+                Record,
+                (
+                    ray.group(2).replace(",", "."),
+                    rank,
+                    text[ray.end() :],
+                    "plain",
+                    ray.group(1),
+                    False,
+                    pid,
+                    name,
+                ),
+            )
     if text[:5] == "File " and text[5:6] != '"':
         text = python_frame(text)
     return new_record(

@@ -65,9 +65,8 @@ def test_the_real_ray_serve_logs_are_ready() -> None:
     ):
         report = analyze_bytes((REAL / f"{name}.log").read_bytes())
         assert report.state == "ready", name
-        # Only Serve's own `INFO 2025-05-19 09:46:26,426 serve 8988 -- ...` prefix is left unread (one record at most):
-        # every vLLM record behind Ray's tags, the private actor classes' among them, is read
-        assert report.unparsed_records <= 1, name
+        # every record is read: vLLM's behind Ray's tags (the private actor classes' among them) and Serve's own
+        assert report.unparsed_records == 0, name
 
 
 def test_the_ray_data_jobs_workers_are_four_ranks() -> None:
@@ -80,3 +79,12 @@ def test_the_ray_data_jobs_workers_are_four_ranks() -> None:
     report = analyze_bytes(log.read_bytes())
     ranks = {p.name: p.ranks for p in report.phases if p.model == "target"}
     assert ranks["load-weights"] == 4 and ranks["cuda-graph"] == 4
+
+
+def test_serves_own_prefix_gives_the_ready_step_its_time() -> None:
+    # GIVEN Serve's line under its own logger's prefix: a dated time with milliseconds after a comma, then " -- "
+    report = analyze_bytes((BOOT + APP_READY).encode())
+    ready = report.phases[-1]
+    # THEN the ready step ends at Serve's stamp, its milliseconds written as a dated stamp's are
+    assert (ready.name, ready.end) == ("ready", "2025-05-19 09:46:26.426")
+    assert report.unparsed_records == 0
