@@ -127,7 +127,18 @@ def test_an_excerpt_of_a_real_log_keeps_the_phases_inside_it(log: Path) -> None:
 # stream that says a new server began. A log pasted from the middle of a boot has none, and appended to another
 # boot it is rightly read as more of that boot, so the second boot is always a log that holds its start.
 STARTS = (b"ServerArgs(", b"API server version")
-STARTED = [log for log in LOGS if any(start in log.read_bytes() for start in STARTS)]
+
+
+def _opens_with_its_start(data: bytes) -> bool:
+    """Whether the log holds a server's start with no timed line before it. A launcher that stamps lines before the
+    server's configuration (vLLM's platform line in SGLang's process, a ROCm image's JIT builds) makes the known-wrong
+    case pinned below (_LAUNCHER_STAMPS); as a partner chosen by the corpus's order it would turn that one case into
+    a failure of every log it follows."""
+    at = min((found for start in STARTS if (found := data.find(start)) >= 0), default=-1)
+    return at >= 0 and analyze_bytes(data[: data.rfind(b"\n", 0, at) + 1]).first_timestamp is None
+
+
+STARTED = [log for log in LOGS if _opens_with_its_start(utf8_bytes(log.read_bytes()))]
 
 
 def _partner(log: Path) -> Path:

@@ -161,6 +161,15 @@ FIRST_SIGHT_WRONG: set[str] = {
     # `Shutting down vLLM engine` after the prompts went through, then NCCL errors on three workers as it tears down:
     # the answer reads ready with no failure, the reader the workers' errors as the boot's failure after its graphs
     "vllm-anyscale-templates-qwen25-32b-v082-v1-ray-data-tp4-nested-workers-ready-shutdown-nccl-oom",
+    # batch 72: SGLang 0.3.4's docs notebook at the same commit as batch 71's openai_api cell, the same case (uvicorn's
+    # `Application startup complete` and a request answered, the `fired up` line not in the cell): this answer keeps
+    # the state at cuda-graph, batch 71's read it as ready, as the reader does; the answers disagree with each other
+    "sglang-docs-send-request-oct2024-v034-llama31-8b-no-kv-line-graph-begin-http-up-no-ready-line",
+    # batch 72: an API server that died inspecting the model's architecture, before any step: the answer gives the
+    # failure's phase as `starting` (as batches 50 and 68), the reader none (docs/json-contract.md), and quotes the
+    # uncaught traceback's error (`VizTracer: Unexpected type`), where the reader reports the root cause of the chain
+    # the registry logged first (`subprocess.CalledProcessError`)
+    "vllm-omniinfer-ascend-deepseek-v091dev-npu-dp-ep-viztracer-inspect-arch-fail",
 }
 
 
