@@ -436,6 +436,7 @@ class Boot:
             start = self._implicit_start(record, rank, elapsed_s)
             key = (phase, self.model_for(rank, slot, phase, model), variant)
             new = key not in self.phases
+            guessed = not new and self.phases[key].provisional  # its span so far a bar's guess
             track = self.track(key, slot)
             if new or record.rank in track.spans:
                 # The phase's first span, or the rank's second run of the step (a second capture), makes it the
@@ -451,6 +452,11 @@ class Boot:
                 # An end relayed late (Ray flushes a worker's deduplicated lines after later ones): the phase ended
                 # before the boot's last phase did, so it ran before the phases that began after its end.
                 self._place_before_later(track, start)
+            elif guessed and start is not None and list(track.spans) == [record.rank]:
+                # The rank's step opened by its bar alone, which came before the rank's other steps' lines (Ray
+                # prints a worker's bars before its lines: the capture's bar, then the load's and the KV cache's
+                # records, then the capture's end): the step took place where its end says it did, after them.
+                self._place_after_earlier(track, start)
             span = RankSpan(start=start)
             track.spans[record.rank] = span
         span.end = record.timestamp
@@ -502,6 +508,22 @@ class Boot:
         if stamp_before(stamp, start):
             return stamp
         return start
+
+    def _place_after_earlier(self, track: PhaseTrack, start: str) -> None:
+        """Order ``track`` after the phases now ordered after it when each of them began before ``start``, its
+        new start."""
+        after = [
+            other for other in self.phases.values() if other.order > track.order and other.name != "ready"
+        ]
+        if not after or not all(
+            other.spans and all(stamp_before(span.start, start) for span in other.spans.values())
+            for other in after
+        ):
+            return
+        place = max(other.order for other in after)
+        for other in after:
+            other.order -= 1
+        track.order = place
 
     def _place_before_later(self, track: PhaseTrack, end: str) -> None:
         """Order ``track`` (new) before every phase that began after ``end``, its own end."""

@@ -525,6 +525,11 @@ def parse_record(text: str) -> Record:
             if inner_record is not None:
                 stamp, tags = inner_record.groups()
                 return Record(stamp, tags.strip(), text[inner_record.end() :], "sglang", "", False, pid, name)
+            # A launcher's own mark between the tag and the record (Llumnix's `[0/1]` before each line of the
+            # worker it runs: `(RayWorkerWrapper pid=287638) [0/1]INFO 07-16 ...`): the record follows it.
+            embedded = _EMBEDDED_PREFIX_RE.search(text, 1, EMBEDDED_PREFIX_WITHIN)
+            if embedded is not None and text[embedded.start() : embedded.start() + 1] != "(":
+                text = text[embedded.start() :]
     elif text.startswith("[rank"):
         # torch.distributed's own prefix on every line a rank prints while it dies: "[rank3]: Traceback ..."
         torch_rank = _TORCH_RANK_RE.match(text)

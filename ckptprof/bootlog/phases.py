@@ -460,6 +460,11 @@ class BootLogAnalyzer:
                 skipped = None
             drawn = None
             self._on_record(item)
+            if item.rank and not item.message.strip():
+                # A worker's tag alone before a carriage return, then its bar's frame (Ray prints the tag, tqdm
+                # starts its frame with "\r": `(RayWorkerWrapper pid=287638) \rLoading safetensors ...`): the
+                # frames that follow on the line are that worker's, as under a tag alone on the line above.
+                tag = self._record_label
         if skipped is not None:
             on_bar(self._boot, skipped)
 

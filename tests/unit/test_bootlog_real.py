@@ -170,13 +170,11 @@ FIRST_SIGHT_WRONG: set[str] = {
     # uncaught traceback's error (`VizTracer: Unexpected type`), where the reader reports the root cause of the chain
     # the registry logged first (`subprocess.CalledProcessError`)
     "vllm-omniinfer-ascend-deepseek-v091dev-npu-dp-ep-viztracer-inspect-arch-fail",
-    # batch 73, not yet worked on: sglang-jax on a TPU logs a load of its own words; the answer lists only the ready
-    # step (none of CUDA SGLang's step lines is there), the reader a load read from those words too
+    # batch 73: sglang-jax on a TPU draws a `Loading Regular Weights` bar, which opens a load, and ends it with words
+    # of its own (`All weights loaded successfully.` in this release; `<Model> weights loaded successfully!` in
+    # sglang-jax's models at cddbf6f), none of CUDA SGLang's step lines: the answer lists only the ready step, the
+    # reader the bar's load too, left open (sglang-jax's steps are not read: its KV pool and XLA precompiles neither)
     "sglang-jax-tpu-v6e-qwen3-06b-precompile-ready-then-score-request-typeerror",
-    # batch 73, not yet worked on: Ray prints the worker's bars before its INFO lines, so the capture's bar comes
-    # before the KV cache's records: the reader orders the phases as the lines come (cuda-graph before kv-cache) and
-    # counts the bar's rank in the load beside the worker's (2), where the answer orders them by time and counts 1
-    "vllm-llumnix-qwen25-7b-v091-v1-ray-spmd-llumlet-single-instance-ready-requests",
 }
 
 
