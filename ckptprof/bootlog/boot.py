@@ -434,6 +434,8 @@ class Boot:
             span = track.spans.get(record.rank)
         if span is None:
             start = self._implicit_start(record, rank, elapsed_s)
+            if opened is None and rank.open and record.timestamp is not None:
+                start = self._end_open_before(record, rank, phase, start, elapsed_s is not None)
             key = (phase, self.model_for(rank, slot, phase, model), variant)
             new = key not in self.phases
             guessed = not new and self.phases[key].provisional  # its span so far a bar's guess
@@ -507,6 +509,30 @@ class Boot:
         start = rank.last_end or self.last_phase_end or stamp
         if stamp_before(stamp, start):
             return stamp
+        return start
+
+    def _end_open_before(
+        self, record: Record, rank: RankState, phase: str, start: str | None, stated: bool
+    ) -> str | None:
+        """The start of a step the rank ends without having logged its begin, while a step of another name is open
+        on it (tpu-inference logs no `Loading weights took`, only the KV cache's `GPU KV cache size` after the load):
+        the rank does one step at a time, so the open step ran until this one began. That is ``start`` where it is
+        stated (the step's stated duration before its end); the rank's last end is no start here, the open step having
+        begun since, so the log says only this end, the step's first record. The open step's end is inferred there."""
+        open_starts = [
+            span.start
+            for key in rank.open.values()
+            if key[0] != phase and not self.phases[key].background
+            for span in (self.phases[key].spans.get(record.rank),)
+            if span is not None and span.end is None
+        ]
+        if not open_starts:
+            return start
+        if not stated:
+            start = record.timestamp
+        elif start is None or any(stamp_before(start, begun) for begun in open_starts):
+            return start  # a stated start before the open step's: the log does not say when that one ended
+        self._end_previous(record.rank, rank, phase, start)
         return start
 
     def _place_after_earlier(self, track: PhaseTrack, start: str) -> None:
