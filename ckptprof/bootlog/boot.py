@@ -72,6 +72,9 @@ class Boot:
     # A global rank -> the group ranks a record stated for it ((("DP", 0), ("PP", 0), ("TP", 1)): vLLM's `rank 1 in
     # world size 2 is assigned as ...`): the report names a rank read from an untagged record by these.
     assigned_ranks: dict[int, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    # The largest world size a record stated (vLLM's `world_size=1 rank=0 ...`, `rank 0 in world size 1 ...`); 0 when
+    # none did.
+    stated_world: int = 0
     # The ranks read from untagged records' words (WORLD_RANK_LABEL), in the order they came.
     world_labels: list[str] = field(default_factory=list)
     order: int = 0  # phases opened so far: orders them

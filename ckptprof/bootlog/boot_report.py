@@ -377,7 +377,11 @@ def _declared_world(boot: Boot) -> int | None:
         return None
     pp = _size(boot, "pp") or 1
     dp = _size(boot, "dp") or 1
-    return tp * pp * (1 if boot.dp_attention else dp)
+    # A world the ranks themselves stated smaller than the arguments' tensor and pipeline sizes: fewer processes do
+    # that work (tpu-inference turns --tensor-parallel-size 8 into one process that drives eight chips,
+    # `world_size=1`). Data parallel engines each state their own world, or one adjusted to hold them all.
+    model_world = min(tp * pp, boot.stated_world) if boot.stated_world else tp * pp
+    return model_world * (1 if boot.dp_attention else dp)
 
 
 def _size(boot: Boot, kind: str) -> int | None:

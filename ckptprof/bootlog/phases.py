@@ -613,7 +613,9 @@ class BootLogAnalyzer:
 
     def _on_named_rank(self, named: NamedRank) -> None:
         """A record naming its global rank's group ranks: kept so the report can name that rank as its tag does."""
-        assigned = self._boot.assigned_ranks
+        boot = self._boot
+        boot.stated_world = max(boot.stated_world, named.world)
+        assigned = boot.assigned_ranks
         if named.groups and (named.rank in assigned or len(assigned) < MAX_RANKS):
             assigned[named.rank] = named.groups
 

@@ -52,3 +52,22 @@ def test_without_an_open_step_the_implicit_start_is_the_ranks_last_end() -> None
     report = analyze_bytes((BEGIN + took + KV_END).encode())
     kv = _phase(report, "kv-cache")
     assert (kv.start, kv.end) == ("01-22 20:37:40", "01-22 20:37:48")
+
+
+ARGS = (
+    f"{CORE}INFO 01-22 20:31:13 [core.py:97] Initializing a V1 LLM engine (v0.10.2rc3) with config: model='m', "
+    "speculative_config=None, tensor_parallel_size=8, pipeline_parallel_size=1, data_parallel_size=1\n"
+)
+
+
+def test_a_stated_world_of_one_process_bounds_the_ranks_the_arguments_ask_for() -> None:
+    # GIVEN --tensor-parallel-size 8 that one process serves (tpu-inference drives eight chips from it, world_size=1)
+    report = analyze_bytes((ARGS + BEGIN + KV_END).encode())
+    # THEN no rank is missing: the ranks themselves said the world is one process
+    assert not any("logged no boot record" in warning for warning in report.warnings)
+
+
+def test_without_a_stated_world_the_arguments_say_how_many_ranks_there_are() -> None:
+    unstated = "".join(line + "\n" for line in BEGIN.splitlines() if "world" not in line)
+    report = analyze_bytes((ARGS + unstated + KV_END).encode())
+    assert any("DP1, DP2, DP3, DP4, DP5, DP6, DP7 logged no boot record" in w for w in report.warnings)
