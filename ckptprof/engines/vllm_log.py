@@ -218,6 +218,10 @@ RECORDS: tuple[Rule, ...] = (
     # (stdout alone, batch 43) still shows it served. No words of its own for the engine: SGLang logs none of it, but
     # an older SGLang imports vLLM's logger.
     Rule("Avg prompt throughput", Ready(served=True, requests=True), weight=0),
+    # Ray Data's vLLM stage (ray/llm/_internal/batch/stages/vllm_engine_stage.py) logs each batch of prompts once the
+    # engine has answered it: the offline engine serves, as its `Processed prompts` bar says elsewhere. Its
+    # `Shutting down vLLM engine` follows the last batch, and the workers' errors as they tear down come after ready.
+    Rule("[vLLM] Elapsed time for batch", Ready(served=True, requests=True), weight=0),
     Rule(
         "Filesystem type for checkpoints",
         Capture("filesystem", re.compile(r"Filesystem type for checkpoints: ([\w.-]+)")),

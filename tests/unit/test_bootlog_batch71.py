@@ -4,6 +4,9 @@
   (`(_EngineBackgroundProcess pid=4800, ip=...)`, Ray Data's `(_MapWorker pid=2260, ...)`): a process tag like any other.
 - Ray Serve's LLM deployment says its vLLM replica serves (`[STATUS] Server is ready.`, then Serve's `Application
   'default' is ready at http://...`): vLLM logs no ready line of its own there.
+- Ray Data's vLLM stage logs each batch its engine answered (`[vLLM] Elapsed time for batch ... with size 63: ...`,
+  ray/llm/_internal/batch/stages/vllm_engine_stage.py), then `Shutting down vLLM engine`: the engine served, and the
+  workers' NCCL errors as it tears down come after ready (batch 71's Ray Data job, read as failed at first sight).
 """
 
 from __future__ import annotations
@@ -88,3 +91,32 @@ def test_serves_own_prefix_gives_the_ready_step_its_time() -> None:
     # THEN the ready step ends at Serve's stamp, its milliseconds written as a dated stamp's are
     assert (ready.name, ready.end) == ("ready", "2025-05-19 09:46:26.426")
     assert report.unparsed_records == 0
+
+
+STAGE = "\x1b[36m(MapWorker(MapBatches(vLLMEngineStageUDF)) pid=3192, ip=10.0.49.196)\x1b[0m "
+RANK3 = f"{STAGE}\x1b[1;36m(VllmWorker rank=3 pid=3494)\x1b[0;0m "
+RAY_DATA_BOOT = (
+    f"{RANK3}INFO 04-29 15:40:42 [gpu_model_runner.py:1534] Starting to load model m...\n"
+    f"{RANK3}INFO 04-29 15:41:30 [gpu_model_runner.py:1534] Graph capturing finished in 48 secs, took 2.13 GiB\n"
+)
+BATCH_DONE = (
+    f"{STAGE}[vLLM] Elapsed time for batch c2f4a1f51c324ab7a869761a50488ba2 with size 63: 39.16077913100003\n"
+)
+TEARDOWN = (
+    f"{STAGE}Shutting down vLLM engine\n"
+    f"{RANK3}Traceback (most recent call last):\n"
+    f'{RANK3}  File "/home/ray/anaconda3/lib/python3.11/site-packages/vllm/v1/worker/gpu_worker.py", line 9, in shutdown\n'
+    f"{RANK3}torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:133, "
+    "unhandled cuda error\n"
+)
+
+
+def test_ray_datas_batch_line_says_the_engine_served_so_teardown_errors_come_after_ready() -> None:
+    report = analyze_bytes((RAY_DATA_BOOT + BATCH_DONE + TEARDOWN).encode())
+    assert report.state == "ready"
+    assert report.failure is None
+    assert any("after the server was ready" in warning for warning in report.warnings)
+
+
+def test_without_a_batch_line_the_workers_errors_fail_the_boot() -> None:
+    assert analyze_bytes((RAY_DATA_BOOT + TEARDOWN).encode()).state == "failed"

@@ -157,10 +157,6 @@ FIRST_SIGHT_WRONG: set[str] = {
     "sglang-docs-openai-api-oct2024-v034post2-llama31-8b-no-kv-line-graph-begin-http-up",
     "vllm-anyscale-templates-qwen25-32b-v082-v0-ray-serve-tp4-rayworker-a10g-ready",
     "vllm-e2e-llm-workflows-qwen25-7b-v072-v0-ray-serve-lora-engine-bg-process-ready",
-    # batch 71: a Ray Data job's engine (V1, TP4 behind Ray Data's actor tags) whose only sign of serving is its stage's
-    # `Shutting down vLLM engine` after the prompts went through, then NCCL errors on three workers as it tears down:
-    # the answer reads ready with no failure, the reader the workers' errors as the boot's failure after its graphs
-    "vllm-anyscale-templates-qwen25-32b-v082-v1-ray-data-tp4-nested-workers-ready-shutdown-nccl-oom",
     # batch 72: SGLang 0.3.4's docs notebook at the same commit as batch 71's openai_api cell, the same case (uvicorn's
     # `Application startup complete` and a request answered, the `fired up` line not in the cell): this answer keeps
     # the state at cuda-graph, batch 71's read it as ready, as the reader does; the answers disagree with each other
