@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import TypeAlias
 
 from ckptprof.bootlog.boot import MAX_RANKS, READY_KEY, Boot
-from ckptprof.bootlog.failures import Failure
+from ckptprof.bootlog.failures import TRACEBACK_START, Failure
 from ckptprof.bootlog.parse import PID_LABEL, WORLD_RANK_LABEL, pid_label
 from ckptprof.bootlog.reading import ENGINES
 from ckptprof.bootlog.report import BootReport, FailureReport
@@ -266,7 +266,31 @@ def _fatal(boot: Boot) -> Failure | None:
     errors = [failure for failure in fatal if failure.kind != "error-record"]
     # A rank's own failure says more than an untagged one (a launcher's summary, a line whose tag a paste lost).
     errors.sort(key=lambda failure: not failure.rank)
-    return (with_frames or errors or fatal)[0]
+    chosen = (with_frames or errors or fatal)[0]
+    if chosen.kind == "death" and chosen.step is None and TRACEBACK_START not in chosen.error:
+        # An announcement that its logger printed the traceback under (vLLM's `EngineCore failed to start.` from
+        # logger.exception, then the traceback): the traceback's error line says what failed. Not one that names the
+        # step that failed, its traceback on its own line (SGLang's `Initialization failed. warmup error: Traceback`).
+        return _traceback_announced(boot, chosen) or chosen
+    return chosen
+
+
+def _traceback_announced(boot: Boot, announcement: Failure) -> Failure | None:
+    """The traceback logged right under ``announcement`` by its rank, at the same point of the boot, when it ends with
+    its error line (the reverse of ``_announcement``)."""
+    failures = boot.failures.all()
+    at = next((index for index, failure in enumerate(failures) if failure is announcement), None)
+    if at is None or at + 1 >= len(failures):
+        return None
+    logged = failures[at + 1]
+    if (
+        logged.kind == "traceback"
+        and logged.rank == announcement.rank
+        and logged.seq == announcement.seq
+        and logged.error_final
+    ):
+        return logged
+    return None
 
 
 def _failure_report(boot: Boot, fatal: Failure) -> FailureReport:

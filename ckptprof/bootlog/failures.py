@@ -103,11 +103,14 @@ DEATH_WORDS: dict[str, str | None] = {
 # sglang#1509); some copies spell it "CUDA".
 # ROCm's runtime (HSA) prints the third when a kernel touches memory it may not, then aborts the process ("Memory
 # access fault by GPU node-4 (Agent handle: 0x...) on address 0x.... Reason: Unknown.", batch 62: eight MI300X ranks
-# in torch.compile's autotuning during graph capture, no Python traceback after it).
+# in torch.compile's autotuning during graph capture, no Python traceback after it). It prints "HW Exception by GPU
+# node-1 (Agent handle: 0x...) reason :GPU Hang" when the device stops answering, then aborts too ("Aborted (core
+# dumped)", ROCm/ROCm#5590: vLLM on a gfx1151 APU after its torch.compile).
 PROCESS_EXITS = (
     "CUDA error (",
     "rocBLAS error: Cannot read",
     "Memory access fault by GPU ",
+    "HW Exception by GPU node-",
     "Failed: Cuda error ",
     "Failed: CUDA error ",
 )
