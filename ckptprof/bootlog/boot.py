@@ -531,12 +531,13 @@ class Boot:
         ]
         if not open_starts:
             return start
-        if not stated:
-            start = record.timestamp
-        elif start is None or any(stamp_before(start, begun) for begun in open_starts):
-            return start  # a stated start before the open step's: the log does not say when that one ended
-        self._end_previous(record.rank, rank, phase, start)
-        return start
+        begun_at = start if stated else record.timestamp
+        if begun_at is None or any(stamp_before(begun_at, begun) for begun in open_starts):
+            # Before the open step began (a stated start earlier than it, an end relayed late): the log does not say
+            # when that one ended.
+            return start
+        self._end_previous(record.rank, rank, phase, begun_at)
+        return begun_at
 
     def _place_after_earlier(self, track: PhaseTrack, start: str) -> None:
         """Order ``track`` after the phases now ordered after it when each of them began before ``start``, its

@@ -71,3 +71,10 @@ def test_without_a_stated_world_the_arguments_say_how_many_ranks_there_are() -> 
     unstated = "".join(line + "\n" for line in BEGIN.splitlines() if "world" not in line)
     report = analyze_bytes((ARGS + unstated + KV_END).encode())
     assert any("DP1, DP2, DP3, DP4, DP5, DP6, DP7 logged no boot record" in w for w in report.warnings)
+
+
+def test_an_end_stamped_before_the_open_step_began_does_not_end_it() -> None:
+    # GIVEN the KV cache's end relayed late, stamped before the load began: it says nothing of when the load ended
+    early = KV_END.replace("01-22 20:37:48", "01-22 20:31:10")
+    load = _phase(analyze_bytes((BEGIN + early).encode()), "load-weights")
+    assert load.end is None
