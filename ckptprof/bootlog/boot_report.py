@@ -267,12 +267,40 @@ def _fatal(boot: Boot) -> Failure | None:
     # A rank's own failure says more than an untagged one (a launcher's summary, a line whose tag a paste lost).
     errors.sort(key=lambda failure: not failure.rank)
     chosen = (with_frames or errors or fatal)[0]
+    if chosen.kind == "traceback" and chosen.error.startswith(CHILD_FAILED):
+        chosen = _child_traceback(boot, chosen) or chosen
     if chosen.kind == "death" and chosen.step is None and TRACEBACK_START not in chosen.error:
         # An announcement that its logger printed the traceback under (vLLM's `EngineCore failed to start.` from
         # logger.exception, then the traceback): the traceback's error line says what failed. Not one that names the
         # step that failed, its traceback on its own line (SGLang's `Initialization failed. warmup error: Traceback`).
         return _traceback_announced(boot, chosen) or chosen
     return chosen
+
+
+# An error that says only that a child process failed. vLLM's model registry inspects an architecture in a subprocess,
+# and when that fails raises `RuntimeError: Error raised in subprocess:` from it, the child's own traceback in its
+# message (vllm-ascend#2889, #3029; omniinfer's registry alike): the child's traceback says why. The error's own words
+# are kept where a library wraps the same failure in an error of its own (Inductor's `InductorError: CalledProcessError`
+# for a compiler that failed: what failed is the compilation).
+CHILD_FAILED = "subprocess.CalledProcessError"
+
+
+def _child_traceback(boot: Boot, parent: Failure) -> Failure | None:
+    """The first traceback that ``parent``'s process logged after it at the same point of the boot and that ends with
+    its error line: the failed child's, which the parent printed with its own."""
+    failures = boot.failures.all()
+    at = next((index for index, failure in enumerate(failures) if failure is parent), None)
+    if at is None:
+        return None
+    for failure in failures[at + 1 :]:
+        if (
+            failure.kind == "traceback"
+            and failure.rank == parent.rank
+            and failure.seq == parent.seq
+            and failure.error_final
+        ):
+            return failure
+    return None
 
 
 def _traceback_announced(boot: Boot, announcement: Failure) -> Failure | None:

@@ -313,6 +313,12 @@ FRAMES: tuple[FrameRule, ...] = (
     # The whole name: SGLang's model runner has `init_device_graphs` (its capture), read with this table where a log
     # has not said which engine wrote it.
     FrameRule("in init_device", "init-distributed", None, "device initialisation", whole_name=True),
+    # The model registry importing a model's class (model_executor/models/registry.py): the API server does it to
+    # inspect the architecture while it builds the model's configuration, before any engine or step exists
+    # (vllm-ascend#2889, #3029: `inspect_model_cls` under `create_model_config`). A load that reaches it does so under
+    # the loader's own frames (`model_loader/`), which name the load. Read before `in load_model`, whose name it
+    # starts with.
+    FrameRule("in load_model_cls", None, None, None),
     FrameRule("in load_model", "load-weights", None, None),
     FrameRule("in load_weights", "load-weights", None, None),
     FrameRule("model_loader/", "load-weights", None, None),

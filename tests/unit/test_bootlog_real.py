@@ -162,9 +162,9 @@ FIRST_SIGHT_WRONG: set[str] = {
     # the state at cuda-graph, batch 71's read it as ready, as the reader does; the answers disagree with each other
     "sglang-docs-send-request-oct2024-v034-llama31-8b-no-kv-line-graph-begin-http-up-no-ready-line",
     # batch 72: an API server that died inspecting the model's architecture, before any step: the answer gives the
-    # failure's phase as `starting` (as batches 50 and 68), the reader none (docs/json-contract.md), and quotes the
-    # uncaught traceback's error (`VizTracer: Unexpected type`), where the reader reports the root cause of the chain
-    # the registry logged first (`subprocess.CalledProcessError`)
+    # failure's phase as `starting` (as batches 50 and 68), the reader none (docs/json-contract.md). Its error, the
+    # failed child's (`VizTracer: Unexpected type`), is the reader's too since batch 80 (it was the parent's
+    # `subprocess.CalledProcessError`)
     "vllm-omniinfer-ascend-deepseek-v091dev-npu-dp-ep-viztracer-inspect-arch-fail",
     # batch 73: sglang-jax on a TPU draws a `Loading Regular Weights` bar, which opens a load, and ends it with words
     # of its own (`All weights loaded successfully.` in this release; `<Model> weights loaded successfully!` in
