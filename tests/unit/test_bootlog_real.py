@@ -171,6 +171,14 @@ FIRST_SIGHT_WRONG: set[str] = {
     # sglang-jax's models at cddbf6f), none of CUDA SGLang's step lines: the answer lists only the ready step, the
     # reader the bar's load too, left open (sglang-jax's steps are not read: its KV pool and XLA precompiles neither)
     "sglang-jax-tpu-v6e-qwen3-06b-precompile-ready-then-score-request-typeerror",
+    # batch 81: a crash in a step no line began (vllm-ascend's graph capture on TP3, known from its traceback through
+    # capture_model; a load known from `load_model` frames, the paste a traceback only): the answers list the step among
+    # the phases, the reader only the phases a line began (decided 30 answers to 8, reports/cpu/2026-12-07m); the
+    # second answer also names the rank by the inner `(Worker pid=235952)` tag, where the reader names it by the
+    # engine core's that holds it (`DP0`: vLLM names its worker `Worker` only when it is the engine's one rank, as
+    # vllm-ascend#4037 was read)
+    "vllm-ascend-6250-a2-qwen3next80b-tp4-v0130-graph-capture-crash-tp3",
+    "vllm-ascend-6484-qwen25-7b-awq-offline-nested-worker-prefix-keyerror-failed",
 }
 
 
