@@ -42,7 +42,9 @@ ROUNDS = 5  # the median of these is what extra_info reports; the VM's speed dri
 # off, 18.0-18.3 on a GPU host's Xeon (reports/cpu/2026-12-06l-bootlog-speed). Compare trees on one machine, never
 # figures across machines. That evening, with 546 logs: 17.1 MB/s on a faster hour of the AMD VM; the evening's reader,
 # which reads more of the corpus, paired with the afternoon's: 2% slower on the new corpus, the same on the old
-# (reports/cpu/2026-12-06n-bootlog-unseen).
+# (reports/cpu/2026-12-06n-bootlog-unseen). 2026-12-07 night, 754 logs: 26.4 MB/s median on a fast hour of the Xeon VM;
+# one read of 16 MiB is 5.30 G instructions, 40% of them in the regex engine and 17% in the interpreter loop, and the
+# passes over whole blocks take about a quarter of the time (reports/cpu/2026-12-07zb-bootlog-instructions).
 TARGET_MBPS = 30.0
 # A floor on the best round, asserted only when benchmarking: below the slowest build measured (15.2 MB/s, the H200
 # host's Python 3.12; 18.9 on the VM). The reader compiled with mypyc (CKPTPROF_COMPILE=1, setup.py; optional) read
