@@ -87,8 +87,12 @@ class Bar(NamedTuple):
 # ASCII-only digit classes: int() must never see a Unicode digit, and bounded repeats keep int() and the
 # regex engine cheap on hostile input.
 # Colour codes, also as pastes mangle them: the escape byte replaced by U+FFFD, or written out as "#033"
-# (CloudWatch) or "^[" (a terminal's caret notation).
-_ANSI_RE = re.compile(r"(?:\x1b|\ufffd|#033|\^\[)\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>78]")
+# (CloudWatch) or "^[" (a terminal's caret notation). A paste in that notation also ends each line with "^M", its
+# carriage return (vllm-ascend#922), before any colour code or carriage return the line ends with: no part of the
+# record's words.
+_ANSI_RE = re.compile(
+    r"(?:\x1b|\ufffd|#033|\^\[)\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>78]|\^M(?=(?:\x1b\[[0-9;]*m|\r)*\Z)"
+)
 # The escape byte's codes alone, for a text that holds none of the mangled forms (most coloured lines): a pattern that
 # starts with one literal character, which the regex engine skips to, where _ANSI_RE tests every character against
 # the four that can start a code.
