@@ -288,37 +288,32 @@ CHILD_FAILED = "subprocess.CalledProcessError"
 def _child_traceback(boot: Boot, parent: Failure) -> Failure | None:
     """The first traceback that ``parent``'s process logged after it at the same point of the boot and that ends with
     its error line: the failed child's, which the parent printed with its own."""
+    return next((failure for failure in _after(boot, parent) if _closes_at(failure, parent)), None)
+
+
+def _after(boot: Boot, failure: Failure) -> list[Failure]:
+    """The boot's failures logged after ``failure``, in order."""
     failures = boot.failures.all()
-    at = next((index for index, failure in enumerate(failures) if failure is parent), None)
-    if at is None:
-        return None
-    for failure in failures[at + 1 :]:
-        if (
-            failure.kind == "traceback"
-            and failure.rank == parent.rank
-            and failure.seq == parent.seq
-            and failure.error_final
-        ):
-            return failure
-    return None
+    at = next((index for index, kept in enumerate(failures) if kept is failure), None)
+    return [] if at is None else failures[at + 1 :]
+
+
+def _closes_at(traceback: Failure, other: Failure) -> bool:
+    """Whether ``traceback`` is one that ``other``'s rank logged at the same point of the boot, ended by its error
+    line."""
+    return (
+        traceback.kind == "traceback"
+        and traceback.rank == other.rank
+        and traceback.seq == other.seq
+        and traceback.error_final
+    )
 
 
 def _traceback_announced(boot: Boot, announcement: Failure) -> Failure | None:
     """The traceback logged right under ``announcement`` by its rank, at the same point of the boot, when it ends with
     its error line (the reverse of ``_announcement``)."""
-    failures = boot.failures.all()
-    at = next((index for index, failure in enumerate(failures) if failure is announcement), None)
-    if at is None or at + 1 >= len(failures):
-        return None
-    logged = failures[at + 1]
-    if (
-        logged.kind == "traceback"
-        and logged.rank == announcement.rank
-        and logged.seq == announcement.seq
-        and logged.error_final
-    ):
-        return logged
-    return None
+    later = _after(boot, announcement)
+    return later[0] if later and _closes_at(later[0], announcement) else None
 
 
 def _failure_report(boot: Boot, fatal: Failure) -> FailureReport:
